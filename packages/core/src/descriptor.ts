@@ -1,0 +1,140 @@
+/**
+ * The external-function descriptor, in our camelCase form and in the Rust
+ * engine's serde form (snake_case fields, capitalised type and language names).
+ */
+import { z } from 'zod';
+import { valueTypeFromEngine, valueTypeToEngine, type Json } from './json.js';
+import { VALUE_TYPES, type ValueType } from './value.js';
+
+/** Languages this project ships runners for; third-party runners add their own ids. */
+export const KNOWN_LANGUAGES = ['python', 'r', 'julia', 'pure', 'wasm'] as const;
+
+export interface ExternalFn {
+  /** The name cells call it by. */
+  name: string;
+  /** The runner's language id, lower case: `python`, `r`, `julia`, `pure`, `wasm`, or a third party's. */
+  language: string;
+  /** The function body, passed to the interpreter byte for byte. */
+  body: string;
+  /** Declared argument types, in order; the arity is their count. */
+  argTypes: ValueType[];
+  returnType: ValueType;
+  /** Same arguments, same result, no effects: results may be cached. Never affects protection. */
+  pure: boolean;
+}
+
+const valueType = z.string().transform((name, ctx) => {
+  const type = valueTypeFromEngine(name);
+  if (!type) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `expected one of ${VALUE_TYPES.join(', ')} (or the engine's Number, Boolean, Text, DateTime, Enum), got ${JSON.stringify(name)}`,
+    });
+    return z.NEVER;
+  }
+  return type;
+});
+
+const language = z
+  .string()
+  .min(1, 'must not be empty')
+  .transform((s) => s.toLowerCase())
+  .refine((s) => /^[a-z][a-z0-9_-]*$/.test(s), 'must be a language id such as python, r, julia, pure or wasm');
+
+const name = z
+  .string()
+  .min(1, 'must not be empty')
+  .refine((s) => s.trim() === s && !/[\u0000-\u001f]/.test(s), 'must have no surrounding spaces or control characters');
+
+/** Our form. */
+export const externalFnSchema = z.strictObject({
+  name,
+  language,
+  body: z.string(),
+  argTypes: z.array(valueType),
+  returnType: valueType,
+  pure: z.boolean().default(false),
+});
+
+/** The engine's serde form. */
+export const engineExternalFnSchema = z
+  .strictObject({
+    name,
+    language,
+    body: z.string(),
+    arg_types: z.array(valueType),
+    return_type: valueType,
+    pure: z.boolean().default(false),
+  })
+  .transform(({ arg_types, return_type, ...rest }) => ({
+    ...rest,
+    argTypes: arg_types,
+    returnType: return_type,
+  }));
+
+/** A descriptor that failed to parse; `issues` name each field and what was wrong. */
+export class InvalidDescriptorError extends TypeError {
+  readonly issues: { path: string; message: string }[];
+  constructor(label: string, issues: { path: string; message: string }[]) {
+    const lines = issues.map((i) => `  ${i.path || '(descriptor)'}: ${i.message}`).join('\n');
+    super(`invalid external function descriptor${label}:\n${lines}`);
+    this.name = 'InvalidDescriptorError';
+    this.issues = issues;
+  }
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  return path.reduce<string>(
+    (out, key) => (typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)),
+    '',
+  );
+}
+
+/**
+ * Reads a descriptor in our form or the engine's (told apart by
+ * `arg_types`/`return_type`). Throws InvalidDescriptorError naming every bad field.
+ */
+export function parseExternalFn(input: unknown): ExternalFn {
+  const record = typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : undefined;
+  const isEngine = record !== undefined && ('arg_types' in record || 'return_type' in record);
+  const result = (isEngine ? engineExternalFnSchema : externalFnSchema).safeParse(input);
+  if (result.success) return result.data;
+  const label = typeof record?.name === 'string' ? ` "${record.name}"` : '';
+  throw new InvalidDescriptorError(
+    label,
+    result.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message })),
+  );
+}
+
+/**
+ * Reads a file's worth of descriptors: one descriptor, an array of them, or
+ * the engine's map of name → descriptor.
+ */
+export function parseExternalFns(input: unknown): ExternalFn[] {
+  if (Array.isArray(input)) return input.map(parseExternalFn);
+  if (typeof input === 'object' && input !== null && !('body' in input)) {
+    return Object.values(input).map(parseExternalFn);
+  }
+  return [parseExternalFn(input)];
+}
+
+/** The engine's serde form of a descriptor. */
+export function externalFnToEngineJson(fn: ExternalFn): Json {
+  const engineLanguage: Record<string, string> = {
+    python: 'Python',
+    r: 'R',
+    julia: 'Julia',
+    pure: 'Pure',
+    wasm: 'Wasm',
+  };
+  return {
+    name: fn.name,
+    language: engineLanguage[fn.language] ?? fn.language,
+    body: fn.body,
+    arg_types: fn.argTypes.map(valueTypeToEngine),
+    return_type: valueTypeToEngine(fn.returnType),
+    pure: fn.pure,
+  };
+}
+
+export const arity = (fn: ExternalFn): number => fn.argTypes.length;

@@ -1,0 +1,201 @@
+import type { ValueType } from './value.js';
+
+/** Why a call failed. Every failure the runtime reports is one of these. */
+export const EXT_FN_ERROR_KINDS = [
+  'NotFound',
+  'ArityMismatch',
+  'TypeMismatch',
+  'LanguageUnavailable',
+  'Runtime',
+  'Timeout',
+  'Sandbox',
+] as const;
+export type ExtFnErrorKind = (typeof EXT_FN_ERROR_KINDS)[number];
+
+/** Which limit a call hit, when that can be known. */
+export type ResourceLimit =
+  | 'memory'
+  | 'cpu-time'
+  | 'processes'
+  | 'file-size'
+  | 'output'
+  | 'wall-clock';
+
+const MARKER = Symbol.for('@improv/extfn.error');
+
+export interface ExtFnErrorFields {
+  /** The function being called, when there is one. */
+  functionName?: string;
+  /** ArityMismatch: the declared arity. TypeMismatch: the declared type. */
+  expected?: number | ValueType;
+  /** ArityMismatch: the number of arguments given. TypeMismatch: the type given. */
+  got?: number | string;
+  /** TypeMismatch: the 1-based argument position. */
+  position?: number;
+  /** Timeout: the deadline in milliseconds. */
+  ms?: number;
+  /** Runtime: the tail of the interpreter's stderr (traceback, prints). */
+  stderr?: string;
+  /** Runtime or Timeout: the resource limit that ended the call, when known. */
+  limit?: ResourceLimit;
+  /** Runtime: the call was cancelled through its AbortSignal. */
+  aborted?: boolean;
+  /** LanguageUnavailable: the language asked for. */
+  language?: string;
+  /** LanguageUnavailable / NotFound: what is available instead. */
+  available?: readonly string[];
+  /** Sandbox / LanguageUnavailable: what to do about it. */
+  fix?: string;
+  cause?: unknown;
+}
+
+/**
+ * The one error type of the runtime. Check it with `ExtFnError.isInstance(e)`
+ * (works across duplicate installs of this package) and switch on `kind`.
+ */
+export class ExtFnError extends Error {
+  readonly [MARKER] = true;
+  readonly kind: ExtFnErrorKind;
+  readonly functionName?: string;
+  readonly expected?: number | ValueType;
+  readonly got?: number | string;
+  readonly position?: number;
+  readonly ms?: number;
+  readonly stderr?: string;
+  readonly limit?: ResourceLimit;
+  readonly aborted?: boolean;
+  readonly language?: string;
+  readonly available?: readonly string[];
+  readonly fix?: string;
+
+  constructor(kind: ExtFnErrorKind, message: string, fields: ExtFnErrorFields = {}) {
+    const { cause, ...rest } = fields;
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'ExtFnError';
+    this.kind = kind;
+    for (const [key, value] of Object.entries(rest)) {
+      if (value !== undefined) (this as Record<string, unknown>)[key] = value;
+    }
+  }
+
+  static isInstance(error: unknown): error is ExtFnError {
+    return typeof error === 'object' && error !== null && MARKER in error;
+  }
+
+  static notFound(name: string, registered: readonly string[]): ExtFnError {
+    const list = registered.length ? registered.join(', ') : 'none';
+    return new ExtFnError('NotFound', `function ${name} is not registered (registered: ${list})`, {
+      functionName: name,
+      available: registered,
+    });
+  }
+
+  static arityMismatch(name: string, expected: number, got: number): ExtFnError {
+    return new ExtFnError(
+      'ArityMismatch',
+      `function ${name}: expected ${expected} argument(s), got ${got}`,
+      { functionName: name, expected, got },
+    );
+  }
+
+  static typeMismatch(name: string, position: number, expected: ValueType, got: string): ExtFnError {
+    return new ExtFnError(
+      'TypeMismatch',
+      `function ${name}: argument ${position} expected ${expected}, got ${got}`,
+      { functionName: name, position, expected, got },
+    );
+  }
+
+  static languageUnavailable(
+    name: string,
+    language: string,
+    installed: readonly string[],
+    packageName = `@improv/extfn-${language}`,
+  ): ExtFnError {
+    const list = installed.length ? installed.join(', ') : 'none';
+    const fix = `install ${packageName} and pass its runner to the Registry`;
+    return new ExtFnError(
+      'LanguageUnavailable',
+      `function ${name}: no runner for language "${language}" is installed; ${fix} (installed: ${list})`,
+      { functionName: name, language, available: installed, fix },
+    );
+  }
+
+  static runtime(
+    name: string,
+    message: string,
+    fields: Omit<ExtFnErrorFields, 'functionName'> = {},
+  ): ExtFnError {
+    return new ExtFnError('Runtime', `function ${name}: ${message}`, {
+      ...fields,
+      functionName: name,
+    });
+  }
+
+  static timeout(name: string, ms: number): ExtFnError {
+    return new ExtFnError('Timeout', `function ${name}: timed out after ${ms} ms`, {
+      functionName: name,
+      ms,
+      limit: 'wall-clock',
+    });
+  }
+
+  static sandbox(message: string, fix: string, fields: ExtFnErrorFields = {}): ExtFnError {
+    const prefix = fields.functionName ? `function ${fields.functionName}: ` : '';
+    return new ExtFnError('Sandbox', `${prefix}${message}; ${fix}`, { ...fields, fix });
+  }
+
+  static aborted(name: string, reason?: unknown): ExtFnError {
+    return new ExtFnError('Runtime', `function ${name}: aborted`, {
+      functionName: name,
+      aborted: true,
+      cause: reason,
+    });
+  }
+
+  /** The same error re-addressed to a function (runners may not know the name). */
+  withFunctionName(name: string): ExtFnError {
+    if (this.functionName === name) return this;
+    const prefix = `function ${name}: `;
+    const message = this.message.startsWith(prefix) ? this.message : prefix + this.message;
+    const copy = new ExtFnError(this.kind, message, { ...this.fields(), functionName: name });
+    return copy;
+  }
+
+  /** The structured fields, for logs and `--json` output. */
+  fields(): ExtFnErrorFields {
+    const out: Record<string, unknown> = {};
+    for (const key of [
+      'functionName',
+      'expected',
+      'got',
+      'position',
+      'ms',
+      'stderr',
+      'limit',
+      'aborted',
+      'language',
+      'available',
+      'fix',
+      'cause',
+    ] as const) {
+      if (this[key] !== undefined) out[key] = this[key];
+    }
+    return out as ExtFnErrorFields;
+  }
+
+  toJSON(): Record<string, unknown> {
+    const { cause: _cause, ...fields } = this.fields();
+    return { kind: this.kind, message: this.message, ...fields };
+  }
+}
+
+/**
+ * Any thrown thing as an ExtFnError: ExtFnErrors pass through, anything else
+ * becomes Runtime with the original as `cause`.
+ */
+export function toExtFnError(error: unknown, functionName: string): ExtFnError {
+  if (ExtFnError.isInstance(error)) return error.withFunctionName(functionName);
+  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return ExtFnError.runtime(functionName, `runner failed: ${message}`, { cause: error });
+}

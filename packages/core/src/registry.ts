@@ -1,0 +1,335 @@
+/**
+ * The registry an engine holds: descriptors by name, the installed runners,
+ * the pure-result cache, and the checks every call passes before a process
+ * is started.
+ */
+import { type CacheOptions, ResultCache, argumentsKey, functionDigest } from './cache.js';
+import { type ExternalFn, parseExternalFn } from './descriptor.js';
+import { ExtFnError, toExtFnError } from './errors.js';
+import { RunnerHandle } from './runner-handle.js';
+import type { BatchOptions, CallOptions, LanguageRunner, RowResult, RunnerProbe } from './runner.js';
+import { type Value, describeValue, isValueOf } from './value.js';
+
+export const DEFAULT_TIMEOUT_MS = 5_000;
+
+export interface RegistryOptions {
+  /** The runners this engine installed, one per language. */
+  runners?: readonly LanguageRunner[];
+  /** Default wall-clock deadline per call (default 5 000 ms). */
+  timeoutMs?: number;
+  /** Pure-result cache bounds, or `false` to turn caching off. */
+  cache?: CacheOptions | false;
+  /** Descriptors to register straight away. */
+  functions?: readonly unknown[];
+}
+
+export interface EvalOptions {
+  /** Overrides the registry's deadline for this call (per row in a batch). */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** `oneShot` forces a fresh process for this call; default reuses warm workers. */
+  mode?: 'warm' | 'oneShot';
+  /** Set false to bypass the pure-result cache for this call. */
+  cache?: boolean;
+}
+
+export interface EvalBatchOptions extends EvalOptions {
+  onProgress?: (done: number, total: number) => void;
+}
+
+interface Entry {
+  fn: ExternalFn;
+  digest: string;
+}
+
+/**
+ * Checks a row against the descriptor: arity, then each argument's type.
+ * Returns the error, or undefined when the row is fine.
+ */
+export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnError | undefined {
+  if (!Array.isArray(args)) {
+    return ExtFnError.arityMismatch(fn.name, fn.argTypes.length, Number.NaN);
+  }
+  if (args.length !== fn.argTypes.length) {
+    return ExtFnError.arityMismatch(fn.name, fn.argTypes.length, args.length);
+  }
+  for (let i = 0; i < args.length; i++) {
+    const expected = fn.argTypes[i]!;
+    const arg = args[i];
+    if (!isValueOf(arg, expected)) {
+      const got = isValueOf(arg) ? describeValue(arg) : `a malformed value (${JSON.stringify(arg)?.slice(0, 60)})`;
+      return ExtFnError.typeMismatch(fn.name, i + 1, expected, got);
+    }
+  }
+  return undefined;
+}
+
+/** Checks what a runner returned against the declared return type. */
+export function checkResult(fn: ExternalFn, result: unknown): RowResult {
+  if (ExtFnError.isInstance(result)) return result.withFunctionName(fn.name);
+  if (isValueOf(result, fn.returnType)) return result;
+  const got = isValueOf(result) ? describeValue(result) : typeof result;
+  return ExtFnError.runtime(fn.name, `result expected ${fn.returnType}, got ${got}`, {
+    expected: fn.returnType,
+    got,
+  });
+}
+
+/** Waits for `promise`, but no longer than the deadline plus a grace period, nor past an abort. */
+async function guard<T>(
+  fn: ExternalFn,
+  promise: Promise<T>,
+  deadlineMs: number,
+  signal: AbortSignal | undefined,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const backstop = new Promise<never>((_, reject) => {
+    // The runner enforces the deadline itself; this only catches a runner that does not.
+    timer = setTimeout(() => reject(ExtFnError.timeout(fn.name, deadlineMs)), deadlineMs + 2_000);
+    timer.unref?.();
+    if (signal) {
+      onAbort = () => reject(ExtFnError.aborted(fn.name, signal.reason));
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    }
+  });
+  try {
+    return await Promise.race([promise, backstop]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+export class Registry {
+  readonly timeoutMs: number;
+  readonly cache: ResultCache | undefined;
+  #functions = new Map<string, Entry>();
+  #runners = new Map<string, RunnerHandle>();
+  #closed = false;
+
+  constructor(options: RegistryOptions = {}) {
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!(this.timeoutMs > 0)) throw new RangeError(`timeoutMs must be positive, got ${this.timeoutMs}`);
+    this.cache = options.cache === false ? undefined : new ResultCache(options.cache);
+    for (const runner of options.runners ?? []) this.addRunner(runner);
+    for (const fn of options.functions ?? []) this.register(fn);
+  }
+
+  /** Installs a runner for its language (one per language). */
+  addRunner(runner: LanguageRunner): void {
+    this.#assertOpen();
+    const handle = new RunnerHandle(runner);
+    if (this.#runners.has(handle.language)) {
+      throw new Error(`a runner for language "${handle.language}" is already installed`);
+    }
+    this.#runners.set(handle.language, handle);
+  }
+
+  /** The languages with a runner installed. */
+  get languages(): string[] {
+    return [...this.#runners.keys()];
+  }
+
+  /** What each installed runner reports about this machine. */
+  probe(): Promise<RunnerProbe[]> {
+    return Promise.all([...this.#runners.values()].map((r) => r.probe()));
+  }
+
+  /**
+   * Adds or replaces a descriptor (ours or the engine's serde form); returns
+   * the one it replaced. Throws InvalidDescriptorError naming each bad field.
+   */
+  register(descriptor: ExternalFn | unknown): ExternalFn | undefined {
+    this.#assertOpen();
+    const fn = parseExternalFn(descriptor);
+    const previous = this.#functions.get(fn.name)?.fn;
+    this.#functions.set(fn.name, { fn, digest: functionDigest(fn) });
+    return previous;
+  }
+
+  unregister(name: string): ExternalFn | undefined {
+    const previous = this.#functions.get(name)?.fn;
+    this.#functions.delete(name);
+    return previous;
+  }
+
+  get(name: string): ExternalFn | undefined {
+    return this.#functions.get(name)?.fn;
+  }
+
+  get size(): number {
+    return this.#functions.size;
+  }
+
+  get names(): string[] {
+    return [...this.#functions.keys()];
+  }
+
+  /** Evaluates one call. Rejects with an ExtFnError, never anything else. */
+  async eval(name: string, args: readonly Value[], options: EvalOptions = {}): Promise<Value> {
+    const entry = this.#lookup(name);
+    const { fn } = entry;
+    const invalid = checkArguments(fn, args);
+    if (invalid) throw invalid;
+    const cacheKey = this.#cacheKey(entry, args, options);
+    if (cacheKey !== undefined) {
+      const hit = this.cache!.get(cacheKey);
+      if (hit !== undefined) return hit;
+    }
+    const runner = this.#runnerFor(fn);
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const result = await invoke(runner, fn, args, { ...options, timeoutMs });
+    if (ExtFnError.isInstance(result)) throw result;
+    if (cacheKey !== undefined) this.cache!.set(cacheKey, result);
+    return result;
+  }
+
+  /**
+   * Evaluates one function over many rows: `result[i]` is exactly what
+   * `eval(name, rows[i])` would give — its Value, or its ExtFnError. Only an
+   * unknown name, a missing runner or a closed registry reject the whole call.
+   */
+  async evalBatch(
+    name: string,
+    rows: readonly (readonly Value[])[],
+    options: EvalBatchOptions = {},
+  ): Promise<RowResult[]> {
+    const entry = this.#lookup(name);
+    const { fn } = entry;
+    const runner = this.#runnerFor(fn);
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const results: RowResult[] = new Array(rows.length);
+    const pending: number[] = [];
+    const keys: (string | undefined)[] = [];
+    for (let i = 0; i < rows.length; i++) {
+      const args = rows[i]!;
+      const invalid = checkArguments(fn, args);
+      if (invalid) {
+        results[i] = invalid;
+        continue;
+      }
+      const key = this.#cacheKey(entry, args, options);
+      const hit = key === undefined ? undefined : this.cache!.get(key);
+      if (hit !== undefined) {
+        results[i] = hit;
+        continue;
+      }
+      pending.push(i);
+      keys.push(key);
+    }
+    const settled = rows.length - pending.length;
+    options.onProgress?.(settled, rows.length);
+    if (pending.length > 0) {
+      const batchOptions: BatchOptions = { ...options, timeoutMs };
+      if (options.onProgress) {
+        const report = options.onProgress;
+        batchOptions.onProgress = (done) => report(settled + done, rows.length);
+      }
+      const computed = await runner.callBatch(
+        fn,
+        pending.map((i) => rows[i]!),
+        batchOptions,
+      );
+      for (let j = 0; j < pending.length; j++) {
+        const result = checkResult(fn, computed[j]);
+        results[pending[j]!] = result;
+        const key = keys[j];
+        if (key !== undefined && !ExtFnError.isInstance(result)) this.cache!.set(key, result);
+      }
+    }
+    return results;
+  }
+
+  /** Ends every runner's processes. The registry cannot be used afterwards. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const runners = [...this.#runners.values()];
+    this.#runners.clear();
+    this.cache?.clear();
+    const outcomes = await Promise.allSettled(runners.map((r) => r.close()));
+    const failed = outcomes.find((o) => o.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new Error('this Registry is closed');
+  }
+
+  #lookup(name: string): Entry {
+    if (this.#closed) {
+      throw ExtFnError.runtime(name, 'the registry is closed');
+    }
+    const entry = this.#functions.get(name);
+    if (!entry) throw ExtFnError.notFound(name, this.names);
+    return entry;
+  }
+
+  #runnerFor(fn: ExternalFn): RunnerHandle {
+    const runner = this.#runners.get(fn.language);
+    if (!runner) throw ExtFnError.languageUnavailable(fn.name, fn.language, this.languages);
+    return runner;
+  }
+
+  #cacheKey(entry: Entry, args: readonly Value[], options: EvalOptions): string | undefined {
+    if (!this.cache || !entry.fn.pure || options.cache === false) return undefined;
+    return `${entry.digest}\u0000${argumentsKey(args)}`;
+  }
+}
+
+/** Runs one checked call through a runner and checks what comes back. Never throws. */
+async function invoke(
+  runner: RunnerHandle,
+  fn: ExternalFn,
+  args: readonly Value[],
+  options: CallOptions,
+): Promise<RowResult> {
+  try {
+    const result = await guard(fn, runner.call(fn, args, options), options.timeoutMs, options.signal);
+    return checkResult(fn, result);
+  } catch (error) {
+    return toExtFnError(error, fn.name);
+  }
+}
+
+export interface StandaloneEvalOptions extends EvalOptions {
+  /** The runners to choose from; the caller keeps them and closes them. */
+  runners: readonly LanguageRunner[];
+}
+
+/**
+ * Evaluates a descriptor once, without a registry: validation, dispatch and
+ * the result check are the same. The runners are not closed; one-shot mode is
+ * the default so no worker is left behind.
+ */
+export async function evaluate(
+  descriptor: ExternalFn | unknown,
+  args: readonly Value[],
+  options: StandaloneEvalOptions,
+): Promise<Value> {
+  const fn = parseExternalFn(descriptor);
+  const invalid = checkArguments(fn, args);
+  if (invalid) throw invalid;
+  const runner = options.runners.find((r) => r.language === fn.language);
+  if (!runner) {
+    throw ExtFnError.languageUnavailable(
+      fn.name,
+      fn.language,
+      options.runners.map((r) => r.language),
+    );
+  }
+  const handle = new RunnerHandle(runner, { owned: false });
+  const result = await invoke(handle, fn, args, {
+    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    mode: options.mode ?? 'oneShot',
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  if (ExtFnError.isInstance(result)) throw result;
+  return result;
+}

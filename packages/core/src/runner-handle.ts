@@ -1,0 +1,115 @@
+/**
+ * Core's wrapper around a runner, so that a runner author cannot get the
+ * lifecycle wrong: close runs once, nothing runs after close, every failure
+ * becomes an ExtFnError, and `callBatch` exists even when the runner has none.
+ */
+import { availableParallelism } from 'node:os';
+import type { ExternalFn } from './descriptor.js';
+import { ExtFnError, toExtFnError } from './errors.js';
+import type { BatchOptions, CallOptions, LanguageRunner, RowResult, RunnerProbe } from './runner.js';
+import type { Value } from './value.js';
+
+export class RunnerHandle {
+  readonly language: string;
+  readonly runner: LanguageRunner;
+  #owned: boolean;
+  #closing: Promise<void> | undefined;
+
+  constructor(runner: LanguageRunner, { owned = true }: { owned?: boolean } = {}) {
+    if (typeof runner !== 'object' || runner === null) {
+      throw new TypeError(`a runner must be an object implementing LanguageRunner, got ${String(runner)}`);
+    }
+    if (runner.specificationVersion !== 'v1') {
+      throw new TypeError(
+        `runner ${String(runner.language)} implements specification ${String(runner.specificationVersion)}; this core supports v1`,
+      );
+    }
+    if (typeof runner.language !== 'string' || typeof runner.call !== 'function') {
+      throw new TypeError('a runner needs a string `language` and a `call` method');
+    }
+    this.runner = runner;
+    this.language = runner.language.toLowerCase();
+    this.#owned = owned;
+  }
+
+  async probe(): Promise<RunnerProbe> {
+    try {
+      return await this.runner.probe();
+    } catch (error) {
+      return {
+        language: this.language,
+        available: false,
+        detail: `probe failed: ${error instanceof Error ? error.message : String(error)}`,
+      };
+    }
+  }
+
+  call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
+    if (this.#closing) return Promise.reject(ExtFnError.runtime(fn.name, 'the runner is closed'));
+    if (options.signal?.aborted) return Promise.reject(ExtFnError.aborted(fn.name, options.signal.reason));
+    try {
+      return Promise.resolve(this.runner.call(fn, args, options));
+    } catch (error) {
+      return Promise.reject(error); // a runner that throws synchronously
+    }
+  }
+
+  /** Never rejects for a row's failure: each row gets its Value or its ExtFnError. */
+  async callBatch(
+    fn: ExternalFn,
+    rows: readonly (readonly Value[])[],
+    options: BatchOptions,
+  ): Promise<RowResult[]> {
+    if (this.#closing) throw ExtFnError.runtime(fn.name, 'the runner is closed');
+    if (this.runner.callBatch) {
+      try {
+        const results = await this.runner.callBatch(fn, rows, options);
+        if (!Array.isArray(results) || results.length !== rows.length) {
+          throw new Error(
+            `callBatch returned ${Array.isArray(results) ? results.length : typeof results} results for ${rows.length} rows`,
+          );
+        }
+        return results;
+      } catch (error) {
+        const failure = toExtFnError(error, fn.name);
+        return rows.map(() => failure);
+      }
+    }
+    return this.#batchByCalls(fn, rows, options);
+  }
+
+  /** A batch as individual calls, a few at a time. */
+  async #batchByCalls(
+    fn: ExternalFn,
+    rows: readonly (readonly Value[])[],
+    options: BatchOptions,
+  ): Promise<RowResult[]> {
+    const results: RowResult[] = new Array(rows.length);
+    let next = 0;
+    let done = 0;
+    const worker = async () => {
+      while (next < rows.length) {
+        const i = next++;
+        if (options.signal?.aborted) {
+          results[i] = ExtFnError.aborted(fn.name, options.signal.reason);
+        } else {
+          try {
+            results[i] = await this.call(fn, rows[i]!, options);
+          } catch (error) {
+            results[i] = toExtFnError(error, fn.name);
+          }
+        }
+        options.onProgress?.(++done, rows.length);
+      }
+    };
+    const lanes = Math.min(rows.length, availableParallelism());
+    await Promise.all(Array.from({ length: lanes }, worker));
+    return results;
+  }
+
+  close(): Promise<void> {
+    if (!this.#owned) return Promise.resolve();
+    this.#closing ??= Promise.resolve().then(() => this.runner.close?.());
+    return this.#closing;
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * The plugin interface a language runner implements. Versioned on purpose:
+ * core checks `specificationVersion` and adapts older versions rather than
+ * breaking them.
+ */
+import type { ExternalFn } from './descriptor.js';
+import type { ExtFnError } from './errors.js';
+import type { Value } from './value.js';
+
+/** One call's outcome in a batch: its value, or its own error. */
+export type RowResult = Value | ExtFnError;
+
+export interface CallOptions {
+  /** Wall-clock deadline for this call, in milliseconds (per row in a batch). */
+  timeoutMs: number;
+  /** Cancels the call; the runner kills what it started for it. */
+  signal?: AbortSignal;
+  /**
+   * `warm` (default) lets the runner reuse a long-lived worker for this
+   * function; `oneShot` asks for a fresh process that ends with the call.
+   */
+  mode?: 'warm' | 'oneShot';
+}
+
+export interface BatchOptions extends CallOptions {
+  /** Called as rows complete, with the count done so far and the total. */
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface RunnerCapabilities {
+  /** Bodies run inside an OS sandbox (bubblewrap) or an equivalent isolate. */
+  readonly isolated: boolean;
+  /** Keeps warm workers between calls. */
+  readonly warmWorkers: boolean;
+  /** Implements `callBatch` natively (otherwise core calls `call` per row). */
+  readonly batch: boolean;
+}
+
+/** What a runner reports about this machine, for `doctor` and error messages. */
+export interface RunnerProbe {
+  readonly language: string;
+  readonly available: boolean;
+  /** One line a person can read: what was found, or what is missing. */
+  readonly detail: string;
+  readonly interpreter?: { readonly path: string; readonly version?: string };
+  /** The protection that will apply, e.g. `bubblewrap 0.8.0, seccomp, rlimits, uid 65534`. */
+  readonly protection?: string;
+  /** What to do when something is missing. */
+  readonly fix?: string;
+}
+
+export interface LanguageRunner {
+  readonly specificationVersion: 'v1';
+  /** The language id descriptors use, lower case (`python`, `wasm`, `lua`…). */
+  readonly language: string;
+  /** The npm package that provides it, named in LanguageUnavailable messages. */
+  readonly packageName: string;
+  readonly capabilities: RunnerCapabilities;
+
+  /** Whether the runner can work here. Never throws; never runs a body. */
+  probe(): Promise<RunnerProbe>;
+
+  /**
+   * Evaluates one call. Core has already checked arity and argument types.
+   * Resolves to a Value of `fn.returnType`, or rejects with an ExtFnError
+   * (anything else is wrapped as Runtime by core).
+   */
+  call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value>;
+
+  /**
+   * Evaluates many calls of one function: `result[i]` is exactly what
+   * `call(fn, rows[i])` would give — its Value or its ExtFnError. Optional.
+   */
+  callBatch?(
+    fn: ExternalFn,
+    rows: readonly (readonly Value[])[],
+    options: BatchOptions,
+  ): Promise<RowResult[]>;
+
+  /** Ends every process and worker the runner started. Called once by core. */
+  close?(): Promise<void>;
+}
+
+export function isLanguageRunner(x: unknown): x is LanguageRunner {
+  if (typeof x !== 'object' || x === null) return false;
+  const r = x as Partial<LanguageRunner>;
+  return (
+    r.specificationVersion === 'v1' &&
+    typeof r.language === 'string' &&
+    typeof r.call === 'function' &&
+    typeof r.probe === 'function'
+  );
+}

@@ -1,0 +1,242 @@
+/**
+ * Cell values, as the Improv engine has them. A `Value` is a plain object
+ * `{ type, value }`; errors are `{ type: 'error', error }`.
+ */
+
+/** The types a function argument or result can declare. */
+export const VALUE_TYPES = ['number', 'boolean', 'text', 'datetime', 'enum'] as const;
+export type ValueType = (typeof VALUE_TYPES)[number];
+
+/** The largest enum index: enums are u32 in the engine. */
+export const ENUM_MAX = 4_294_967_295;
+
+/** Error kinds of an error cell, as in the engine. */
+export const ERROR_KINDS = [
+  'TypeMismatch',
+  'DimensionMismatch',
+  'DivisionByZero',
+  'MissingInput',
+  'Custom',
+] as const;
+export type ErrorKind = (typeof ERROR_KINDS)[number];
+
+export interface CellError {
+  kind: ErrorKind;
+  /** Required for `Custom`, optional otherwise. */
+  message?: string;
+  /** The engine's MeasureId the error came from, when known. */
+  sourceMeasure?: number;
+}
+
+export interface NumberValue {
+  type: 'number';
+  /** Any f64: NaN, ±Infinity and -0 are kept. */
+  value: number;
+}
+export interface BooleanValue {
+  type: 'boolean';
+  value: boolean;
+}
+export interface TextValue {
+  type: 'text';
+  value: string;
+}
+export interface DatetimeValue {
+  type: 'datetime';
+  /** The instant, to the millisecond. */
+  value: Date;
+  /**
+   * Nanoseconds below the millisecond (0–999 999), kept so that an engine
+   * timestamp with nanosecond precision survives a round trip. Absent means 0.
+   */
+  nanos?: number;
+}
+export interface EnumValue {
+  type: 'enum';
+  /** Index into the enum's members: an integer in [0, 2^32 - 1]. */
+  value: number;
+}
+export interface ErrorValue {
+  type: 'error';
+  error: CellError;
+}
+
+export type Value =
+  | NumberValue
+  | BooleanValue
+  | TextValue
+  | DatetimeValue
+  | EnumValue
+  | ErrorValue;
+
+/** ISO-8601 with an explicit offset or Z; fraction up to nanoseconds. */
+const ISO_INSTANT =
+  /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}(?::\d{2})?)(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})$/i;
+
+/** Parses an ISO-8601 instant (Z or an offset), keeping nanoseconds. */
+export function parseInstant(text: string): { date: Date; nanos: number } | undefined {
+  const match = ISO_INSTANT.exec(text.trim());
+  if (!match) return undefined;
+  const [, day, time, fraction = '', zone = 'Z'] = match;
+  const digits = fraction.padEnd(9, '0');
+  const millis = digits.slice(0, 3);
+  const nanos = Number(digits.slice(3));
+  const date = new Date(`${day}T${time}.${millis}${zone.toUpperCase()}`);
+  if (Number.isNaN(date.getTime())) return undefined;
+  return { date, nanos };
+}
+
+/** Formats an instant as `YYYY-MM-DDTHH:MM:SS[.fffffffff]Z`, trailing zeros trimmed. */
+export function formatInstant(date: Date, nanos = 0): string {
+  const iso = date.toISOString(); // always .sssZ
+  const base = iso.slice(0, -5);
+  const fraction = (iso.slice(-4, -1) + String(nanos).padStart(6, '0')).replace(/0+$/, '');
+  return fraction ? `${base}.${fraction}Z` : `${base}Z`;
+}
+
+function checkNanos(nanos: number): number {
+  if (!Number.isInteger(nanos) || nanos < 0 || nanos > 999_999) {
+    throw new RangeError(`datetime nanos must be an integer in [0, 999999], got ${nanos}`);
+  }
+  return nanos;
+}
+
+/** Constructors that check their input. */
+export const Value = {
+  number(value: number): NumberValue {
+    if (typeof value !== 'number') throw new TypeError(`Value.number needs a number, got ${typeof value}`);
+    return { type: 'number', value };
+  },
+  boolean(value: boolean): BooleanValue {
+    if (typeof value !== 'boolean') throw new TypeError(`Value.boolean needs a boolean, got ${typeof value}`);
+    return { type: 'boolean', value };
+  },
+  text(value: string): TextValue {
+    if (typeof value !== 'string') throw new TypeError(`Value.text needs a string, got ${typeof value}`);
+    return { type: 'text', value };
+  },
+  /** A Date, or an ISO-8601 string with Z or an offset (nanoseconds kept). */
+  datetime(value: Date | string, nanos = 0): DatetimeValue {
+    let date: Date;
+    if (typeof value === 'string') {
+      const parsed = parseInstant(value);
+      if (!parsed) {
+        throw new RangeError(
+          `Value.datetime needs an ISO-8601 instant with Z or an offset, got ${JSON.stringify(value)}`,
+        );
+      }
+      date = parsed.date;
+      nanos = nanos || parsed.nanos;
+    } else if (value instanceof Date) {
+      date = new Date(value.getTime());
+    } else {
+      throw new TypeError(`Value.datetime needs a Date or an ISO-8601 string, got ${typeof value}`);
+    }
+    if (Number.isNaN(date.getTime())) throw new RangeError('Value.datetime got an invalid Date');
+    checkNanos(nanos);
+    return nanos ? { type: 'datetime', value: date, nanos } : { type: 'datetime', value: date };
+  },
+  enum(value: number): EnumValue {
+    if (!Number.isInteger(value) || value < 0 || value > ENUM_MAX) {
+      throw new RangeError(`Value.enum needs an integer in [0, ${ENUM_MAX}], got ${value}`);
+    }
+    return { type: 'enum', value };
+  },
+  error(kind: ErrorKind, message?: string, sourceMeasure?: number): ErrorValue {
+    if (!ERROR_KINDS.includes(kind)) {
+      throw new RangeError(`Value.error kind must be one of ${ERROR_KINDS.join(', ')}, got ${kind}`);
+    }
+    if (kind === 'Custom' && typeof message !== 'string') {
+      throw new TypeError('Value.error: a Custom error needs a message');
+    }
+    const error: CellError = { kind };
+    if (message !== undefined) error.message = message;
+    if (sourceMeasure !== undefined) error.sourceMeasure = sourceMeasure;
+    return { type: 'error', error };
+  },
+} as const;
+
+/** The declared type of a value; undefined for an error, which has none. */
+export function typeOf(value: Value): ValueType | undefined {
+  return value.type === 'error' ? undefined : value.type;
+}
+
+export function isValueType(x: unknown): x is ValueType {
+  return typeof x === 'string' && (VALUE_TYPES as readonly string[]).includes(x);
+}
+
+export const isNumber = (v: Value): v is NumberValue => v.type === 'number';
+export const isBoolean = (v: Value): v is BooleanValue => v.type === 'boolean';
+export const isText = (v: Value): v is TextValue => v.type === 'text';
+export const isDatetime = (v: Value): v is DatetimeValue => v.type === 'datetime';
+export const isEnum = (v: Value): v is EnumValue => v.type === 'enum';
+export const isError = (v: Value): v is ErrorValue => v.type === 'error';
+
+/**
+ * Whether `x` is a well-formed Value of `type` (or any well-formed Value when
+ * type is omitted). Used to check what runners return.
+ */
+export function isValueOf(x: unknown, type?: ValueType): x is Value {
+  if (typeof x !== 'object' || x === null) return false;
+  const v = x as { type?: unknown; value?: unknown; nanos?: unknown; error?: unknown };
+  if (type !== undefined && v.type !== type) return false;
+  switch (v.type) {
+    case 'number':
+      return typeof v.value === 'number';
+    case 'boolean':
+      return typeof v.value === 'boolean';
+    case 'text':
+      return typeof v.value === 'string';
+    case 'datetime':
+      return (
+        v.value instanceof Date &&
+        !Number.isNaN(v.value.getTime()) &&
+        (v.nanos === undefined ||
+          (Number.isInteger(v.nanos) && (v.nanos as number) >= 0 && (v.nanos as number) <= 999_999))
+      );
+    case 'enum':
+      return Number.isInteger(v.value) && (v.value as number) >= 0 && (v.value as number) <= ENUM_MAX;
+    case 'error':
+      return type === undefined && typeof v.error === 'object' && v.error !== null;
+    default:
+      return false;
+  }
+}
+
+/**
+ * Equality as a cell sees it: NaN equals NaN, -0 differs from 0, datetimes
+ * compare by instant and nanos.
+ */
+export function sameValue(a: Value, b: Value): boolean {
+  if (a.type !== b.type) return false;
+  switch (a.type) {
+    case 'datetime': {
+      const other = b as DatetimeValue;
+      return a.value.getTime() === other.value.getTime() && (a.nanos ?? 0) === (other.nanos ?? 0);
+    }
+    case 'error': {
+      const e = (b as ErrorValue).error;
+      return (
+        a.error.kind === e.kind &&
+        a.error.message === e.message &&
+        a.error.sourceMeasure === e.sourceMeasure
+      );
+    }
+    default:
+      return Object.is(a.value, (b as typeof a).value);
+  }
+}
+
+/** A short human description of a value, for error messages. */
+export function describeValue(value: Value): string {
+  switch (value.type) {
+    case 'text':
+      return `text ${JSON.stringify(value.value.length > 40 ? `${value.value.slice(0, 40)}…` : value.value)}`;
+    case 'datetime':
+      return `datetime ${formatInstant(value.value, value.nanos)}`;
+    case 'error':
+      return `error ${value.error.kind}`;
+    default:
+      return `${value.type} ${String(value.value)}`;
+  }
+}
