@@ -95,7 +95,8 @@ export class ResultCache {
       this.#entries.delete(key);
       this.#bytes -= key.length * 2 + sizeOf(old);
     }
-    this.#entries.set(key, value);
+    // Frozen: every hit hands out this same object.
+    this.#entries.set(key, Object.freeze(value));
     this.#bytes += size;
     while (this.#entries.size > this.maxEntries || this.#bytes > this.maxBytes) {
       const oldest = this.#entries.keys().next().value as string;

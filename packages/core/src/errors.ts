@@ -157,7 +157,12 @@ export class ExtFnError extends Error {
   withFunctionName(name: string): ExtFnError {
     if (this.functionName === name) return this;
     const prefix = `function ${name}: `;
-    const message = this.message.startsWith(prefix) ? this.message : prefix + this.message;
+    const old = this.functionName === undefined ? undefined : `function ${this.functionName}: `;
+    const message = this.message.startsWith(prefix)
+      ? this.message
+      : old !== undefined && this.message.startsWith(old)
+        ? prefix + this.message.slice(old.length)
+        : prefix + this.message;
     const copy = new ExtFnError(this.kind, message, { ...this.fields(), functionName: name });
     return copy;
   }

@@ -230,6 +230,9 @@ export function valueToEngineJson(value: Value): Json {
         },
       };
     }
+    case 'number':
+      // -0 stays a number here (serde writes -0.0); only non-finite values need strings.
+      return { Number: Number.isFinite(value.value) ? value.value : numberToJson(value.value) };
     default:
       return { [TO_ENGINE_TYPE[value.type]]: valueToJson(value) };
   }

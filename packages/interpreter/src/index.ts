@@ -1,1 +1,36 @@
-export {};
+/**
+ * @improv/extfn-interpreter: the machinery every subprocess runner shares —
+ * the driver protocol (docs/protocol.md), sandboxed warm workers, the
+ * bounded pool, one-shot calls and batches with hang isolation.
+ *
+ * A language package supplies an `InterpreterSpec` (how to find and start
+ * its interpreter, and its driver program) and gets a full `LanguageRunner`:
+ *
+ * ```ts
+ * export function r(options: ROptions = {}): InterpreterRunner {
+ *   return createInterpreterRunner({
+ *     language: 'r', packageName: '@improv/extfn-r',
+ *     resolveInterpreter: () => resolveExecutable({ explicit: options.interpreter, envVar: 'IMPROV_EXTFN_R', names: ['Rscript'] }),
+ *     args: ['--vanilla', '-e', BOOTSTRAP], driverSource: DRIVER,
+ *   }, options);
+ * }
+ * ```
+ */
+export type {
+  InterpreterRunner,
+  InterpreterRunnerOptions,
+  InterpreterSpec,
+  InterpreterStats,
+  ResolvedInterpreter,
+} from './types.js';
+export { createInterpreterRunner } from './runner.js';
+export { resolveExecutable, type ResolveExecutableOptions } from './resolve.js';
+export {
+  encodeFrame,
+  FrameReader,
+  type Frame,
+  type FrameHeader,
+  type DriverError,
+  PROTOCOL_VERSION,
+} from './frames.js';
+export { functionKey } from './key.js';

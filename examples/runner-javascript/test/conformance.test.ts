@@ -1,0 +1,23 @@
+import { Value } from '@improv/extfn-core';
+import { runnerConformanceSuite } from '@improv/extfn-core/testing';
+import { test } from 'vitest';
+import { javascript } from '../src/index.js';
+
+// The whole kit, in one line of setup: what a third-party runner author writes.
+runnerConformanceSuite(test, () => javascript(), {
+  prefix: 'javascript:',
+  bodies: {
+    identity: 'result = args[0];',
+    add: 'result = args[0] + args[1];',
+    raise: 'throw new Error("nope");',
+    wrongReturn: 'result = "five";',
+    loop: 'for (;;) {}',
+    largeResult: 'result = "x".repeat(200000);',
+    flood: 'for (let i = 0; i < 100000; i++) print("y".repeat(50));',
+  },
+  verbatim: [
+    { name: 'backslashes and quotes', body: 'result = "a\\\\b\\"c\'d";', returnType: 'text', expected: Value.text('a\\b"c\'d') },
+    { name: 'CRLF line ends and tabs', body: 'let a = 1;\r\n\tresult = a + 1;\r\n', returnType: 'number', expected: Value.number(2) },
+    { name: 'non-ASCII and escapes', body: 'result = "\\x41é𝄞";', returnType: 'text', expected: Value.text('Aé𝄞') },
+  ],
+});

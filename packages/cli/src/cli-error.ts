@@ -1,0 +1,30 @@
+import { ExitCode } from './exit-codes.js';
+
+/** Kinds of failure that are the command line's, not the function's. */
+export type CliErrorKind = 'Usage' | 'BadInput' | 'LanguageUnavailable';
+
+/**
+ * A failure before any function runs: a bad flag, an unreadable file, an
+ * argument that does not parse. Always says what to do about it.
+ */
+export class CliError extends Error {
+  readonly kind: CliErrorKind;
+  readonly fix: string | undefined;
+  readonly exitCode: ExitCode;
+
+  constructor(kind: CliErrorKind, message: string, fix?: string, exitCode?: ExitCode) {
+    super(message);
+    this.name = 'CliError';
+    this.kind = kind;
+    this.fix = fix;
+    this.exitCode = exitCode ?? (kind === 'LanguageUnavailable' ? ExitCode.Unavailable : ExitCode.BadInput);
+  }
+
+  toJSON(): Record<string, unknown> {
+    return { kind: this.kind, message: this.message, ...(this.fix ? { fix: this.fix } : {}) };
+  }
+}
+
+export const usage = (message: string, fix?: string): CliError => new CliError('Usage', message, fix);
+export const badInput = (message: string, fix?: string): CliError =>
+  new CliError('BadInput', message, fix);

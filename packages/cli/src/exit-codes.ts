@@ -1,0 +1,24 @@
+/** Exit codes, documented in `--help` and the README. Scripts may rely on them. */
+export const ExitCode = {
+  /** Everything evaluated without error. */
+  Ok: 0,
+  /** `eval`: the function failed (Runtime, Timeout, …). `run`: at least one row failed or was malformed. */
+  FunctionError: 1,
+  /** Usage or bad input: unknown flag, unreadable or invalid descriptor, argument that does not parse. */
+  BadInput: 2,
+  /** This machine cannot run it: runner or interpreter missing, or the sandbox policy cannot be honoured. */
+  Unavailable: 3,
+  /** A bug in improv-extfn itself. */
+  Internal: 4,
+  /** Interrupted (Ctrl-C). */
+  Interrupted: 130,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+export const EXIT_CODES_HELP = `Exit codes:
+  0    ok
+  1    the function failed (eval), or at least one row failed or was malformed (run)
+  2    usage or bad input: unknown flag, bad descriptor file, argument that does not parse
+  3    this machine cannot run it: runner or interpreter missing, sandbox unavailable
+  4    internal error (a bug: please report it)
+  130  interrupted`;

@@ -1,0 +1,221 @@
+import { describe, expect, test } from 'vitest';
+import { eval as evalFn, ExtFnError, evaluate, Registry, type Value, Value as V } from '../src/index.js';
+import { fakeRunner, fn } from './fake-runner.js';
+
+async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (ExtFnError.isInstance(error)) return error;
+    throw new Error(`expected an ExtFnError, got ${String(error)}`);
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('Registry', () => {
+  test('register returns the previous descriptor; get and size', () => {
+    const registry = new Registry();
+    expect(registry.register(fn('add', 'add', ['number', 'number'], 'number'))).toBeUndefined();
+    const previous = registry.register(fn('add', 'add', ['number', 'number'], 'number', true));
+    expect(previous?.pure).toBe(false);
+    expect(registry.get('add')?.pure).toBe(true);
+    expect(registry.size).toBe(1);
+    expect(() => registry.register({ name: 'x' })).toThrow(/invalid external function descriptor "x"/);
+  });
+
+  test('eval dispatches to the runner and checks the result', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner], timeoutMs: 1234 });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    expect(await registry.eval('add', [V.number(2), V.number(3)])).toEqual(V.number(5));
+    expect(calls[0]!.options.timeoutMs).toBe(1234);
+    await registry.eval('add', [V.number(2), V.number(3)], { timeoutMs: 99 });
+    expect(calls[1]!.options.timeoutMs).toBe(99);
+  });
+
+  test('NotFound, ArityMismatch, TypeMismatch never reach the runner', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    const notFound = await failure(registry.eval('nope', []));
+    expect(notFound).toMatchObject({ kind: 'NotFound', available: ['add'] });
+    expect(await failure(registry.eval('add', [V.number(1)]))).toMatchObject({ kind: 'ArityMismatch', expected: 2, got: 1 });
+    const type = await failure(registry.eval('add', [V.number(1), V.text('2')]));
+    expect(type).toMatchObject({ kind: 'TypeMismatch', position: 2, expected: 'number' });
+    expect(type.message).toBe('function add: argument 2 expected number, got text "2"');
+    const error = await failure(registry.eval('add', [V.number(1), V.error('DivisionByZero')]));
+    expect(error.message).toMatch(/got error DivisionByZero/);
+    const malformed = await failure(registry.eval('add', [V.number(1), { type: 'number', value: '2' } as unknown as Value]));
+    expect(malformed.message).toMatch(/malformed value/);
+    expect(calls).toHaveLength(0);
+  });
+
+  test('a language with no runner names the package to install and what is installed', async () => {
+    const registry = new Registry({ runners: [fakeRunner('wasm').runner] });
+    registry.register(fn('hyp', 'x', ['number'], 'number', false, 'r'));
+    const error = await failure(registry.eval('hyp', [V.number(1)]));
+    expect(error.kind).toBe('LanguageUnavailable');
+    expect(error.message).toMatch(/install @improv\/extfn-r/);
+    expect(error.message).toMatch(/installed: wasm/);
+  });
+
+  test('runner failures become typed errors; wrong result types are Runtime', async () => {
+    const { runner } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('plain', 'throw-plain', [], 'number'));
+    registry.register(fn('typed', 'throw-typed', [], 'number'));
+    registry.register(fn('wrong', 'wrong-type', [], 'number'));
+    registry.register(fn('malformed', 'malformed', [], 'number'));
+    const plain = await failure(registry.eval('plain', []));
+    expect(plain).toMatchObject({ kind: 'Runtime', message: 'function plain: runner failed: TypeError: plain failure' });
+    expect(plain.cause).toBeInstanceOf(TypeError);
+    expect((await failure(registry.eval('typed', []))).message).toBe('function typed: ValueError: nope');
+    expect((await failure(registry.eval('wrong', []))).message).toBe('function wrong: result expected number, got text "five"');
+    expect((await failure(registry.eval('malformed', []))).kind).toBe('Runtime');
+  });
+
+  test('a runner that ignores its deadline is stopped by the backstop', async () => {
+    const { runner } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('hang', 'hang', [], 'number'));
+    const error = await failure(registry.eval('hang', [], { timeoutMs: 50 }));
+    expect(error).toMatchObject({ kind: 'Timeout', ms: 50 });
+  });
+
+  test('an AbortSignal rejects the call with an aborted Runtime error and reaches the runner', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('hang', 'hang', [], 'number'));
+    const controller = new AbortController();
+    const pending = registry.eval('hang', [], { signal: controller.signal });
+    controller.abort(new Error('user cancelled'));
+    const error = await failure(pending);
+    expect(error).toMatchObject({ kind: 'Runtime', aborted: true });
+    expect(calls[0]!.options.signal).toBe(controller.signal);
+    expect((await failure(registry.eval('hang', [], { signal: AbortSignal.abort() }))).aborted).toBe(true);
+  });
+
+  test('evalBatch equals eval on each row, and reports progress', async () => {
+    const { runner } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    registry.register(fn('wrong', 'wrong-type', ['number'], 'number'));
+    const rows: Value[][] = [[V.number(1), V.number(2)], [V.number(1)], [V.text('a'), V.number(1)], [V.number(Number.NaN), V.number(1)]];
+    const progress: number[] = [];
+    const batch = await registry.evalBatch('add', rows, { onProgress: (done, total) => progress.push(done / total) });
+    for (let i = 0; i < rows.length; i++) {
+      const single = await registry.eval('add', rows[i]!).catch((e: ExtFnError) => e);
+      if (ExtFnError.isInstance(single)) expect((batch[i] as ExtFnError).message).toBe(single.message);
+      else expect(batch[i]).toEqual(single);
+    }
+    expect(progress.at(-1)).toBe(1);
+    const wrong = await registry.evalBatch('wrong', [[V.number(1)]]);
+    expect((wrong[0] as ExtFnError).message).toMatch(/result expected number/);
+    await expect(registry.evalBatch('nope', [])).rejects.toMatchObject({ kind: 'NotFound' });
+  });
+
+  test('close closes each runner once; the registry refuses work afterwards', async () => {
+    const fake = fakeRunner();
+    const registry = new Registry({ runners: [fake.runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    await Promise.all([registry.close(), registry.close()]);
+    expect(fake.closedCount()).toBe(1);
+    expect((await failure(registry.eval('add', [V.number(1), V.number(2)]))).message).toMatch(/closed/);
+    expect(() => registry.register(fn('b', 'add', [], 'number'))).toThrow(/closed/);
+  });
+
+  test('a runner of another specification version is refused with a clear message', () => {
+    const { runner } = fakeRunner();
+    expect(() => new Registry({ runners: [{ ...runner, specificationVersion: 'v2' as 'v1' }] })).toThrow(/specification v2; this core supports v1/);
+    expect(() => new Registry({ runners: [runner, fakeRunner().runner] })).toThrow(/already installed/);
+  });
+});
+
+describe('pure-result cache', () => {
+  test('a hit skips the runner; every field of the function is part of the key', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number', true));
+    const args = [V.number(2), V.number(3)];
+    await registry.eval('add', args);
+    await registry.eval('add', args);
+    expect(calls).toHaveLength(1);
+    await registry.eval('add', [V.number(2), V.number(4)]);
+    expect(calls).toHaveLength(2);
+    // Same body under another name shares the entry (content-keyed) …
+    registry.register(fn('add2', 'add', ['number', 'number'], 'number', true));
+    await registry.eval('add2', args);
+    expect(calls).toHaveLength(2);
+    // … but a different body, type or return type misses.
+    registry.register(fn('add', 'add:', ['number', 'number'], 'number', true));
+    await registry.eval('add', args).catch(() => {});
+    expect(calls).toHaveLength(3);
+    registry.register(fn('echo', 'echo', ['number'], 'number', true));
+    registry.register(fn('echoE', 'echo', ['enum'], 'enum', true));
+    await registry.eval('echo', [V.number(1)]);
+    await registry.eval('echoE', [V.enum(1)]);
+    expect(calls).toHaveLength(5);
+    // -0 and 0 are different arguments.
+    await registry.eval('echo', [V.number(-0)]);
+    expect(calls).toHaveLength(6);
+    await registry.eval('add', args, { cache: false }).catch(() => {});
+    expect(calls).toHaveLength(7);
+    expect(registry.cache!.hits).toBeGreaterThan(0);
+  });
+
+  test('impure functions are evaluated every time; errors are never cached', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('impure', 'add', ['number', 'number'], 'number', false));
+    registry.register(fn('fails', 'throw-typed', [], 'number', true));
+    for (let i = 0; i < 3; i++) await registry.eval('impure', [V.number(1), V.number(1)]);
+    for (let i = 0; i < 3; i++) await registry.eval('fails', []).catch(() => {});
+    expect(calls).toHaveLength(6);
+  });
+
+  test('evalBatch uses and fills the cache', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number', true));
+    const rows = Array.from({ length: 10 }, (_, i) => [V.number(i), V.number(1)]);
+    await registry.evalBatch('add', rows);
+    const again = await registry.evalBatch('add', rows);
+    expect(calls).toHaveLength(10);
+    expect(again[9]).toEqual(V.number(10));
+  });
+
+  test('bounded by entries and bytes, least recently used first', async () => {
+    const { runner } = fakeRunner();
+    const registry = new Registry({ runners: [runner], cache: { maxEntries: 3 } });
+    registry.register(fn('echo', 'echo', ['text'], 'text', true));
+    for (const s of ['a', 'b', 'c']) await registry.eval('echo', [V.text(s)]);
+    await registry.eval('echo', [V.text('a')]); // a is now most recent
+    await registry.eval('echo', [V.text('d')]); // evicts b
+    expect(registry.cache!.size).toBe(3);
+    const hits = registry.cache!.hits;
+    await registry.eval('echo', [V.text('a')]);
+    expect(registry.cache!.hits).toBe(hits + 1);
+    await registry.eval('echo', [V.text('b')]);
+    expect(registry.cache!.hits).toBe(hits + 1);
+
+    const small = new Registry({ runners: [fakeRunner().runner], cache: { maxBytes: 10_000 } });
+    small.register(fn('echo', 'echo', ['text'], 'text', true));
+    for (let i = 0; i < 50; i++) await small.eval('echo', [V.text(`${i}`.repeat(200))]);
+    expect(small.cache!.bytes).toBeLessThanOrEqual(10_000);
+    expect(small.cache!.size).toBeLessThan(50);
+  });
+});
+
+describe('eval(fn, args, options)', () => {
+  test('validates, dispatches one-shot, and leaves the runner open', async () => {
+    const fake = fakeRunner();
+    expect(evalFn).toBe(evaluate);
+    const result = await evaluate(fn('add', 'add', ['number', 'number'], 'number'), [V.number(1), V.number(2)], { runners: [fake.runner] });
+    expect(result).toEqual(V.number(3));
+    expect(fake.calls[0]!.options.mode).toBe('oneShot');
+    expect(fake.closedCount()).toBe(0);
+    await expect(evaluate(fn('add', 'add', ['number', 'number'], 'number'), [V.number(1)], { runners: [fake.runner] })).rejects.toMatchObject({ kind: 'ArityMismatch' });
+    await expect(evaluate(fn('x', 'add', [], 'number', false, 'julia'), [], { runners: [fake.runner] })).rejects.toMatchObject({ kind: 'LanguageUnavailable' });
+    await expect(evaluate({ name: 'bad' }, [], { runners: [] })).rejects.toThrow(/invalid external function descriptor/);
+  });
+});

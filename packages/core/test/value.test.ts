@@ -1,0 +1,64 @@
+import { describe, expect, test } from 'vitest';
+import {
+  ENUM_MAX,
+  formatInstant,
+  isError,
+  isNumber,
+  isValueOf,
+  parseInstant,
+  sameValue,
+  typeOf,
+  Value,
+} from '../src/index.js';
+
+describe('Value constructors', () => {
+  test('build each type and keep special numbers', () => {
+    expect(Value.number(Number.NaN).value).toBeNaN();
+    expect(Object.is(Value.number(-0).value, -0)).toBe(true);
+    expect(Value.number(-Infinity)).toEqual({ type: 'number', value: -Infinity });
+    expect(Value.boolean(false)).toEqual({ type: 'boolean', value: false });
+    expect(Value.text('é')).toEqual({ type: 'text', value: 'é' });
+    expect(Value.enum(ENUM_MAX)).toEqual({ type: 'enum', value: 4294967295 });
+  });
+
+  test('reject bad input with a message that says what was wrong', () => {
+    expect(() => Value.enum(-1)).toThrow(/integer in \[0, 4294967295\], got -1/);
+    expect(() => Value.enum(ENUM_MAX + 1)).toThrow(RangeError);
+    expect(() => Value.enum(1.5)).toThrow(RangeError);
+    expect(() => Value.number('1' as unknown as number)).toThrow(/needs a number, got string/);
+    expect(() => Value.datetime('yesterday')).toThrow(/ISO-8601/);
+    expect(() => Value.datetime('2025-01-01T00:00:00')).toThrow(/Z or an offset/);
+    expect(() => Value.datetime(new Date(Number.NaN))).toThrow(/invalid Date/);
+    expect(() => Value.error('Custom')).toThrow(/needs a message/);
+    expect(() => Value.error('Nope' as 'Custom', 'x')).toThrow(/kind must be one of/);
+  });
+
+  test('datetime keeps nanoseconds below the millisecond and normalises offsets to UTC', () => {
+    const v = Value.datetime('2025-03-31T23:59:59.123456789Z');
+    expect(v.value.toISOString()).toBe('2025-03-31T23:59:59.123Z');
+    expect(v.nanos).toBe(456789);
+    expect(formatInstant(v.value, v.nanos)).toBe('2025-03-31T23:59:59.123456789Z');
+    const offset = Value.datetime('2000-02-29T12:00:00+02:00');
+    expect(formatInstant(offset.value)).toBe('2000-02-29T10:00:00Z');
+    expect(parseInstant('1969-07-20T20:17:40Z')?.date.getTime()).toBe(-14182940000);
+  });
+
+  test('typeOf and the guards', () => {
+    expect(typeOf(Value.number(1))).toBe('number');
+    expect(typeOf(Value.error('DivisionByZero'))).toBeUndefined();
+    expect(isNumber(Value.number(1))).toBe(true);
+    expect(isError(Value.error('MissingInput'))).toBe(true);
+    expect(isValueOf({ type: 'enum', value: 2 ** 32 })).toBe(false);
+    expect(isValueOf({ type: 'number', value: '1' })).toBe(false);
+    expect(isValueOf({ type: 'datetime', value: new Date(0), nanos: 1_000_000 })).toBe(false);
+    expect(isValueOf(Value.text('a'), 'number')).toBe(false);
+  });
+
+  test('sameValue: NaN equals NaN, -0 differs from 0, datetimes by instant and nanos', () => {
+    expect(sameValue(Value.number(Number.NaN), Value.number(Number.NaN))).toBe(true);
+    expect(sameValue(Value.number(-0), Value.number(0))).toBe(false);
+    expect(sameValue(Value.datetime('2020-01-01T00:00:00Z'), Value.datetime('2020-01-01T01:00:00+01:00'))).toBe(true);
+    expect(sameValue(Value.datetime('2020-01-01T00:00:00.000000001Z'), Value.datetime('2020-01-01T00:00:00Z'))).toBe(false);
+    expect(sameValue(Value.error('Custom', 'a'), Value.error('Custom', 'b'))).toBe(false);
+  });
+});

@@ -1,0 +1,141 @@
+/**
+ * Framing of the driver protocol (docs/protocol.md): one line of compact JSON
+ * per frame, optionally followed by exactly `bytes` raw bytes (f64 columns).
+ */
+
+export const PROTOCOL_VERSION = 1;
+
+/** A frame's JSON header. `bytes`, when present, is the length of the raw payload after it. */
+export type FrameHeader = Record<string, unknown> & { bytes?: number };
+
+export interface Frame {
+  header: FrameHeader;
+  payload?: Buffer;
+}
+
+/** An error the driver reports for a row or for `load`. */
+export interface DriverError {
+  /** The exception's type, e.g. `ValueError`; `ResultTypeError` for a result of the wrong type. */
+  type: string;
+  message: string;
+  /** Traceback (or the interpreter's equivalent) with the body's own line numbers. */
+  traceback?: string;
+  /** `output` when the row printed or returned more than the per-row cap. */
+  limit?: 'output' | 'memory';
+  /** For a result of the wrong type: the declared type and what was received. */
+  expected?: string;
+  got?: string;
+}
+
+const NEWLINE = 0x0a;
+
+/** Encodes a frame: the header as one JSON line, then the payload if any. */
+export function encodeFrame(header: FrameHeader, payload?: Uint8Array): Buffer {
+  const head = payload ? { ...header, bytes: payload.byteLength } : header;
+  const line = Buffer.from(`${JSON.stringify(head)}\n`, 'utf8');
+  if (!payload) return line;
+  return Buffer.concat([line, payload]);
+}
+
+/** Thrown when the protocol channel carries something that is not a frame, or too much. */
+export class FrameError extends Error {
+  constructor(
+    message: string,
+    readonly budget = false,
+  ) {
+    super(message);
+    this.name = 'FrameError';
+  }
+}
+
+/**
+ * Incremental frame parser. `push` returns the complete frames so far and
+ * throws FrameError on a malformed frame or when buffered bytes pass the
+ * budget (a runaway or hostile driver cannot make the host buffer without end).
+ */
+export class FrameReader {
+  #chunks: Buffer[] = [];
+  #buffered = 0;
+  /** Bytes of payload still expected for `#pending`. */
+  #pending: FrameHeader | undefined;
+  /** Bytes at the start of the buffer already known to hold no newline (keeps long lines linear). */
+  #scanned = 0;
+  budget: number;
+
+  constructor(budget = 64 * 1024 * 1024) {
+    this.budget = budget;
+  }
+
+  get buffered(): number {
+    return this.#buffered;
+  }
+
+  push(chunk: Buffer): Frame[] {
+    this.#chunks.push(chunk);
+    this.#buffered += chunk.length;
+    if (this.#buffered > this.budget) {
+      throw new FrameError(`the driver sent more than ${this.budget} bytes in one frame`, true);
+    }
+    const frames: Frame[] = [];
+    for (;;) {
+      const frame = this.#next();
+      if (!frame) break;
+      frames.push(frame);
+    }
+    return frames;
+  }
+
+  #take(n: number): Buffer {
+    const all = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks);
+    const out = all.subarray(0, n);
+    const rest = all.subarray(n);
+    this.#chunks = rest.length ? [rest] : [];
+    this.#buffered = rest.length;
+    this.#scanned = 0;
+    return out;
+  }
+
+  #next(): Frame | undefined {
+    if (this.#pending) {
+      const size = this.#pending.bytes!;
+      if (this.#buffered < size) return undefined;
+      const header = this.#pending;
+      this.#pending = undefined;
+      return { header, payload: Buffer.from(this.#take(size)) };
+    }
+    const end = this.#indexOfNewline();
+    if (end < 0) return undefined;
+    const line = this.#take(end + 1).toString('utf8', 0, end);
+    let header: unknown;
+    try {
+      header = JSON.parse(line);
+    } catch {
+      throw new FrameError(`malformed frame from the driver: ${JSON.stringify(line.slice(0, 120))}`);
+    }
+    if (typeof header !== 'object' || header === null || Array.isArray(header)) {
+      throw new FrameError(`malformed frame from the driver: ${JSON.stringify(line.slice(0, 120))}`);
+    }
+    const h = header as FrameHeader;
+    if (h.bytes !== undefined) {
+      if (!Number.isSafeInteger(h.bytes) || h.bytes < 0 || h.bytes > this.budget) {
+        throw new FrameError(`malformed frame from the driver: bad payload size ${String(h.bytes)}`);
+      }
+      this.#pending = h;
+      return this.#next();
+    }
+    return { header: h };
+  }
+
+  #indexOfNewline(): number {
+    let offset = 0;
+    for (const chunk of this.#chunks) {
+      if (offset + chunk.length > this.#scanned) {
+        const i = chunk.indexOf(NEWLINE, Math.max(0, this.#scanned - offset));
+        if (i >= 0) return offset + i;
+      }
+      offset += chunk.length;
+    }
+    this.#scanned = offset;
+    return -1;
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * The public shape of @improv/extfn-interpreter: what a language package
+ * describes (`InterpreterSpec`) and what an engine may tune (`InterpreterRunnerOptions`).
+ * Everything else (framing, workers, the pool, batches) is written once here.
+ */
+import type { LanguageRunner } from '@improv/extfn-core';
+import type { SandboxLimits, SandboxPolicy } from '@improv/extfn-sandbox';
+
+/** A resolved interpreter: an absolute, real (symlink-free) path the sandbox can read. */
+export interface ResolvedInterpreter {
+  /** Absolute real path of the executable. */
+  readonly path: string;
+  /** Extra host directories to bind read-only (e.g. an interpreter prefix outside /usr). */
+  readonly readOnlyPaths?: readonly string[];
+}
+
+/** What a language package tells the interpreter machinery about its language. */
+export interface InterpreterSpec {
+  /** Language id descriptors use, lower case (`python`, `r`, `julia`, `pure`). */
+  readonly language: string;
+  /** The npm package, named in LanguageUnavailable messages (`@improv/extfn-python`). */
+  readonly packageName: string;
+  /**
+   * Finds the interpreter: explicit option > environment variable
+   * (`IMPROV_EXTFN_PYTHON`, …) > PATH lookup, as an absolute real path.
+   * `undefined` means not installed → LanguageUnavailable, and no process is started.
+   * Called once per runner and memoised (a rejected promise is retried next call).
+   */
+  resolveInterpreter(): Promise<ResolvedInterpreter | undefined>;
+  /**
+   * Command-line arguments after the interpreter path: a constant bootstrap
+   * that reads one line `N\n` then `N` bytes of driver source from stdin and
+   * runs it (never the body, never a value). See docs/protocol.md.
+   */
+  readonly args: readonly string[];
+  /** The driver program (protocol v1), sent on stdin after the bootstrap starts. */
+  readonly driverSource: string;
+  /** Determinism variables added to the sandbox's clean environment (e.g. PYTHONHASHSEED=0). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Per-language sandbox limits (Julia needs a large address space). */
+  readonly limits?: Partial<SandboxLimits>;
+  /** The driver implements `callf64` (binary f64 columns for all-number functions). Default false. */
+  readonly f64?: boolean;
+  /** How long the interpreter may take to print its `ready` frame (default 15 000 ms). */
+  readonly startupTimeoutMs?: number;
+  /** One line telling a user how to install the interpreter, for probe and LanguageUnavailable. */
+  readonly installHint?: string;
+}
+
+export interface InterpreterRunnerOptions {
+  /** Most live workers for this runner (all functions together). Default: one per core. */
+  maxWorkers?: number;
+  /** A worker idle this long is shut down (default 30 000 ms). */
+  idleMs?: number;
+  /** Sandbox policy; default `policyFor(process.env)` read at each start — the host's, never the model's. */
+  policy?: SandboxPolicy;
+  /** Overrides on top of the spec's limits (one-shot calls and warm workers). */
+  limits?: Partial<SandboxLimits>;
+  /**
+   * CPU seconds a warm worker may use over its whole life (RLIMIT_CPU is
+   * cumulative, so a per-call value would kill a healthy worker after a few
+   * thousand calls). Per-call protection comes from the wall-clock deadline
+   * of each request. A worker is retired before it gets near this. Default 3 600.
+   */
+  workerCpuSeconds?: number;
+  /** Per-row output cap the driver enforces, in bytes (default: the sandbox's stdout cap, 1 MiB). */
+  maxOutputBytes?: number;
+  /** Default mode when a call does not say (default `warm`). */
+  mode?: 'warm' | 'oneShot';
+  /** Target time per batch chunk in milliseconds (default 5). */
+  chunkMs?: number;
+  /** Path of bwrap (tests point it at nothing to test fail-closed). */
+  bwrapPath?: string;
+}
+
+/** Counters for tests, `doctor` and benchmarks. */
+export interface InterpreterStats {
+  /** Interpreter processes started so far (warm workers and one-shot calls). */
+  readonly started: number;
+  /** Warm workers alive now. */
+  readonly live: number;
+  /** Most warm workers alive at once so far. */
+  readonly peak: number;
+  /** Warm workers killed and replaced (timeout, crash, malformed frame, abort, output). */
+  readonly killed: number;
+  /** Callers waiting for a worker now. */
+  readonly queued: number;
+}
+
+/** A LanguageRunner backed by sandboxed interpreter processes. */
+export interface InterpreterRunner extends LanguageRunner {
+  /** Counters (never blocks). */
+  stats(): InterpreterStats;
+  /** Host pids of the live warm workers' sandbox processes (for tests that check nothing survives). */
+  workerPids(): number[];
+  /** Ends every worker. Idempotent; calls after close reject. */
+  close(): Promise<void>;
+}

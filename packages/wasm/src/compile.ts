@@ -1,0 +1,160 @@
+/**
+ * From a body to a checked, compiled WebAssembly.Module — once per distinct
+ * body. The checks here are the runner's whole security boundary: no
+ * imports (so a module reaches nothing outside its own memory), memory and
+ * tables capped, and the export that will be called has the numeric ABI.
+ */
+import { createHash } from 'node:crypto';
+import { type FuncType, type ModuleInfo, capLimits, formatFuncType, readModule } from './binary.js';
+import { BodyError, moduleBytes } from './body.js';
+
+export const WASM_PAGE_BYTES = 65_536;
+
+export interface Ceilings {
+  memoryPages: number;
+  tableElements: number;
+}
+
+/** A module ready to post to a worker. */
+export interface CompiledModule {
+  /** sha256 of the body: how workers know which modules they already hold. */
+  readonly key: string;
+  readonly module: WebAssembly.Module;
+  /** The type of `improv_call`, already checked to be f64s in, one f64 out. */
+  readonly signature: FuncType;
+  /**
+   * Whether the module can carry state from one call to the next (memory,
+   * tables, mutable globals). Such a module gets a fresh instance per call,
+   * so that results do not depend on which worker ran the call before.
+   */
+  readonly stateful: boolean;
+}
+
+export type Compiled = { ok: true; value: CompiledModule } | { ok: false; message: string };
+
+export const ENTRY_POINT = 'improv_call';
+
+/** Judges a module's structure; returns why it is refused, or undefined. */
+export function refusal(info: ModuleInfo, ceilings: Ceilings): string | undefined {
+  if (info.imports.length) {
+    const list = info.imports
+      .slice(0, 5)
+      .map((i) => `${i.module}.${i.name} (${i.kind})`)
+      .join(', ');
+    return `the module imports ${list}${info.imports.length > 5 ? ', …' : ''}; wasm bodies may not import anything (no WASI, no host functions)`;
+  }
+  for (const memory of info.memories) {
+    const ceiling = `the ceiling of ${ceilings.memoryPages} pages (${formatBytes(ceilings.memoryPages * WASM_PAGE_BYTES)})`;
+    if (memory.memory64) return 'the module declares a 64-bit memory, which is not supported';
+    if (memory.min > ceilings.memoryPages) {
+      return `the module declares ${memory.min} pages of initial memory, above ${ceiling}`;
+    }
+    if (memory.max !== undefined && memory.max > ceilings.memoryPages) {
+      return `the module declares a maximum memory of ${memory.max} pages, above ${ceiling}`;
+    }
+  }
+  for (const table of info.tables) {
+    if (table.limits.min > ceilings.tableElements) {
+      return `the module declares a table of ${table.limits.min} elements, above the ceiling of ${ceilings.tableElements}`;
+    }
+    if (table.limits.max !== undefined && table.limits.max > ceilings.tableElements) {
+      return `the module declares a table maximum of ${table.limits.max} elements, above the ceiling of ${ceilings.tableElements}`;
+    }
+  }
+  return undefined;
+}
+
+/** The type of the `improv_call` export, or why there is none to call. */
+export function entryPointType(info: ModuleInfo): FuncType | string {
+  const entry = info.exports.find((e) => e.name === ENTRY_POINT);
+  if (!entry) {
+    const found = info.exports.map((e) => `${e.name} (${e.kind})`).join(', ') || 'none';
+    return `the module has no export named ${ENTRY_POINT} (exports found: ${found}); export a function (func (export "${ENTRY_POINT}") (param f64 …) (result f64))`;
+  }
+  if (entry.kind !== 'function') return `the export ${ENTRY_POINT} is a ${entry.kind}, not a function`;
+  const typeIndex = info.functions[entry.index];
+  const type = typeIndex === undefined ? undefined : info.types[typeIndex];
+  if (!type) return `the export ${ENTRY_POINT} refers to function ${entry.index}, which the module does not define`;
+  const numeric = type.params.every((t) => t === 'f64') && type.results.length === 1 && type.results[0] === 'f64';
+  if (!numeric) {
+    return `${ENTRY_POINT} has the signature ${formatFuncType(type)}; the numeric ABI needs one f64 per argument and one f64 result, e.g. (param f64 f64) (result f64)`;
+  }
+  return type;
+}
+
+function formatBytes(bytes: number): string {
+  return bytes % (1 << 20) === 0 ? `${bytes / (1 << 20)} MiB` : `${bytes} bytes`;
+}
+
+/** Compiles a body through every check; never throws. */
+export async function compileBody(body: string, ceilings: Ceilings): Promise<Compiled> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await moduleBytes(body);
+  } catch (error) {
+    if (error instanceof BodyError) return { ok: false, message: error.message };
+    throw error;
+  }
+  let info: ModuleInfo;
+  try {
+    info = readModule(bytes);
+  } catch (error) {
+    // V8's validator gives the better message (offset and reason) for a malformed binary.
+    try {
+      await WebAssembly.compile(bytes);
+    } catch (compileError) {
+      return { ok: false, message: `invalid WebAssembly module: ${(compileError as Error).message}` };
+    }
+    return { ok: false, message: `unsupported WebAssembly module: ${(error as Error).message}` };
+  }
+  const refused = refusal(info, ceilings);
+  if (refused) return { ok: false, message: refused };
+  const signature = entryPointType(info);
+  if (typeof signature === 'string') return { ok: false, message: signature };
+  try {
+    const module = await WebAssembly.compile(capLimits(bytes, info, ceilings));
+    const stateful = info.memories.length > 0 || info.tables.length > 0 || info.mutableGlobals > 0;
+    const key = createHash('sha256').update(body).digest('base64url');
+    return { ok: true, value: { key, module, signature, stateful } };
+  } catch (error) {
+    return { ok: false, message: `invalid WebAssembly module: ${(error as Error).message}` };
+  }
+}
+
+/**
+ * Compiled modules by body text (an exact-content key; the sha256 travels to
+ * workers). Bounded, least recently used first out; failures are kept too,
+ * since the same body fails the same way.
+ */
+export class ModuleCache {
+  #entries = new Map<string, Promise<Compiled>>();
+
+  constructor(
+    readonly ceilings: Ceilings,
+    readonly maxEntries = 256,
+  ) {}
+
+  get(body: string): Promise<Compiled> {
+    let entry = this.#entries.get(body);
+    if (entry) {
+      this.#entries.delete(body);
+      this.#entries.set(body, entry);
+      return entry;
+    }
+    entry = compileBody(body, this.ceilings);
+    this.#entries.set(body, entry);
+    entry.catch(() => this.#entries.delete(body)); // an unexpected failure is not remembered
+    if (this.#entries.size > this.maxEntries) {
+      this.#entries.delete(this.#entries.keys().next().value!);
+    }
+    return entry;
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  clear(): void {
+    this.#entries.clear();
+  }
+}

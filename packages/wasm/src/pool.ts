@@ -1,0 +1,268 @@
+/**
+ * A bounded pool of worker threads that run WebAssembly. Workers start on
+ * demand, are handed out one task at a time, shut down after an idle period,
+ * and are terminated — never reused — when a task overruns or is aborted.
+ * Idle workers are unref'd so they never keep the host process alive.
+ */
+import type { Worker } from 'node:worker_threads';
+import type { CompiledModule } from './compile.js';
+
+export interface PoolOptions {
+  size: number;
+  idleTimeoutMs: number;
+  /** Stack of each worker thread, in MiB (deep recursion traps as a stack overflow). */
+  stackSizeMb: number;
+}
+
+export class PoolClosedError extends Error {
+  override name = 'PoolClosedError';
+  constructor() {
+    super('the wasm runner is closed');
+  }
+}
+
+/** The worker went away (terminated, crashed) before it answered. */
+export class WorkerExitError extends Error {
+  override name = 'WorkerExitError';
+}
+
+type Reply = Record<string, unknown> & { id: number };
+
+const MAX_MODULES_PER_WORKER = 256; // the same bound as in drivers/wasm-worker.mjs
+
+let workerModule: Promise<typeof import('node:worker_threads')> | undefined;
+const workerUrl = new URL('../drivers/wasm-worker.mjs', import.meta.url);
+
+export class PoolWorker {
+  /** `progress[0]`: -2 before a task is picked up, -1 while instantiating, else the row running. */
+  readonly progress = new Int32Array(new SharedArrayBuffer(4));
+  /** Module keys this worker holds, in the order it received them. */
+  readonly modules = new Set<string>();
+  #worker!: Worker;
+  #pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+  #nextId = 1;
+  #exitReason: Error | undefined;
+  idleTimer: NodeJS.Timeout | undefined;
+  /** Set once the worker was terminated or exited; it is never used again. */
+  dead = false;
+
+  static async start(options: PoolOptions, onExit: (w: PoolWorker) => void): Promise<PoolWorker> {
+    const { Worker } = await (workerModule ??= import('node:worker_threads'));
+    const pw = new PoolWorker();
+    const worker = new Worker(workerUrl, {
+      workerData: { progress: pw.progress },
+      resourceLimits: { stackSizeMb: options.stackSizeMb },
+      execArgv: [],
+      stdout: false,
+      stderr: false,
+    });
+    pw.#worker = worker;
+    await new Promise<void>((resolve, reject) => {
+      const fail = (error: Error) => reject(error);
+      worker.once('error', fail);
+      worker.once('exit', (code) => fail(new WorkerExitError(`the wasm worker exited during start-up (code ${code})`)));
+      worker.once('message', (m: { op?: string }) => {
+        if (m?.op === 'ready') resolve();
+        else reject(new Error(`the wasm worker sent ${JSON.stringify(m)} before it was ready`));
+      });
+    });
+    worker.removeAllListeners();
+    worker.on('message', (reply: Reply) => {
+      const waiter = pw.#pending.get(reply.id);
+      pw.#pending.delete(reply.id);
+      waiter?.resolve(reply);
+    });
+    worker.on('error', (error) => {
+      pw.#exitReason = new WorkerExitError(`the wasm worker failed: ${error.message}`);
+    });
+    worker.on('exit', (code) => {
+      pw.dead = true;
+      const reason = pw.#exitReason ?? new WorkerExitError(`the wasm worker exited (code ${code})`);
+      for (const waiter of pw.#pending.values()) waiter.reject(reason);
+      pw.#pending.clear();
+      onExit(pw);
+    });
+    worker.unref();
+    return pw;
+  }
+
+  /** Sends one request; the module travels with it the first time this worker needs it. */
+  request(message: Record<string, unknown>, compiled: CompiledModule): Promise<Reply> {
+    if (this.dead) return Promise.reject(this.#exitReason ?? new WorkerExitError('the wasm worker is gone'));
+    const id = this.#nextId++;
+    const payload: Record<string, unknown> = { ...message, id, key: compiled.key, stateful: compiled.stateful };
+    if (!this.modules.has(compiled.key)) {
+      payload.module = compiled.module;
+      this.modules.add(compiled.key);
+      if (this.modules.size > MAX_MODULES_PER_WORKER) this.modules.delete(this.modules.values().next().value!);
+    }
+    this.progress[0] = -2;
+    return new Promise<Reply>((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.#worker.postMessage(payload);
+    });
+  }
+
+  /** Stops the thread now, even in the middle of a runaway loop. */
+  terminate(reason: Error): Promise<void> {
+    if (!this.#exitReason) this.#exitReason = reason;
+    this.dead = true;
+    clearTimeout(this.idleTimer);
+    return this.#worker.terminate().then(() => undefined);
+  }
+
+  ref(): void {
+    this.#worker.ref();
+  }
+
+  unref(): void {
+    this.#worker.unref();
+  }
+
+  get threadId(): number {
+    return this.#worker.threadId;
+  }
+}
+
+interface Waiter {
+  resolve: (w: PoolWorker) => void;
+  reject: (e: Error) => void;
+}
+
+export class WorkerPool {
+  #idle: PoolWorker[] = [];
+  #all = new Set<PoolWorker>();
+  /** Workers being started, counted against the bound. */
+  #starting = 0;
+  #waiters: Waiter[] = [];
+  #closed = false;
+  /** How many workers were ever started (tests check that killed ones are replaced). */
+  started = 0;
+
+  constructor(readonly options: PoolOptions) {}
+
+  /** Workers alive or starting. Never above `options.size`. */
+  get count(): number {
+    return this.#all.size + this.#starting;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** A worker for one task; waits when all are busy. Give it back with release or discard. */
+  acquire(signal?: AbortSignal): Promise<PoolWorker> {
+    if (this.#closed) return Promise.reject(new PoolClosedError());
+    const idle = this.#idle.pop();
+    if (idle) {
+      clearTimeout(idle.idleTimer);
+      idle.ref();
+      return Promise.resolve(idle);
+    }
+    return new Promise<PoolWorker>((resolve, reject) => {
+      const waiter: Waiter = { resolve, reject };
+      if (signal) {
+        const onAbort = () => {
+          const at = this.#waiters.indexOf(waiter);
+          if (at >= 0) this.#waiters.splice(at, 1);
+          reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        waiter.resolve = (w) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(w);
+        };
+        waiter.reject = (e) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(e);
+        };
+      }
+      this.#waiters.push(waiter);
+      this.#grow();
+    });
+  }
+
+  /** A worker that is not part of the pool (one-shot calls); the caller terminates it. */
+  async startDetached(): Promise<PoolWorker> {
+    if (this.#closed) throw new PoolClosedError();
+    const worker = await PoolWorker.start(this.options, () => {});
+    this.started++;
+    if (this.#closed) {
+      await worker.terminate(new PoolClosedError());
+      throw new PoolClosedError();
+    }
+    return worker;
+  }
+
+  release(worker: PoolWorker): void {
+    if (worker.dead || !this.#all.has(worker)) return;
+    const waiter = this.#waiters.shift();
+    if (waiter) {
+      waiter.resolve(worker);
+      return;
+    }
+    worker.unref();
+    this.#idle.push(worker);
+    worker.idleTimer = setTimeout(() => this.#retire(worker), this.options.idleTimeoutMs);
+    worker.idleTimer.unref();
+  }
+
+  /** Terminates a worker that overran, was aborted or is suspect; a waiter gets a new one. */
+  discard(worker: PoolWorker, reason: Error): Promise<void> {
+    this.#all.delete(worker);
+    const done = worker.terminate(reason);
+    this.#grow();
+    return done;
+  }
+
+  #retire(worker: PoolWorker): void {
+    const at = this.#idle.indexOf(worker);
+    if (at < 0) return;
+    this.#idle.splice(at, 1);
+    this.#all.delete(worker);
+    void worker.terminate(new WorkerExitError('the wasm worker was idle and shut down'));
+  }
+
+  /** Starts workers for waiters, up to the bound. */
+  #grow(): void {
+    while (!this.#closed && this.#waiters.length > this.#starting && this.count < this.options.size) {
+      this.#starting++;
+      PoolWorker.start(this.options, (w) => this.#onExit(w)).then(
+        (worker) => {
+          this.#starting--;
+          this.started++;
+          if (this.#closed) {
+            void worker.terminate(new PoolClosedError());
+            return;
+          }
+          this.#all.add(worker);
+          worker.ref();
+          this.release(worker);
+        },
+        (error: Error) => {
+          this.#starting--;
+          // Nothing can start a worker: tell one waiter why rather than hang.
+          this.#waiters.shift()?.reject(error);
+        },
+      );
+    }
+  }
+
+  #onExit(worker: PoolWorker): void {
+    this.#all.delete(worker);
+    const at = this.#idle.indexOf(worker);
+    if (at >= 0) this.#idle.splice(at, 1);
+    this.#grow();
+  }
+
+  /** Terminates every worker and fails every waiter. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const error = new PoolClosedError();
+    for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
+    const workers = [...this.#all];
+    this.#all.clear();
+    this.#idle = [];
+    await Promise.all(workers.map((w) => w.terminate(error)));
+  }
+}
