@@ -3,5 +3,6 @@ import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 for (const root of ['packages', 'examples']) {
-  for (const name of readdirSync(root)) rmSync(join(root, name, 'test-results.json'), { force: true });
+  for (const name of readdirSync(root))
+    rmSync(join(root, name, 'test-results.json'), { force: true });
 }

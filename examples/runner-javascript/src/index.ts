@@ -44,11 +44,20 @@ try {
 }
 `;
 
-function runInWorker(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<unknown> {
+function runInWorker(
+  fn: ExternalFn,
+  args: readonly Value[],
+  options: CallOptions,
+): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { body: fn.body, argTypes: fn.argTypes, args: args.map(valueToJson), outputCap: OUTPUT_CAP },
+      workerData: {
+        body: fn.body,
+        argTypes: fn.argTypes,
+        args: args.map(valueToJson),
+        outputCap: OUTPUT_CAP,
+      },
       resourceLimits: { maxOldGenerationSizeMb: 256 },
     });
     const finish = (settle: () => void) => {
@@ -57,17 +66,28 @@ function runInWorker(fn: ExternalFn, args: readonly Value[], options: CallOption
       void worker.terminate();
       settle();
     };
-    const timer = setTimeout(() => finish(() => reject(ExtFnError.timeout(fn.name, options.timeoutMs))), options.timeoutMs);
+    const timer = setTimeout(
+      () => finish(() => reject(ExtFnError.timeout(fn.name, options.timeoutMs))),
+      options.timeoutMs,
+    );
     const onAbort = () => finish(() => reject(ExtFnError.aborted(fn.name, options.signal?.reason)));
     options.signal?.addEventListener('abort', onAbort, { once: true });
     worker.once('message', (message: { ok?: unknown; error?: string; limit?: 'output' }) =>
       finish(() =>
         message.error === undefined
           ? resolve(message.ok)
-          : reject(ExtFnError.runtime(fn.name, message.error, message.limit ? { limit: message.limit } : {})),
+          : reject(
+              ExtFnError.runtime(
+                fn.name,
+                message.error,
+                message.limit ? { limit: message.limit } : {},
+              ),
+            ),
       ),
     );
-    worker.once('error', (error) => finish(() => reject(ExtFnError.runtime(fn.name, String(error)))));
+    worker.once('error', (error) =>
+      finish(() => reject(ExtFnError.runtime(fn.name, String(error)))),
+    );
   });
 }
 
@@ -78,7 +98,11 @@ export function javascript(): LanguageRunner {
     packageName: '@improv/example-runner-javascript',
     capabilities: { isolated: false, warmWorkers: false, batch: false },
     async probe() {
-      return { language: 'javascript', available: true, detail: `node ${process.version} worker threads (not sandboxed)` };
+      return {
+        language: 'javascript',
+        available: true,
+        detail: `node ${process.version} worker threads (not sandboxed)`,
+      };
     },
     async call(fn, args, options) {
       return valueFromJson(await runInWorker(fn, args, options), fn.returnType, fn.name);

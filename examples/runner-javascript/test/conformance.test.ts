@@ -16,8 +16,23 @@ runnerConformanceSuite(test, () => javascript(), {
     flood: 'for (let i = 0; i < 100000; i++) print("y".repeat(50));',
   },
   verbatim: [
-    { name: 'backslashes and quotes', body: 'result = "a\\\\b\\"c\'d";', returnType: 'text', expected: Value.text('a\\b"c\'d') },
-    { name: 'CRLF line ends and tabs', body: 'let a = 1;\r\n\tresult = a + 1;\r\n', returnType: 'number', expected: Value.number(2) },
-    { name: 'non-ASCII and escapes', body: 'result = "\\x41é𝄞";', returnType: 'text', expected: Value.text('Aé𝄞') },
+    {
+      name: 'backslashes and quotes',
+      body: 'result = "a\\\\b\\"c\'d";',
+      returnType: 'text',
+      expected: Value.text('a\\b"c\'d'),
+    },
+    {
+      name: 'CRLF line ends and tabs',
+      body: 'let a = 1;\r\n\tresult = a + 1;\r\n',
+      returnType: 'number',
+      expected: Value.number(2),
+    },
+    {
+      name: 'non-ASCII and escapes',
+      body: 'result = "\\x41é𝄞";',
+      returnType: 'text',
+      expected: Value.text('Aé𝄞'),
+    },
   ],
 });

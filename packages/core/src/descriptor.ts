@@ -3,7 +3,7 @@
  * engine's serde form (snake_case fields, capitalised type and language names).
  */
 import { z } from 'zod';
-import { valueTypeFromEngine, valueTypeToEngine, type Json } from './json.js';
+import { type Json, valueTypeFromEngine, valueTypeToEngine } from './json.js';
 import { VALUE_TYPES, type ValueType } from './value.js';
 
 /** Languages this project ships runners for; third-party runners add their own ids. */
@@ -39,12 +39,18 @@ const language = z
   .string()
   .min(1, 'must not be empty')
   .transform((s) => s.toLowerCase())
-  .refine((s) => /^[a-z][a-z0-9_-]*$/.test(s), 'must be a language id such as python, r, julia, pure or wasm');
+  .refine(
+    (s) => /^[a-z][a-z0-9_-]*$/.test(s),
+    'must be a language id such as python, r, julia, pure or wasm',
+  );
 
 const name = z
   .string()
   .min(1, 'must not be empty')
-  .refine((s) => s.trim() === s && !/[\u0000-\u001f]/.test(s), 'must have no surrounding spaces or control characters');
+  .refine(
+    (s) => s.trim() === s && !/[\u0000-\u001f]/.test(s),
+    'must have no surrounding spaces or control characters',
+  );
 
 /** Our form. */
 export const externalFnSchema = z.strictObject({
@@ -85,7 +91,8 @@ export class InvalidDescriptorError extends TypeError {
 
 function formatPath(path: readonly PropertyKey[]): string {
   return path.reduce<string>(
-    (out, key) => (typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)),
+    (out, key) =>
+      typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key),
     '',
   );
 }
@@ -95,7 +102,8 @@ function formatPath(path: readonly PropertyKey[]): string {
  * `arg_types`/`return_type`). Throws InvalidDescriptorError naming every bad field.
  */
 export function parseExternalFn(input: unknown): ExternalFn {
-  const record = typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : undefined;
+  const record =
+    typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : undefined;
   const isEngine = record !== undefined && ('arg_types' in record || 'return_type' in record);
   const result = (isEngine ? engineExternalFnSchema : externalFnSchema).safeParse(input);
   if (result.success) return result.data;

@@ -98,7 +98,12 @@ export class ExtFnError extends Error {
     );
   }
 
-  static typeMismatch(name: string, position: number, expected: ValueType, got: string): ExtFnError {
+  static typeMismatch(
+    name: string,
+    position: number,
+    expected: ValueType,
+    got: string,
+  ): ExtFnError {
     return new ExtFnError(
       'TypeMismatch',
       `function ${name}: argument ${position} expected ${expected}, got ${got}`,

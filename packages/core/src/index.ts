@@ -1,19 +1,19 @@
-export * from './value.js';
+export * from './cache.js';
+export * from './descriptor.js';
+export { errorValue } from './error-value.js';
 export * from './errors.js';
 export * from './json.js';
-export * from './descriptor.js';
-export * from './runner.js';
-export * from './cache.js';
 export {
-  Registry,
-  evaluate,
-  evaluate as eval,
   checkArguments,
   checkResult,
   DEFAULT_TIMEOUT_MS,
-  type RegistryOptions,
-  type EvalOptions,
   type EvalBatchOptions,
+  type EvalOptions,
+  evaluate,
+  evaluate as eval,
+  Registry,
+  type RegistryOptions,
   type StandaloneEvalOptions,
 } from './registry.js';
-export { errorValue } from './error-value.js';
+export * from './runner.js';
+export * from './value.js';

@@ -11,9 +11,9 @@ import {
   type ErrorKind,
   formatInstant,
   parseInstant,
+  Value as V,
   type Value,
   type ValueType,
-  Value as V,
 } from './value.js';
 
 /** What JSON can carry. */
@@ -63,7 +63,8 @@ const SPECIAL_NUMBERS: Record<string, number> = {
 function jsonTypeName(json: unknown): string {
   if (json === null) return 'null';
   if (Array.isArray(json)) return 'array';
-  if (typeof json === 'string') return `string ${JSON.stringify(json.length > 40 ? `${json.slice(0, 40)}…` : json)}`;
+  if (typeof json === 'string')
+    return `string ${JSON.stringify(json.length > 40 ? `${json.slice(0, 40)}…` : json)}`;
   if (typeof json === 'number') return `number ${json}`;
   return typeof json;
 }
@@ -82,7 +83,8 @@ export function valueFromJson(json: unknown, expectedType: ValueType, functionNa
   switch (expectedType) {
     case 'number':
       if (typeof json === 'number') return V.number(json);
-      if (typeof json === 'string' && json in SPECIAL_NUMBERS) return V.number(SPECIAL_NUMBERS[json]!);
+      if (typeof json === 'string' && json in SPECIAL_NUMBERS)
+        return V.number(SPECIAL_NUMBERS[json]!);
       throw mismatch();
     case 'boolean':
       if (typeof json === 'boolean') return V.boolean(json);
@@ -93,7 +95,8 @@ export function valueFromJson(json: unknown, expectedType: ValueType, functionNa
     case 'datetime': {
       if (typeof json !== 'string') throw mismatch();
       const parsed = parseInstant(json);
-      if (!parsed) throw mismatch(`${jsonTypeName(json)} (not an ISO-8601 instant with Z or an offset)`);
+      if (!parsed)
+        throw mismatch(`${jsonTypeName(json)} (not an ISO-8601 instant with Z or an offset)`);
       return V.datetime(parsed.date, parsed.nanos);
     }
     case 'enum':
@@ -101,7 +104,9 @@ export function valueFromJson(json: unknown, expectedType: ValueType, functionNa
         return V.enum(json);
       }
       throw mismatch(
-        typeof json === 'number' ? `${jsonTypeName(json)} (enum is an integer in [0, ${ENUM_MAX}])` : undefined,
+        typeof json === 'number'
+          ? `${jsonTypeName(json)} (enum is an integer in [0, ${ENUM_MAX}])`
+          : undefined,
       );
   }
 }
@@ -132,13 +137,18 @@ export function decodeValue(json: unknown): Value {
   if ('type' in record) {
     const type = record.type;
     if (type === 'error') return V.error(...readCellError(record.error));
-    if (typeof type !== 'string' || !['number', 'boolean', 'text', 'datetime', 'enum'].includes(type)) {
+    if (
+      typeof type !== 'string' ||
+      !['number', 'boolean', 'text', 'datetime', 'enum'].includes(type)
+    ) {
       throw new TypeError(`value.type must be a value type or "error", got ${jsonTypeName(type)}`);
     }
     try {
       return valueFromJson(record.value, type as ValueType, 'decodeValue');
     } catch (error) {
-      throw new TypeError(`value.value: ${(error as Error).message.replace(/^function decodeValue: /, '')}`);
+      throw new TypeError(
+        `value.value: ${(error as Error).message.replace(/^function decodeValue: /, '')}`,
+      );
     }
   }
   return valueFromEngineJson(record);
@@ -164,7 +174,10 @@ const TO_ENGINE_TYPE: Record<ValueType, string> = {
 /** `"Number"` → `'number'`; also accepts our own lower-case names. */
 export function valueTypeFromEngine(name: unknown): ValueType | undefined {
   if (typeof name !== 'string') return undefined;
-  return ENGINE_TYPES[name] ?? (Object.values(ENGINE_TYPES).includes(name as ValueType) ? (name as ValueType) : undefined);
+  return (
+    ENGINE_TYPES[name] ??
+    (Object.values(ENGINE_TYPES).includes(name as ValueType) ? (name as ValueType) : undefined)
+  );
 }
 export function valueTypeToEngine(type: ValueType): string {
   return TO_ENGINE_TYPE[type];
@@ -182,11 +195,19 @@ function readCellError(json: unknown): [ErrorKind, string | undefined, number | 
     kind = 'Custom';
   }
   if (typeof kind !== 'string' || !(ERROR_KINDS as readonly string[]).includes(kind)) {
-    throw new TypeError(`error.kind must be one of ${ERROR_KINDS.join(', ')}, got ${JSON.stringify(kind)}`);
+    throw new TypeError(
+      `error.kind must be one of ${ERROR_KINDS.join(', ')}, got ${JSON.stringify(kind)}`,
+    );
   }
   const source = e.sourceMeasure ?? e.source_measure;
-  if (source !== undefined && source !== null && (typeof source !== 'number' || !Number.isInteger(source))) {
-    throw new TypeError(`error.source_measure must be an integer or null, got ${jsonTypeName(source)}`);
+  if (
+    source !== undefined &&
+    source !== null &&
+    (typeof source !== 'number' || !Number.isInteger(source))
+  ) {
+    throw new TypeError(
+      `error.source_measure must be an integer or null, got ${jsonTypeName(source)}`,
+    );
   }
   return [kind as ErrorKind, message, (source ?? undefined) as number | undefined];
 }
@@ -194,18 +215,24 @@ function readCellError(json: unknown): [ErrorKind, string | undefined, number | 
 /** Reads the engine's `{ "Number": 5.0 }`, `{ "Error": { "kind": …, "source_measure": … } }`, … */
 export function valueFromEngineJson(json: unknown): Value {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
-    throw new TypeError(`an engine value must be an object like {"Number": 5}, got ${jsonTypeName(json)}`);
+    throw new TypeError(
+      `an engine value must be an object like {"Number": 5}, got ${jsonTypeName(json)}`,
+    );
   }
   const keys = Object.keys(json);
   if (keys.length !== 1) {
-    throw new TypeError(`an engine value must have exactly one key (Number, Boolean, Text, DateTime, Enum, Error), got ${keys.length}`);
+    throw new TypeError(
+      `an engine value must have exactly one key (Number, Boolean, Text, DateTime, Enum, Error), got ${keys.length}`,
+    );
   }
   const tag = keys[0]!;
   const payload = (json as Record<string, unknown>)[tag];
   if (tag === 'Error') return V.error(...readCellError(payload));
   const type = ENGINE_TYPES[tag];
   if (!type) {
-    throw new TypeError(`unknown engine value tag ${JSON.stringify(tag)} (expected Number, Boolean, Text, DateTime, Enum or Error)`);
+    throw new TypeError(
+      `unknown engine value tag ${JSON.stringify(tag)} (expected Number, Boolean, Text, DateTime, Enum or Error)`,
+    );
   }
   try {
     return valueFromJson(payload, type, 'engine');

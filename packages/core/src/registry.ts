@@ -3,12 +3,18 @@
  * the pure-result cache, and the checks every call passes before a process
  * is started.
  */
-import { type CacheOptions, ResultCache, argumentsKey, functionDigest } from './cache.js';
+import { argumentsKey, type CacheOptions, functionDigest, ResultCache } from './cache.js';
 import { type ExternalFn, parseExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
+import type {
+  BatchOptions,
+  CallOptions,
+  LanguageRunner,
+  RowResult,
+  RunnerProbe,
+} from './runner.js';
 import { RunnerHandle } from './runner-handle.js';
-import type { BatchOptions, CallOptions, LanguageRunner, RowResult, RunnerProbe } from './runner.js';
-import { type Value, describeValue, isValueOf } from './value.js';
+import { describeValue, isValueOf, type Value } from './value.js';
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
 
@@ -57,7 +63,9 @@ export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnErr
     const expected = fn.argTypes[i]!;
     const arg = args[i];
     if (!isValueOf(arg, expected)) {
-      const got = isValueOf(arg) ? describeValue(arg) : `a malformed value (${JSON.stringify(arg)?.slice(0, 60)})`;
+      const got = isValueOf(arg)
+        ? describeValue(arg)
+        : `a malformed value (${JSON.stringify(arg)?.slice(0, 60)})`;
       return ExtFnError.typeMismatch(fn.name, i + 1, expected, got);
     }
   }
@@ -111,7 +119,8 @@ export class Registry {
 
   constructor(options: RegistryOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!(this.timeoutMs > 0)) throw new RangeError(`timeoutMs must be positive, got ${this.timeoutMs}`);
+    if (!(this.timeoutMs > 0))
+      throw new RangeError(`timeoutMs must be positive, got ${this.timeoutMs}`);
     this.cache = options.cache === false ? undefined : new ResultCache(options.cache);
     for (const runner of options.runners ?? []) this.addRunner(runner);
     for (const fn of options.functions ?? []) this.register(fn);
@@ -291,7 +300,12 @@ async function invoke(
   options: CallOptions,
 ): Promise<RowResult> {
   try {
-    const result = await guard(fn, runner.call(fn, args, options), options.timeoutMs, options.signal);
+    const result = await guard(
+      fn,
+      runner.call(fn, args, options),
+      options.timeoutMs,
+      options.signal,
+    );
     return checkResult(fn, result);
   } catch (error) {
     return toExtFnError(error, fn.name);

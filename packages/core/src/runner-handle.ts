@@ -6,7 +6,13 @@
 import { availableParallelism } from 'node:os';
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
-import type { BatchOptions, CallOptions, LanguageRunner, RowResult, RunnerProbe } from './runner.js';
+import type {
+  BatchOptions,
+  CallOptions,
+  LanguageRunner,
+  RowResult,
+  RunnerProbe,
+} from './runner.js';
 import type { Value } from './value.js';
 
 export class RunnerHandle {
@@ -17,7 +23,9 @@ export class RunnerHandle {
 
   constructor(runner: LanguageRunner, { owned = true }: { owned?: boolean } = {}) {
     if (typeof runner !== 'object' || runner === null) {
-      throw new TypeError(`a runner must be an object implementing LanguageRunner, got ${String(runner)}`);
+      throw new TypeError(
+        `a runner must be an object implementing LanguageRunner, got ${String(runner)}`,
+      );
     }
     if (runner.specificationVersion !== 'v1') {
       throw new TypeError(
@@ -46,7 +54,8 @@ export class RunnerHandle {
 
   call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
     if (this.#closing) return Promise.reject(ExtFnError.runtime(fn.name, 'the runner is closed'));
-    if (options.signal?.aborted) return Promise.reject(ExtFnError.aborted(fn.name, options.signal.reason));
+    if (options.signal?.aborted)
+      return Promise.reject(ExtFnError.aborted(fn.name, options.signal.reason));
     try {
       return Promise.resolve(this.runner.call(fn, args, options));
     } catch (error) {

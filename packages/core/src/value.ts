@@ -61,13 +61,7 @@ export interface ErrorValue {
   error: CellError;
 }
 
-export type Value =
-  | NumberValue
-  | BooleanValue
-  | TextValue
-  | DatetimeValue
-  | EnumValue
-  | ErrorValue;
+export type Value = NumberValue | BooleanValue | TextValue | DatetimeValue | EnumValue | ErrorValue;
 
 /** ISO-8601 with an explicit offset or Z; fraction up to nanoseconds. */
 const ISO_INSTANT =
@@ -104,15 +98,18 @@ function checkNanos(nanos: number): number {
 /** Constructors that check their input. */
 export const Value = {
   number(value: number): NumberValue {
-    if (typeof value !== 'number') throw new TypeError(`Value.number needs a number, got ${typeof value}`);
+    if (typeof value !== 'number')
+      throw new TypeError(`Value.number needs a number, got ${typeof value}`);
     return { type: 'number', value };
   },
   boolean(value: boolean): BooleanValue {
-    if (typeof value !== 'boolean') throw new TypeError(`Value.boolean needs a boolean, got ${typeof value}`);
+    if (typeof value !== 'boolean')
+      throw new TypeError(`Value.boolean needs a boolean, got ${typeof value}`);
     return { type: 'boolean', value };
   },
   text(value: string): TextValue {
-    if (typeof value !== 'string') throw new TypeError(`Value.text needs a string, got ${typeof value}`);
+    if (typeof value !== 'string')
+      throw new TypeError(`Value.text needs a string, got ${typeof value}`);
     return { type: 'text', value };
   },
   /** A Date, or an ISO-8601 string with Z or an offset (nanoseconds kept). */
@@ -144,7 +141,9 @@ export const Value = {
   },
   error(kind: ErrorKind, message?: string, sourceMeasure?: number): ErrorValue {
     if (!ERROR_KINDS.includes(kind)) {
-      throw new RangeError(`Value.error kind must be one of ${ERROR_KINDS.join(', ')}, got ${kind}`);
+      throw new RangeError(
+        `Value.error kind must be one of ${ERROR_KINDS.join(', ')}, got ${kind}`,
+      );
     }
     if (kind === 'Custom' && typeof message !== 'string') {
       throw new TypeError('Value.error: a Custom error needs a message');
@@ -195,7 +194,9 @@ export function isValueOf(x: unknown, type?: ValueType): x is Value {
           (Number.isInteger(v.nanos) && (v.nanos as number) >= 0 && (v.nanos as number) <= 999_999))
       );
     case 'enum':
-      return Number.isInteger(v.value) && (v.value as number) >= 0 && (v.value as number) <= ENUM_MAX;
+      return (
+        Number.isInteger(v.value) && (v.value as number) >= 0 && (v.value as number) <= ENUM_MAX
+      );
     case 'error':
       return type === undefined && typeof v.error === 'object' && v.error !== null;
     default:

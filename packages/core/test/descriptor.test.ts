@@ -41,14 +41,27 @@ describe('parseExternalFn', () => {
 
   test('each bad field is named with what was wrong', () => {
     expect(issuesOf({ ...good, argTypes: ['number', 'float'] })).toEqual([
-      { path: 'argTypes[1]', message: expect.stringMatching(/expected one of number, boolean, text, datetime, enum .*got "float"/) },
+      {
+        path: 'argTypes[1]',
+        message: expect.stringMatching(
+          /expected one of number, boolean, text, datetime, enum .*got "float"/,
+        ),
+      },
     ]);
-    expect(issuesOf({ ...good, name: '' })[0]).toMatchObject({ path: 'name', message: 'must not be empty' });
+    expect(issuesOf({ ...good, name: '' })[0]).toMatchObject({
+      path: 'name',
+      message: 'must not be empty',
+    });
     expect(issuesOf({ ...good, body: undefined })[0]!.path).toBe('body');
     expect(issuesOf({ ...good, pure: 'yes' })[0]!.path).toBe('pure');
-    expect(issuesOf({ ...good, language: 'C++' })[0]).toMatchObject({ path: 'language', message: expect.stringMatching(/language id/) });
+    expect(issuesOf({ ...good, language: 'C++' })[0]).toMatchObject({
+      path: 'language',
+      message: expect.stringMatching(/language id/),
+    });
     expect(issuesOf({ ...good, extra: 1 })[0]!.message).toMatch(/extra/);
-    expect(issuesOf({ ...good, arg_types: ['Number'], argTypes: undefined })[0]!.path).toBe('return_type');
+    expect(issuesOf({ ...good, arg_types: ['Number'], argTypes: undefined })[0]!.path).toBe(
+      'return_type',
+    );
     expect(issuesOf('hypot')[0]!.path).toBe('');
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { EXT_FN_ERROR_KINDS, errorValue, ExtFnError, toExtFnError } from '../src/index.js';
+import { EXT_FN_ERROR_KINDS, ExtFnError, errorValue, toExtFnError } from '../src/index.js';
 
 describe('ExtFnError', () => {
   const all: ExtFnError[] = [
@@ -9,7 +9,9 @@ describe('ExtFnError', () => {
     ExtFnError.languageUnavailable('f', 'r', ['python', 'wasm']),
     ExtFnError.runtime('f', 'ValueError: nope', { stderr: 'Traceback…' }),
     ExtFnError.timeout('f', 2000),
-    ExtFnError.sandbox('bubblewrap (bwrap) was not found', 'install bubblewrap', { functionName: 'f' }),
+    ExtFnError.sandbox('bubblewrap (bwrap) was not found', 'install bubblewrap', {
+      functionName: 'f',
+    }),
   ];
 
   test('every kind has a factory, and messages read as the issue asks', () => {
@@ -32,11 +34,20 @@ describe('ExtFnError', () => {
     expect(all[4]!.stderr).toBe('Traceback…');
     expect(all[5]).toMatchObject({ ms: 2000, limit: 'wall-clock' });
     expect(all[6]!.fix).toBe('install bubblewrap');
-    expect(all[5]!.toJSON()).toEqual({ kind: 'Timeout', message: 'function f: timed out after 2000 ms', functionName: 'f', ms: 2000, limit: 'wall-clock' });
+    expect(all[5]!.toJSON()).toEqual({
+      kind: 'Timeout',
+      message: 'function f: timed out after 2000 ms',
+      functionName: 'f',
+      ms: 2000,
+      limit: 'wall-clock',
+    });
   });
 
   test('isInstance works across copies of the package (Symbol.for marker)', () => {
-    const foreign = Object.assign(new Error('x'), { [Symbol.for('@improv/extfn.error')]: true, kind: 'Runtime' });
+    const foreign = Object.assign(new Error('x'), {
+      [Symbol.for('@improv/extfn.error')]: true,
+      kind: 'Runtime',
+    });
     expect(ExtFnError.isInstance(foreign)).toBe(true);
     expect(ExtFnError.isInstance(new Error('x'))).toBe(false);
     expect(ExtFnError.isInstance(null)).toBe(false);
@@ -50,7 +61,9 @@ describe('ExtFnError', () => {
     expect(wrapped.cause).toBe(cause);
     expect(toExtFnError('a string', 'f').message).toMatch(/a string/);
     expect(toExtFnError(all[5], 'f')).toBe(all[5]);
-    expect(toExtFnError(ExtFnError.timeout('other', 1), 'f').message).toBe('function f: timed out after 1 ms');
+    expect(toExtFnError(ExtFnError.timeout('other', 1), 'f').message).toBe(
+      'function f: timed out after 1 ms',
+    );
   });
 
   test('errorValue turns every kind into an error cell', () => {

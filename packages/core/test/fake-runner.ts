@@ -3,8 +3,8 @@ import {
   type ExternalFn,
   ExtFnError,
   type LanguageRunner,
-  type Value,
   Value as V,
+  type Value,
 } from '../src/index.js';
 
 /**
@@ -54,7 +54,14 @@ export function fakeRunner(language = 'fake') {
   return { runner, calls, closedCount: () => closed };
 }
 
-export const fn = (name: string, body: string, argTypes: ExternalFn['argTypes'], returnType: ExternalFn['returnType'], pure = false, language = 'fake'): ExternalFn => ({
+export const fn = (
+  name: string,
+  body: string,
+  argTypes: ExternalFn['argTypes'],
+  returnType: ExternalFn['returnType'],
+  pure = false,
+  language = 'fake',
+): ExternalFn => ({
   name,
   language,
   body,

@@ -3,13 +3,13 @@ import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import {
   decodeValue,
-  encodeValue,
   ExtFnError,
+  encodeValue,
   externalFnToEngineJson,
   parseExternalFns,
   sameValue,
-  type Value,
   Value as V,
+  type Value,
   type ValueType,
   valueFromEngineJson,
   valueFromJson,
@@ -17,7 +17,9 @@ import {
   valueToJson,
 } from '../src/index.js';
 
-const fixture = JSON.parse(readFileSync(new URL('./fixtures/engine-serde.json', import.meta.url), 'utf8'));
+const fixture = JSON.parse(
+  readFileSync(new URL('./fixtures/engine-serde.json', import.meta.url), 'utf8'),
+);
 
 /** Through JSON text, as a file or a pipe would carry it. */
 const viaText = (json: unknown) => JSON.parse(JSON.stringify(json));
@@ -41,10 +43,13 @@ const samples: Value[] = [
 ];
 
 describe('wire JSON (what runners receive)', () => {
-  test.each(samples.map((v) => [JSON.stringify(encodeValue(v)), v] as const))('%s round-trips', (_, value) => {
-    const back = valueFromJson(viaText(valueToJson(value)), value.type as ValueType);
-    expect(sameValue(back, value)).toBe(true);
-  });
+  test.each(samples.map((v) => [JSON.stringify(encodeValue(v)), v] as const))(
+    '%s round-trips',
+    (_, value) => {
+      const back = valueFromJson(viaText(valueToJson(value)), value.type as ValueType);
+      expect(sameValue(back, value)).toBe(true);
+    },
+  );
 
   test('special numbers travel as strings JSON can hold', () => {
     expect(valueToJson(V.number(Number.NaN))).toBe('NaN');
@@ -84,7 +89,14 @@ describe('wire JSON (what runners receive)', () => {
       fc.string({ unit: 'grapheme' }).map(V.text),
       fc.string({ unit: 'binary' }).map(V.text),
       fc
-        .tuple(fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }), fc.integer({ min: 0, max: 999_999 }))
+        .tuple(
+          fc.date({
+            min: new Date('0001-01-01T00:00:00Z'),
+            max: new Date('9999-12-31T23:59:59Z'),
+            noInvalidDate: true,
+          }),
+          fc.integer({ min: 0, max: 999_999 }),
+        )
         .map(([d, ns]) => V.datetime(d, ns)),
       fc.integer({ min: 0, max: 4294967295 }).map(V.enum),
       fc.boolean().map(V.boolean),
@@ -111,7 +123,8 @@ describe("the Rust engine's serde JSON", () => {
   });
 
   test('fixture values have the expected meaning', () => {
-    const [five, negZero, tiny, yes, text, stamp, moon, e0, eMax, tm, div, custom] = fixture.values.map(valueFromEngineJson);
+    const [five, negZero, tiny, yes, text, stamp, moon, e0, eMax, tm, div, custom] =
+      fixture.values.map(valueFromEngineJson);
     expect(five).toEqual(V.number(5));
     expect(Object.is(negZero.value, -0)).toBe(true);
     expect(tiny.value).toBe(1e-300);
@@ -128,7 +141,14 @@ describe("the Rust engine's serde JSON", () => {
 
   test('every descriptor in the fixture parses and writes back identically', () => {
     const fns = parseExternalFns(fixture.external_fns);
-    expect(fns.map((f) => f.name)).toEqual(['hypot', 'hyp_r', 'add_jl', 'add_pure', 'double', 'stamp']);
+    expect(fns.map((f) => f.name)).toEqual([
+      'hypot',
+      'hyp_r',
+      'add_jl',
+      'add_pure',
+      'double',
+      'stamp',
+    ]);
     expect(fns.map((f) => f.language)).toEqual(['python', 'r', 'julia', 'pure', 'wasm', 'python']);
     expect(fns[5]).toEqual({
       name: 'stamp',
@@ -146,7 +166,9 @@ describe("the Rust engine's serde JSON", () => {
     expect(() => valueFromEngineJson({ Number: 1, Text: 'a' })).toThrow(/exactly one key/);
     expect(() => valueFromEngineJson({ Float: 1 })).toThrow(/unknown engine value tag "Float"/);
     expect(() => valueFromEngineJson({ Enum: -1 })).toThrow(/Enum: result expected enum/);
-    expect(() => valueFromEngineJson({ Error: { kind: 'Oops' } })).toThrow(/error.kind must be one of/);
+    expect(() => valueFromEngineJson({ Error: { kind: 'Oops' } })).toThrow(
+      /error.kind must be one of/,
+    );
     expect(() => decodeValue({ type: 'money', value: 1 })).toThrow(/value.type must be/);
     expect(() => decodeValue(5)).toThrow(/must be an object, got number 5/);
   });

@@ -1,5 +1,12 @@
 import { describe, expect, test } from 'vitest';
-import { eval as evalFn, ExtFnError, evaluate, Registry, type Value, Value as V } from '../src/index.js';
+import {
+  ExtFnError,
+  eval as evalFn,
+  evaluate,
+  Registry,
+  Value as V,
+  type Value,
+} from '../src/index.js';
 import { fakeRunner, fn } from './fake-runner.js';
 
 async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
@@ -20,7 +27,9 @@ describe('Registry', () => {
     expect(previous?.pure).toBe(false);
     expect(registry.get('add')?.pure).toBe(true);
     expect(registry.size).toBe(1);
-    expect(() => registry.register({ name: 'x' })).toThrow(/invalid external function descriptor "x"/);
+    expect(() => registry.register({ name: 'x' })).toThrow(
+      /invalid external function descriptor "x"/,
+    );
   });
 
   test('eval dispatches to the runner and checks the result', async () => {
@@ -39,13 +48,19 @@ describe('Registry', () => {
     registry.register(fn('add', 'add', ['number', 'number'], 'number'));
     const notFound = await failure(registry.eval('nope', []));
     expect(notFound).toMatchObject({ kind: 'NotFound', available: ['add'] });
-    expect(await failure(registry.eval('add', [V.number(1)]))).toMatchObject({ kind: 'ArityMismatch', expected: 2, got: 1 });
+    expect(await failure(registry.eval('add', [V.number(1)]))).toMatchObject({
+      kind: 'ArityMismatch',
+      expected: 2,
+      got: 1,
+    });
     const type = await failure(registry.eval('add', [V.number(1), V.text('2')]));
     expect(type).toMatchObject({ kind: 'TypeMismatch', position: 2, expected: 'number' });
     expect(type.message).toBe('function add: argument 2 expected number, got text "2"');
     const error = await failure(registry.eval('add', [V.number(1), V.error('DivisionByZero')]));
     expect(error.message).toMatch(/got error DivisionByZero/);
-    const malformed = await failure(registry.eval('add', [V.number(1), { type: 'number', value: '2' } as unknown as Value]));
+    const malformed = await failure(
+      registry.eval('add', [V.number(1), { type: 'number', value: '2' } as unknown as Value]),
+    );
     expect(malformed.message).toMatch(/malformed value/);
     expect(calls).toHaveLength(0);
   });
@@ -67,10 +82,17 @@ describe('Registry', () => {
     registry.register(fn('wrong', 'wrong-type', [], 'number'));
     registry.register(fn('malformed', 'malformed', [], 'number'));
     const plain = await failure(registry.eval('plain', []));
-    expect(plain).toMatchObject({ kind: 'Runtime', message: 'function plain: runner failed: TypeError: plain failure' });
+    expect(plain).toMatchObject({
+      kind: 'Runtime',
+      message: 'function plain: runner failed: TypeError: plain failure',
+    });
     expect(plain.cause).toBeInstanceOf(TypeError);
-    expect((await failure(registry.eval('typed', []))).message).toBe('function typed: ValueError: nope');
-    expect((await failure(registry.eval('wrong', []))).message).toBe('function wrong: result expected number, got text "five"');
+    expect((await failure(registry.eval('typed', []))).message).toBe(
+      'function typed: ValueError: nope',
+    );
+    expect((await failure(registry.eval('wrong', []))).message).toBe(
+      'function wrong: result expected number, got text "five"',
+    );
     expect((await failure(registry.eval('malformed', []))).kind).toBe('Runtime');
   });
 
@@ -92,7 +114,9 @@ describe('Registry', () => {
     const error = await failure(pending);
     expect(error).toMatchObject({ kind: 'Runtime', aborted: true });
     expect(calls[0]!.options.signal).toBe(controller.signal);
-    expect((await failure(registry.eval('hang', [], { signal: AbortSignal.abort() }))).aborted).toBe(true);
+    expect(
+      (await failure(registry.eval('hang', [], { signal: AbortSignal.abort() }))).aborted,
+    ).toBe(true);
   });
 
   test('evalBatch equals eval on each row, and reports progress', async () => {
@@ -100,12 +124,20 @@ describe('Registry', () => {
     const registry = new Registry({ runners: [runner] });
     registry.register(fn('add', 'add', ['number', 'number'], 'number'));
     registry.register(fn('wrong', 'wrong-type', ['number'], 'number'));
-    const rows: Value[][] = [[V.number(1), V.number(2)], [V.number(1)], [V.text('a'), V.number(1)], [V.number(Number.NaN), V.number(1)]];
+    const rows: Value[][] = [
+      [V.number(1), V.number(2)],
+      [V.number(1)],
+      [V.text('a'), V.number(1)],
+      [V.number(Number.NaN), V.number(1)],
+    ];
     const progress: number[] = [];
-    const batch = await registry.evalBatch('add', rows, { onProgress: (done, total) => progress.push(done / total) });
+    const batch = await registry.evalBatch('add', rows, {
+      onProgress: (done, total) => progress.push(done / total),
+    });
     for (let i = 0; i < rows.length; i++) {
       const single = await registry.eval('add', rows[i]!).catch((e: ExtFnError) => e);
-      if (ExtFnError.isInstance(single)) expect((batch[i] as ExtFnError).message).toBe(single.message);
+      if (ExtFnError.isInstance(single))
+        expect((batch[i] as ExtFnError).message).toBe(single.message);
       else expect(batch[i]).toEqual(single);
     }
     expect(progress.at(-1)).toBe(1);
@@ -120,14 +152,20 @@ describe('Registry', () => {
     registry.register(fn('add', 'add', ['number', 'number'], 'number'));
     await Promise.all([registry.close(), registry.close()]);
     expect(fake.closedCount()).toBe(1);
-    expect((await failure(registry.eval('add', [V.number(1), V.number(2)]))).message).toMatch(/closed/);
+    expect((await failure(registry.eval('add', [V.number(1), V.number(2)]))).message).toMatch(
+      /closed/,
+    );
     expect(() => registry.register(fn('b', 'add', [], 'number'))).toThrow(/closed/);
   });
 
   test('a runner of another specification version is refused with a clear message', () => {
     const { runner } = fakeRunner();
-    expect(() => new Registry({ runners: [{ ...runner, specificationVersion: 'v2' as 'v1' }] })).toThrow(/specification v2; this core supports v1/);
-    expect(() => new Registry({ runners: [runner, fakeRunner().runner] })).toThrow(/already installed/);
+    expect(
+      () => new Registry({ runners: [{ ...runner, specificationVersion: 'v2' as 'v1' }] }),
+    ).toThrow(/specification v2; this core supports v1/);
+    expect(() => new Registry({ runners: [runner, fakeRunner().runner] })).toThrow(
+      /already installed/,
+    );
   });
 });
 
@@ -210,12 +248,24 @@ describe('eval(fn, args, options)', () => {
   test('validates, dispatches one-shot, and leaves the runner open', async () => {
     const fake = fakeRunner();
     expect(evalFn).toBe(evaluate);
-    const result = await evaluate(fn('add', 'add', ['number', 'number'], 'number'), [V.number(1), V.number(2)], { runners: [fake.runner] });
+    const result = await evaluate(
+      fn('add', 'add', ['number', 'number'], 'number'),
+      [V.number(1), V.number(2)],
+      { runners: [fake.runner] },
+    );
     expect(result).toEqual(V.number(3));
     expect(fake.calls[0]!.options.mode).toBe('oneShot');
     expect(fake.closedCount()).toBe(0);
-    await expect(evaluate(fn('add', 'add', ['number', 'number'], 'number'), [V.number(1)], { runners: [fake.runner] })).rejects.toMatchObject({ kind: 'ArityMismatch' });
-    await expect(evaluate(fn('x', 'add', [], 'number', false, 'julia'), [], { runners: [fake.runner] })).rejects.toMatchObject({ kind: 'LanguageUnavailable' });
-    await expect(evaluate({ name: 'bad' }, [], { runners: [] })).rejects.toThrow(/invalid external function descriptor/);
+    await expect(
+      evaluate(fn('add', 'add', ['number', 'number'], 'number'), [V.number(1)], {
+        runners: [fake.runner],
+      }),
+    ).rejects.toMatchObject({ kind: 'ArityMismatch' });
+    await expect(
+      evaluate(fn('x', 'add', [], 'number', false, 'julia'), [], { runners: [fake.runner] }),
+    ).rejects.toMatchObject({ kind: 'LanguageUnavailable' });
+    await expect(evaluate({ name: 'bad' }, [], { runners: [] })).rejects.toThrow(
+      /invalid external function descriptor/,
+    );
   });
 });

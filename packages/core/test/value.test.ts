@@ -57,8 +57,18 @@ describe('Value constructors', () => {
   test('sameValue: NaN equals NaN, -0 differs from 0, datetimes by instant and nanos', () => {
     expect(sameValue(Value.number(Number.NaN), Value.number(Number.NaN))).toBe(true);
     expect(sameValue(Value.number(-0), Value.number(0))).toBe(false);
-    expect(sameValue(Value.datetime('2020-01-01T00:00:00Z'), Value.datetime('2020-01-01T01:00:00+01:00'))).toBe(true);
-    expect(sameValue(Value.datetime('2020-01-01T00:00:00.000000001Z'), Value.datetime('2020-01-01T00:00:00Z'))).toBe(false);
+    expect(
+      sameValue(
+        Value.datetime('2020-01-01T00:00:00Z'),
+        Value.datetime('2020-01-01T01:00:00+01:00'),
+      ),
+    ).toBe(true);
+    expect(
+      sameValue(
+        Value.datetime('2020-01-01T00:00:00.000000001Z'),
+        Value.datetime('2020-01-01T00:00:00Z'),
+      ),
+    ).toBe(false);
     expect(sameValue(Value.error('Custom', 'a'), Value.error('Custom', 'b'))).toBe(false);
   });
 });

@@ -90,8 +90,8 @@ export class Worker {
   }
 
   /** Waits for the driver's `ready` frame. */
-  async ready(timeoutMs: number): Promise<void> {
-    const frame = await this.#await(undefined, { deadlineMs: timeoutMs, budget: 64 * 1024 }, 'startup');
+  async ready(timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    const frame = await this.#await(undefined, { deadlineMs: timeoutMs, signal, budget: 64 * 1024 }, 'startup');
     if (frame.header.ready !== 1 || frame.header.protocol !== 1) {
       this.#fail(new WorkerFailure('malformed', `the driver did not start protocol 1: ${JSON.stringify(frame.header).slice(0, 200)}`));
       throw this.#failure;

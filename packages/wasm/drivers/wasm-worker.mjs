@@ -78,7 +78,8 @@ function runCall(message) {
 
 /**
  * Rows [start, end) of a batch held in a SharedArrayBuffer: `arity` f64
- * columns of `rows` values, then the result column. Results are written in
+ * columns of `rows` values, the result column, then one trap flag byte per
+ * row. Results are written in
  * place; a trapped row's message is collected and its neighbours go on.
  * @param {any} message
  */
@@ -97,6 +98,7 @@ function runBatch(message) {
     return { id, traps, failure: describe(error) };
   }
   const out = new Float64Array(buffer, arity * rows * 8, rows);
+  const trapped = new Uint8Array(buffer, (arity + 1) * rows * 8, rows);
   const a = new Float64Array(buffer, 0, rows);
   const b = arity > 1 ? new Float64Array(buffer, rows * 8, rows) : a;
   const c = arity > 2 ? new Float64Array(buffer, 2 * rows * 8, rows) : a;
@@ -127,6 +129,7 @@ function runBatch(message) {
       }
     } catch (error) {
       out[i] = Number.NaN;
+      trapped[i] = 1; // survives this worker being terminated later in the range
       traps.push([i, describe(error)]);
     }
   }

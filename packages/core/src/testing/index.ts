@@ -9,14 +9,10 @@ import { strict as assert } from 'node:assert';
 import { ExtFnError } from '../errors.js';
 import { Registry } from '../registry.js';
 import type { LanguageRunner } from '../runner.js';
-import { sameValue, type Value, type ValueType, Value as V } from '../value.js';
+import { sameValue, Value as V, type Value, type ValueType } from '../value.js';
 
 /** Registers one test; `timeout` is in milliseconds. */
-export type TestFunction = (
-  name: string,
-  fn: () => Promise<void>,
-  timeout?: number,
-) => unknown;
+export type TestFunction = (name: string, fn: () => Promise<void>, timeout?: number) => unknown;
 
 export interface VerbatimCase {
   /** What the case shows, e.g. "triple quotes and backslashes". */
@@ -65,9 +61,19 @@ export interface ConformanceOptions {
 
 const SAMPLES: Record<ValueType, (o: ConformanceOptions) => Value[]> = {
   number: () =>
-    [0, -0, 1, -1.5, 0.1, 1e-300, 1.7976931348623157e308, 5e-324, Number.NaN, Infinity, -Infinity].map(
-      V.number,
-    ),
+    [
+      0,
+      -0,
+      1,
+      -1.5,
+      0.1,
+      1e-300,
+      1.7976931348623157e308,
+      5e-324,
+      Number.NaN,
+      Infinity,
+      -Infinity,
+    ].map(V.number),
   boolean: () => [V.boolean(true), V.boolean(false)],
   text: (o) =>
     [
@@ -103,7 +109,11 @@ function assertSame(actual: unknown, expected: Value, what: string): void {
 function show(x: unknown): string {
   if (ExtFnError.isInstance(x)) return `${x.kind} error: ${x.message}`;
   return JSON.stringify(x, (_k, v) =>
-    typeof v === 'number' && (!Number.isFinite(v) || Object.is(v, -0)) ? (Object.is(v, -0) ? '-0' : String(v)) : v,
+    typeof v === 'number' && (!Number.isFinite(v) || Object.is(v, -0))
+      ? Object.is(v, -0)
+        ? '-0'
+        : String(v)
+      : v,
   );
 }
 
@@ -213,8 +223,19 @@ export function runnerConformanceSuite(
       name('adds two numbers (2 + 3 = 5)'),
       () =>
         withRegistry(async (registry, language) => {
-          registry.register({ name: 'add', language, body: bodies.add, argTypes: ['number', 'number'], returnType: 'number', pure: true });
-          assertSame(await registry.eval('add', [V.number(2), V.number(3)]), V.number(5), 'add(2, 3)');
+          registry.register({
+            name: 'add',
+            language,
+            body: bodies.add,
+            argTypes: ['number', 'number'],
+            returnType: 'number',
+            pure: true,
+          });
+          assertSame(
+            await registry.eval('add', [V.number(2), V.number(3)]),
+            V.number(5),
+            'add(2, 3)',
+          );
         }),
       perTest,
     );
@@ -223,7 +244,14 @@ export function runnerConformanceSuite(
       name('arity and argument types are checked before the runner is called'),
       () =>
         withRegistry(async (registry, language, calls) => {
-          registry.register({ name: 'add', language, body: bodies.add, argTypes: ['number', 'number'], returnType: 'number', pure: false });
+          registry.register({
+            name: 'add',
+            language,
+            body: bodies.add,
+            argTypes: ['number', 'number'],
+            returnType: 'number',
+            pure: false,
+          });
           const arity = await rejection(registry.eval('add', [V.number(1)]));
           assert.equal(arity.kind, 'ArityMismatch');
           assert.equal(arity.message, 'function add: expected 2 argument(s), got 1');
@@ -239,7 +267,14 @@ export function runnerConformanceSuite(
       name('a result of the wrong type is a Runtime error naming the expected type'),
       () =>
         withRegistry(async (registry, language) => {
-          registry.register({ name: 'wrong', language, body: bodies.wrongReturn, argTypes: [], returnType: 'number', pure: false });
+          registry.register({
+            name: 'wrong',
+            language,
+            body: bodies.wrongReturn,
+            argTypes: [],
+            returnType: 'number',
+            pure: false,
+          });
           const error = await rejection(registry.eval('wrong', []));
           assert.equal(error.kind, 'Runtime');
           assert.match(error.message, /number/);
@@ -250,18 +285,42 @@ export function runnerConformanceSuite(
     const loopMs = options.loopTimeoutMs ?? 1_000;
     const slack = options.timeoutSlackMs ?? 3_000;
     test(
-      name(`a runaway body times out near its ${loopMs} ms deadline, and the runner still works after`),
+      name(
+        `a runaway body times out near its ${loopMs} ms deadline, and the runner still works after`,
+      ),
       () =>
         withRegistry(async (registry, language) => {
-          registry.register({ name: 'loop', language, body: bodies.loop, argTypes: [], returnType: 'number', pure: false });
-          registry.register({ name: 'add', language, body: bodies.add, argTypes: ['number', 'number'], returnType: 'number', pure: false });
+          registry.register({
+            name: 'loop',
+            language,
+            body: bodies.loop,
+            argTypes: [],
+            returnType: 'number',
+            pure: false,
+          });
+          registry.register({
+            name: 'add',
+            language,
+            body: bodies.add,
+            argTypes: ['number', 'number'],
+            returnType: 'number',
+            pure: false,
+          });
           const started = performance.now();
           const error = await rejection(registry.eval('loop', [], { timeoutMs: loopMs }));
           const elapsed = performance.now() - started;
-          assert.equal(error.kind, 'Timeout', `expected Timeout, got ${error.kind}: ${error.message}`);
+          assert.equal(
+            error.kind,
+            'Timeout',
+            `expected Timeout, got ${error.kind}: ${error.message}`,
+          );
           assert.equal(error.ms, loopMs);
           assert.ok(elapsed < loopMs + slack, `Timeout came after ${Math.round(elapsed)} ms`);
-          assertSame(await registry.eval('add', [V.number(2), V.number(3)]), V.number(5), 'add after a timeout');
+          assertSame(
+            await registry.eval('add', [V.number(2), V.number(3)]),
+            V.number(5),
+            'add after a timeout',
+          );
         }),
       perTest,
     );
@@ -270,7 +329,14 @@ export function runnerConformanceSuite(
       name('evalBatch gives exactly what eval gives on each row'),
       () =>
         withRegistry(async (registry, language) => {
-          registry.register({ name: 'add', language, body: bodies.add, argTypes: ['number', 'number'], returnType: 'number', pure: false });
+          registry.register({
+            name: 'add',
+            language,
+            body: bodies.add,
+            argTypes: ['number', 'number'],
+            returnType: 'number',
+            pure: false,
+          });
           const rows: Value[][] = [
             [V.number(1), V.number(2)],
             [V.number(Number.NaN), V.number(1)],
@@ -289,7 +355,8 @@ export function runnerConformanceSuite(
             }
             const got = batch[i];
             if (ExtFnError.isInstance(single)) {
-              if (!ExtFnError.isInstance(got)) assert.fail(`row ${i}: expected ${show(single)}, got ${show(got)}`);
+              if (!ExtFnError.isInstance(got))
+                assert.fail(`row ${i}: expected ${show(single)}, got ${show(got)}`);
               assert.equal(got.kind, single.kind, `row ${i}`);
               assert.equal(got.message, single.message, `row ${i}`);
             } else {
@@ -305,7 +372,14 @@ export function runnerConformanceSuite(
     name('a raising body is a Runtime error carrying the message'),
     () =>
       withRegistry(async (registry, language) => {
-        registry.register({ name: 'boom', language, body: bodies.raise, argTypes: [], returnType: types[0]!, pure: false });
+        registry.register({
+          name: 'boom',
+          language,
+          body: bodies.raise,
+          argTypes: [],
+          returnType: types[0]!,
+          pure: false,
+        });
         const error = await rejection(registry.eval('boom', []));
         assert.equal(error.kind, 'Runtime');
         assert.match(error.message, /nope/);
@@ -320,7 +394,14 @@ export function runnerConformanceSuite(
       name('a 200 000-character text result comes back whole'),
       () =>
         withRegistry(async (registry, language) => {
-          registry.register({ name: 'big', language, body, argTypes: [], returnType: 'text', pure: false });
+          registry.register({
+            name: 'big',
+            language,
+            body,
+            argTypes: [],
+            returnType: 'text',
+            pure: false,
+          });
           const result = await registry.eval('big', []);
           assert.equal(result.type, 'text');
           assert.equal((result as { value: string }).value, 'x'.repeat(200_000));
@@ -335,7 +416,14 @@ export function runnerConformanceSuite(
       name('printing 5 MB is a Runtime error: output too large'),
       () =>
         withRegistry(async (registry, language) => {
-          registry.register({ name: 'flood', language, body, argTypes: [], returnType: types[0]!, pure: false });
+          registry.register({
+            name: 'flood',
+            language,
+            body,
+            argTypes: [],
+            returnType: types[0]!,
+            pure: false,
+          });
           const error = await rejection(registry.eval('flood', []));
           assert.equal(error.kind, 'Runtime');
           assert.equal(error.limit, 'output');
@@ -350,7 +438,14 @@ export function runnerConformanceSuite(
       name(`the body reaches the interpreter byte for byte: ${verbatim.name}`),
       () =>
         withRegistry(async (registry, language) => {
-          registry.register({ name: 'verbatim', language, body: verbatim.body, argTypes: [], returnType: verbatim.returnType, pure: false });
+          registry.register({
+            name: 'verbatim',
+            language,
+            body: verbatim.body,
+            argTypes: [],
+            returnType: verbatim.returnType,
+            pure: false,
+          });
           assertSame(await registry.eval('verbatim', []), verbatim.expected, verbatim.name);
         }),
       perTest,
@@ -362,7 +457,14 @@ export function runnerConformanceSuite(
     async () => {
       const runner = await createRunner();
       const registry = new Registry({ runners: [runner] });
-      registry.register({ name: 'id', language: runner.language, body: bodies.identity, argTypes: [types[0]!], returnType: types[0]!, pure: false });
+      registry.register({
+        name: 'id',
+        language: runner.language,
+        body: bodies.identity,
+        argTypes: [types[0]!],
+        returnType: types[0]!,
+        pure: false,
+      });
       await registry.eval('id', [SAMPLES[types[0]!](options)[0]!]);
       await registry.close();
       await registry.close(); // twice is fine

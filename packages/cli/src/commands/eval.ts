@@ -1,0 +1,103 @@
+/** `improv-extfn eval FN.json [ARG ...]`: one call, arguments from the command line. */
+import { type ExternalFn, type Value, encodeValue } from '@improv/extfn-core';
+import { argumentLabel, formatCell, parseCell, signature } from '../cells.js';
+import { badInput, usage } from '../cli-error.js';
+import { readDescriptor } from '../descriptor-file.js';
+import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
+import type { CliIo } from '../io.js';
+import { parseCommandLine, parseTimeout } from '../options.js';
+import { reportFailure } from '../report.js';
+import { openRegistry } from '../session.js';
+
+export const EVAL_HELP = `Usage: improv-extfn eval FN.json [ARG ...] [options]
+
+Evaluates the function in FN.json once, on the arguments given, and prints the
+result. Each ARG is read as its declared type:
+  number    42, -3.5, 1e-3, NaN, Infinity, -Infinity
+  boolean   true or false
+  text      as written (quote it for the shell)
+  datetime  ISO-8601 with Z or an offset (2025-03-31T12:00:00Z), or a date (midnight UTC)
+  enum      the member's index: 0, 1, 2, ...
+An argument that starts with "-" and is not a number goes after "--".
+
+Options:
+  -n, --name NAME     the function to use when FN.json holds several
+      --timeout TIME  wall-clock limit for the call: milliseconds, or seconds with s (default 5s)
+      --json          print {"ok":true,"result":{"type":...,"value":...}} or {"ok":false,"error":{...}}
+  -h, --help          show this help
+
+The sandbox policy comes from the environment (IMPROV_EXTFN_TRUSTED,
+IMPROV_EXTFN_ALLOW_UNSANDBOXED), never from a flag.
+
+Example:
+  improv-extfn eval examples/model/distance.json 3 4
+  5
+
+${EXIT_CODES_HELP}
+`;
+
+const EXAMPLE_ARGUMENT: Record<string, string> = {
+  number: '1.5',
+  boolean: 'true',
+  text: 'hello',
+  datetime: '2025-01-01T00:00:00Z',
+  enum: '0',
+};
+
+export function parseArguments(fn: ExternalFn, texts: readonly string[], file: string): Value[] {
+  if (texts.length !== fn.argTypes.length) {
+    const example = fn.argTypes.map((t) => EXAMPLE_ARGUMENT[t]).join(' ');
+    throw usage(
+      `function ${fn.name} takes ${fn.argTypes.length} argument(s) (${fn.argTypes.join(', ') || 'none'}), got ${texts.length}`,
+      `give one per argument, e.g. improv-extfn eval ${file} ${example}`.trimEnd(),
+    );
+  }
+  return texts.map((text, i) => {
+    const cell = parseCell(text, fn.argTypes[i]!);
+    if (!cell.ok) {
+      throw badInput(`function ${fn.name}, ${argumentLabel(fn, i)}: ${cell.problem}`, cell.fix);
+    }
+    return cell.value;
+  });
+}
+
+export async function evalCommand(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+  const json = argv.includes('--json');
+  try {
+    const { values, positionals } = parseCommandLine('eval', argv, {
+      name: { type: 'string', short: 'n' },
+      timeout: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    });
+    if (values.help) {
+      io.stdout.write(EVAL_HELP);
+      return ExitCode.Ok;
+    }
+    const [file, ...texts] = positionals;
+    if (file === undefined) throw usage('eval needs a descriptor file', 'improv-extfn eval FN.json [ARG ...]; see --help');
+    const timeoutMs = parseTimeout(values.timeout as string | undefined);
+    const fn = await readDescriptor(file, io.cwd, values.name as string | undefined);
+    const args = parseArguments(fn, texts, file);
+    const registry = await openRegistry(fn, io, timeoutMs);
+    let result: Value;
+    try {
+      // One call: a fresh process that ends with it, so no worker is left to wind down.
+      result = await registry.eval(fn.name, args, {
+        mode: 'oneShot',
+        ...(io.signal ? { signal: io.signal } : {}),
+      });
+    } finally {
+      await registry.close();
+    }
+    if (json) {
+      io.stdout.write(`${JSON.stringify({ ok: true, function: signature(fn), result: encodeValue(result) })}\n`);
+    } else {
+      io.stdout.write(`${formatCell(result)}\n`);
+    }
+    return ExitCode.Ok;
+  } catch (error) {
+    if (io.signal?.aborted) return ExitCode.Interrupted;
+    return reportFailure(error, io, json);
+  }
+}

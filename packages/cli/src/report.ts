@@ -1,0 +1,54 @@
+/** How failures reach the person (stderr) or the script (`--json` on stdout), and their exit codes. */
+import { ExtFnError, type ExtFnErrorKind } from '@improv/extfn-core';
+import { CliError } from './cli-error.js';
+import { ExitCode } from './exit-codes.js';
+import type { CliIo } from './io.js';
+
+export function exitCodeForKind(kind: ExtFnErrorKind | string): ExitCode {
+  switch (kind) {
+    case 'LanguageUnavailable':
+    case 'Sandbox':
+      return ExitCode.Unavailable;
+    case 'ArityMismatch':
+    case 'TypeMismatch':
+    case 'NotFound':
+      return ExitCode.BadInput;
+    default:
+      return ExitCode.FunctionError;
+  }
+}
+
+function indent(text: string, prefix = '  | '): string {
+  return text
+    .replace(/\s+$/, '')
+    .split('\n')
+    .map((l) => prefix + l)
+    .join('\n');
+}
+
+/** Writes a failure and returns the exit code it means. */
+export function reportFailure(error: unknown, io: CliIo, json: boolean): ExitCode {
+  if (error instanceof CliError) {
+    if (json) io.stdout.write(`${JSON.stringify({ ok: false, error: error.toJSON() })}\n`);
+    else io.stderr.write(`improv-extfn: ${error.message}\n${error.fix ? `  fix: ${error.fix}\n` : ''}`);
+    return error.exitCode;
+  }
+  if (ExtFnError.isInstance(error)) {
+    if (json) {
+      io.stdout.write(`${JSON.stringify({ ok: false, error: error.toJSON() })}\n`);
+    } else {
+      let text = `improv-extfn: ${error.kind}: ${error.message}\n`;
+      if (error.stderr?.trim()) text += `${indent(error.stderr)}\n`;
+      if (error.fix && !error.message.includes(error.fix)) text += `  fix: ${error.fix}\n`;
+      io.stderr.write(text);
+    }
+    return exitCodeForKind(error.kind);
+  }
+  const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+  if (json) {
+    io.stdout.write(`${JSON.stringify({ ok: false, error: { kind: 'Internal', message: String(error) } })}\n`);
+  } else {
+    io.stderr.write(`improv-extfn: internal error (please report it):\n${message}\n`);
+  }
+  return ExitCode.Internal;
+}

@@ -1,0 +1,194 @@
+/**
+ * The batch fast path. Rows become f64 columns in one SharedArrayBuffer that
+ * every worker sees (no copies, no transfers); workers run a tight loop over
+ * a range of rows and write results in place. A watchdog reads each worker's
+ * `progress` cell: a row that runs past the deadline gets Timeout, its worker
+ * is terminated, and the rest of its range goes to a fresh worker — so one
+ * hung row costs one row, never its neighbours.
+ */
+import type { BatchOptions, ExternalFn, RowResult, Value } from '@improv/extfn-core';
+import { ExtFnError } from '@improv/extfn-core';
+import type { CompiledModule } from './compile.js';
+import { PoolClosedError, type PoolWorker, type WorkerPool, WorkerExitError } from './pool.js';
+
+/** Largest range one worker takes at a time: small enough for progress and balance. */
+const MAX_CHUNK = 65_536;
+
+interface Range {
+  start: number;
+  end: number;
+  /** Times this range's worker died before starting it. */
+  attempts?: number;
+}
+
+class Aborted extends Error {}
+
+/** How often the watchdog looks at a busy worker, for a per-row deadline. */
+export function watchdogInterval(timeoutMs: number): number {
+  return Math.min(250, Math.max(2, Math.floor(timeoutMs / 8)));
+}
+
+/** Packs rows of number Values into `arity` columns, then a result column, then a trap flag per row. */
+export function packColumns(rows: readonly (readonly Value[])[], arity: number): SharedArrayBuffer {
+  const n = rows.length;
+  const buffer = new SharedArrayBuffer((arity + 1) * n * 8 + n);
+  for (let k = 0; k < arity; k++) {
+    const column = new Float64Array(buffer, k * n * 8, n);
+    for (let i = 0; i < n; i++) column[i] = (rows[i]![k] as { value: number }).value;
+  }
+  return buffer;
+}
+
+export async function runBatch(
+  pool: WorkerPool,
+  compiled: CompiledModule,
+  fn: ExternalFn,
+  rows: readonly (readonly Value[])[],
+  options: BatchOptions,
+): Promise<RowResult[]> {
+  const n = rows.length;
+  const arity = compiled.signature.params.length;
+  const buffer = packColumns(rows, arity);
+  const out = new Float64Array(buffer, arity * n * 8, n);
+  const trapped = new Uint8Array(buffer, (arity + 1) * n * 8, n);
+  const errors = new Map<number, ExtFnError>();
+  const finished = new Uint8Array(n);
+  const { timeoutMs, signal, onProgress } = options;
+  let done = 0;
+  /** Set when every remaining row shares one fate (instantiation failed or hung, abort, close). */
+  let everyRow: ExtFnError | undefined;
+
+  const lanes = Math.max(1, Math.min(pool.options.size, n));
+  const chunk = Math.max(1, Math.min(MAX_CHUNK, Math.ceil(n / (lanes * 4))));
+  const queue: Range[] = [];
+  for (let start = 0; start < n; start += chunk) queue.push({ start, end: Math.min(n, start + chunk) });
+
+  const busy = new Set<PoolWorker>();
+  /** Gives every row not yet finished the same error, and stops the workers on it. */
+  const failAll = (error: ExtFnError) => {
+    everyRow ??= error;
+    for (const w of busy) void pool.discard(w, new Aborted());
+  };
+  const onAbort = () => failAll(ExtFnError.aborted(fn.name, signal?.reason));
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+
+  const settle = (start: number, end: number) => {
+    finished.fill(1, start, end);
+    done += end - start;
+    onProgress?.(done, n);
+  };
+
+  /** Runs one range on one worker, watching for a hung row. Returns the range left to do, if any. */
+  const runRange = async (worker: PoolWorker, range: Range): Promise<Range | undefined> => {
+    const { start, end } = range;
+    let lastSeen = -3;
+    let since = performance.now();
+    let hung: number | undefined;
+    const timer = setInterval(() => {
+      const row = Atomics.load(worker.progress, 0);
+      const now = performance.now();
+      if (row !== lastSeen) {
+        lastSeen = row;
+        since = now;
+      } else if (row >= -1 && hung === undefined && now - since >= timeoutMs) {
+        hung = row;
+        if (row === -1) {
+          // Instantiation (a start function) hung; without imports it would hang for every row.
+          failAll(ExtFnError.timeout(fn.name, timeoutMs));
+        } else {
+          void pool.discard(worker, new WorkerExitError(`row ${row} passed its deadline`));
+        }
+      }
+    }, watchdogInterval(timeoutMs));
+    try {
+      const reply = await worker.request({ op: 'batch', arity, rows: n, start, end, buffer }, compiled);
+      if (typeof reply.failure === 'string') {
+        failAll(ExtFnError.runtime(fn.name, reply.failure));
+        return undefined;
+      }
+      for (const [row, message] of reply.traps as [number, string][]) {
+        errors.set(row, ExtFnError.runtime(fn.name, message));
+      }
+      settle(start, end);
+      return undefined;
+    } catch (error) {
+      if (everyRow) return undefined; // aborted, closed or a hung start: those rows get that error
+      const reached = Math.min(hung ?? Atomics.load(worker.progress, 0), end);
+      if (reached < start) {
+        // The worker died before its first row: try again, but not forever.
+        const attempts = (range.attempts ?? 0) + 1;
+        if (attempts < 3) return { start, end, attempts };
+        for (let i = start; i < end; i++) {
+          errors.set(i, ExtFnError.runtime(fn.name, `the wasm worker stopped: ${(error as Error).message}`));
+        }
+        settle(start, end);
+        return undefined;
+      }
+      // Rows before `reached` are done; those that trapped lost their message with the worker, so run them again.
+      for (let i = start; i < reached; i++) {
+        if (trapped[i]) queue.push({ start: i, end: i + 1 });
+        else {
+          finished[i] = 1;
+          done++;
+        }
+      }
+      if (reached === end) {
+        onProgress?.(done, n);
+        return undefined;
+      }
+      errors.set(
+        reached,
+        hung === reached
+          ? ExtFnError.timeout(fn.name, timeoutMs)
+          : ExtFnError.runtime(fn.name, `the wasm worker stopped: ${(error as Error).message}`),
+      );
+      settle(reached, reached + 1);
+      return reached + 1 < end ? { start: reached + 1, end } : undefined;
+    } finally {
+      clearInterval(timer);
+    }
+  };
+
+  const lane = async () => {
+    for (;;) {
+      if (everyRow) return;
+      const range = queue.shift();
+      if (!range) return;
+      let worker: PoolWorker;
+      try {
+        worker = await pool.acquire(signal);
+      } catch (error) {
+        everyRow ??=
+          error instanceof PoolClosedError
+            ? ExtFnError.runtime(fn.name, 'the runner is closed')
+            : ExtFnError.aborted(fn.name, signal?.reason);
+        return;
+      }
+      if (everyRow) {
+        pool.release(worker);
+        return;
+      }
+      busy.add(worker);
+      const rest = await runRange(worker, range);
+      busy.delete(worker);
+      if (!worker.dead) pool.release(worker);
+      if (rest) queue.unshift(rest);
+    }
+  };
+
+  try {
+    await Promise.all(Array.from({ length: Math.min(lanes, queue.length) }, lane));
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
+
+  const results: RowResult[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const error = errors.get(i);
+    if (error) results[i] = error;
+    else if (finished[i]) results[i] = { type: 'number', value: out[i]! };
+    else results[i] = everyRow ?? ExtFnError.runtime(fn.name, 'the row was not evaluated');
+  }
+  return results;
+}
