@@ -4,15 +4,15 @@
  * it, never a guess.
  */
 import {
+  decodeValue,
   ENUM_MAX,
   type ExternalFn,
-  type Value,
-  type ValueType,
-  Value as V,
-  decodeValue,
   formatInstant,
   numberToJson,
   parseInstant,
+  Value as V,
+  type Value,
+  type ValueType,
   valueFromJson,
 } from '@improv/extfn-core';
 
@@ -39,7 +39,8 @@ export const HOW_TO_WRITE: Record<ValueType, string> = {
   enum: `write the member's index, an integer from 0 to ${ENUM_MAX}`,
 };
 
-const quote = (text: string): string => JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
+const quote = (text: string): string =>
+  JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
 
 /** Reads one cell of text as the declared type. */
 export function parseCell(text: string, type: ValueType): CellResult {
@@ -75,7 +76,8 @@ export function parseCell(text: string, type: ValueType): CellResult {
     }
     case 'enum': {
       const t = text.trim();
-      if (!/^\d+$/.test(t) || Number(t) > ENUM_MAX) return fail(`${quote(text)} is not an enum index`);
+      if (!/^\d+$/.test(t) || Number(t) > ENUM_MAX)
+        return fail(`${quote(text)} is not an enum index`);
       return { ok: true, value: V.enum(Number(t)) };
     }
   }
@@ -99,7 +101,11 @@ export function jsonCell(json: unknown, type: ValueType): CellResult {
     try {
       const value = decodeValue(json);
       if (value.type !== type) {
-        return { ok: false, problem: `a ${value.type} value where ${type} is declared`, fix: HOW_TO_WRITE[type] };
+        return {
+          ok: false,
+          problem: `a ${value.type} value where ${type} is declared`,
+          fix: HOW_TO_WRITE[type],
+        };
       }
       return { ok: true, value };
     } catch (error) {
@@ -110,7 +116,11 @@ export function jsonCell(json: unknown, type: ValueType): CellResult {
   try {
     return { ok: true, value: valueFromJson(json, type) };
   } catch {
-    return { ok: false, problem: `${describeJson(json)} is not a ${type}`, fix: HOW_TO_WRITE[type] };
+    return {
+      ok: false,
+      problem: `${describeJson(json)} is not a ${type}`,
+      fix: HOW_TO_WRITE[type],
+    };
   }
 }
 

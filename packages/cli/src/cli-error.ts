@@ -17,7 +17,8 @@ export class CliError extends Error {
     this.name = 'CliError';
     this.kind = kind;
     this.fix = fix;
-    this.exitCode = exitCode ?? (kind === 'LanguageUnavailable' ? ExitCode.Unavailable : ExitCode.BadInput);
+    this.exitCode =
+      exitCode ?? (kind === 'LanguageUnavailable' ? ExitCode.Unavailable : ExitCode.BadInput);
   }
 
   toJSON(): Record<string, unknown> {
@@ -25,6 +26,7 @@ export class CliError extends Error {
   }
 }
 
-export const usage = (message: string, fix?: string): CliError => new CliError('Usage', message, fix);
+export const usage = (message: string, fix?: string): CliError =>
+  new CliError('Usage', message, fix);
 export const badInput = (message: string, fix?: string): CliError =>
   new CliError('BadInput', message, fix);

@@ -21,8 +21,8 @@ export interface CsvTable {
 /**
  * Parses CSV text. Blank lines are skipped (write `""` for a record with one
  * empty cell). A quoted cell may hold commas, quotes written `""` and line
- * breaks. An unterminated quote makes only the record it opens malformed:
- * reading resumes on the next line.
+ * breaks. A malformed record that spans lines (an unterminated or stray
+ * quote) costs only the line it starts on: reading resumes on the next line.
  */
 export function parseCsv(text: string): CsvTable {
   const records: CsvRecord[] = [];
@@ -48,6 +48,7 @@ export function parseCsv(text: string): CsvTable {
     }
     const cells: string[] = [];
     let problem: string | undefined;
+    let spanColumn = 0; // the first quoted cell that holds a line break
     let cell = '';
     let done = false;
     while (!done) {
@@ -67,7 +68,10 @@ export function parseCsv(text: string): CsvTable {
             closed = true;
             break;
           }
-          if (c === '\n') line++;
+          if (c === '\n') {
+            line++;
+            spanColumn ||= cells.length + 1;
+          }
           cell += c;
           i++;
         }
@@ -86,12 +90,22 @@ export function parseCsv(text: string): CsvTable {
           problem = 'unterminated';
           break;
         }
-        if (i < n && text[i] !== ',' && text[i] !== '\n' && !(text[i] === '\r' && text[i + 1] === '\n')) {
+        if (
+          i < n &&
+          text[i] !== ',' &&
+          text[i] !== '\n' &&
+          !(text[i] === '\r' && text[i + 1] === '\n')
+        ) {
           problem = `text after the closing quote in column ${cells.length + 1}; quote the whole cell and write inner quotes as ""`;
         }
       }
       // An unquoted cell, or what follows a quoted one up to the separator.
-      while (i < n && text[i] !== ',' && text[i] !== '\n' && !(text[i] === '\r' && text[i + 1] === '\n')) {
+      while (
+        i < n &&
+        text[i] !== ',' &&
+        text[i] !== '\n' &&
+        !(text[i] === '\r' && text[i + 1] === '\n')
+      ) {
         if (text[i] === '"' && problem === undefined) {
           problem = `a quote inside unquoted column ${cells.length + 1}; quote the whole cell and write inner quotes as ""`;
         }
@@ -112,7 +126,20 @@ export function parseCsv(text: string): CsvTable {
       done = true;
     }
     if (problem === 'unterminated') continue;
-    records.push(problem === undefined ? { line: startLine, cells } : { line: startLine, cells, problem });
+    if (problem !== undefined && line > startLine + 1) {
+      // A stray quote swallowed line breaks: lose only the line it is on.
+      records.push({
+        line: startLine,
+        cells: [lineText(start)],
+        problem: `the quoted cell in column ${spanColumn} is not closed properly (its closing quote is not followed by a comma or a line end, read up to line ${line - 1})`,
+      });
+      i = endOfLine(start) + 1;
+      line = startLine + 1;
+      continue;
+    }
+    records.push(
+      problem === undefined ? { line: startLine, cells } : { line: startLine, cells, problem },
+    );
   }
   return { records, newline };
 }

@@ -8,7 +8,15 @@ import { type ExternalFn, InvalidDescriptorError, parseExternalFn } from '@impro
 import { badInput, usage } from './cli-error.js';
 import { KNOWN_LANGUAGE_IDS } from './runners.js';
 
-const DESCRIPTOR_KEYS = ['name', 'language', 'body', 'argTypes', 'arg_types', 'returnType', 'return_type'];
+const DESCRIPTOR_KEYS = [
+  'name',
+  'language',
+  'body',
+  'argTypes',
+  'arg_types',
+  'returnType',
+  'return_type',
+];
 
 const FORMAT_HINT =
   'a descriptor is {"name", "language", "body", "argTypes": [...], "returnType", "pure"} ' +
@@ -43,7 +51,9 @@ function parseOne(input: unknown, file: string, where: string): ExternalFn {
   } catch (error) {
     if (!(error instanceof InvalidDescriptorError)) throw error;
     const name =
-      typeof (input as { name?: unknown })?.name === 'string' ? ` "${(input as { name: string }).name}"` : '';
+      typeof (input as { name?: unknown })?.name === 'string'
+        ? ` "${(input as { name: string }).name}"`
+        : '';
     const lines = error.issues
       .map((i) => `  ${i.path || '(descriptor)'}: ${friendlier(i.message)}`)
       .join('\n');
@@ -71,7 +81,10 @@ export function parseDescriptorText(text: string, file: string): ExternalFn[] {
   } else if (typeof json === 'object' && json !== null) {
     fns = Object.entries(json).map(([key, item]) => parseOne(item, file, ` ["${key}"]`));
   } else {
-    throw badInput(`${file} holds ${json === null ? 'null' : typeof json}, not a descriptor`, FORMAT_HINT);
+    throw badInput(
+      `${file} holds ${json === null ? 'null' : typeof json}, not a descriptor`,
+      FORMAT_HINT,
+    );
   }
   if (fns.length === 0) throw badInput(`${file} holds no descriptors`, FORMAT_HINT);
   for (const fn of fns) {
@@ -86,7 +99,11 @@ export function parseDescriptorText(text: string, file: string): ExternalFn[] {
 }
 
 /** The one function a command works on: the file's only one, or the one `--name` picks. */
-export async function readDescriptor(file: string, cwd: string, name?: string): Promise<ExternalFn> {
+export async function readDescriptor(
+  file: string,
+  cwd: string,
+  name?: string,
+): Promise<ExternalFn> {
   const fns = parseDescriptorText(await readTextFile(file, cwd, 'descriptor file'), file);
   if (name !== undefined) {
     const fn = fns.find((f) => f.name === name);

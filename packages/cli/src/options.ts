@@ -30,7 +30,9 @@ export function parseCommandLine<O extends Options>(
     const arg = argv[i]!;
     if (arg === '--') afterDoubleDash = true;
     const isValue = i > 0 && takesValue.has(argv[i - 1]!);
-    protectedArgv.push(!afterDoubleDash && !isValue && NEGATIVE_NUMBER.test(arg) ? PLACEHOLDER + arg : arg);
+    protectedArgv.push(
+      !afterDoubleDash && !isValue && NEGATIVE_NUMBER.test(arg) ? PLACEHOLDER + arg : arg,
+    );
   }
   try {
     const { values, positionals } = parseArgs({
@@ -41,11 +43,19 @@ export function parseCommandLine<O extends Options>(
     });
     return {
       values: values as Record<string, string | boolean | undefined>,
-      positionals: positionals.map((p) => (p.startsWith(PLACEHOLDER) ? p.slice(PLACEHOLDER.length) : p)),
+      positionals: positionals.map((p) =>
+        p.startsWith(PLACEHOLDER) ? p.slice(PLACEHOLDER.length) : p,
+      ),
     };
   } catch (error) {
     const message = (error as Error).message.replace(/\.?\s*To specify a positional.*$/s, '');
-    throw usage(`${command}: ${message}`, `see improv-extfn ${command} --help`);
+    const unknown = (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION';
+    throw usage(
+      `${command}: ${message}`,
+      unknown
+        ? `see improv-extfn ${command} --help; an argument that starts with "-" goes after "--"`
+        : `see improv-extfn ${command} --help`,
+    );
   }
 }
 
@@ -55,7 +65,10 @@ export function parseTimeout(text: string | undefined): number | undefined {
   const match = /^(\d+(?:\.\d+)?)(ms|s)?$/.exec(text.trim());
   const ms = match ? Number(match[1]) * (match[2] === 's' ? 1000 : 1) : Number.NaN;
   if (!(ms >= 1) || !Number.isFinite(ms)) {
-    throw usage(`--timeout ${JSON.stringify(text)} is not a duration`, 'write milliseconds (2000), or seconds with s (2s)');
+    throw usage(
+      `--timeout ${JSON.stringify(text)} is not a duration`,
+      'write milliseconds (2000), or seconds with s (2s)',
+    );
   }
   return Math.round(ms);
 }
@@ -65,7 +78,16 @@ export function parseColumns(text: string | undefined): string[] | undefined {
   if (text === undefined) return undefined;
   const columns = text.split(',').map((c) => c.trim());
   if (columns.some((c) => c === '')) {
-    throw usage(`--columns ${JSON.stringify(text)} has an empty name`, 'write names or numbers separated by commas: --columns rate,years');
+    throw usage(
+      `--columns ${JSON.stringify(text)} has an empty name`,
+      'write names or numbers separated by commas: --columns rate,years',
+    );
   }
   return columns;
+}
+
+/** Whether `--json` was asked for, known even when the rest fails to parse (a `--json` after `--` is an argument). */
+export function wantsJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
 }

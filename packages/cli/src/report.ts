@@ -30,7 +30,10 @@ function indent(text: string, prefix = '  | '): string {
 export function reportFailure(error: unknown, io: CliIo, json: boolean): ExitCode {
   if (error instanceof CliError) {
     if (json) io.stdout.write(`${JSON.stringify({ ok: false, error: error.toJSON() })}\n`);
-    else io.stderr.write(`improv-extfn: ${error.message}\n${error.fix ? `  fix: ${error.fix}\n` : ''}`);
+    else
+      io.stderr.write(
+        `improv-extfn: ${error.message}\n${error.fix ? `  fix: ${error.fix}\n` : ''}`,
+      );
     return error.exitCode;
   }
   if (ExtFnError.isInstance(error)) {
@@ -46,7 +49,9 @@ export function reportFailure(error: unknown, io: CliIo, json: boolean): ExitCod
   }
   const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
   if (json) {
-    io.stdout.write(`${JSON.stringify({ ok: false, error: { kind: 'Internal', message: String(error) } })}\n`);
+    io.stdout.write(
+      `${JSON.stringify({ ok: false, error: { kind: 'Internal', message: String(error) } })}\n`,
+    );
   } else {
     io.stderr.write(`improv-extfn: internal error (please report it):\n${message}\n`);
   }

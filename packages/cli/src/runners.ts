@@ -3,7 +3,7 @@
  * that a missing or broken runner package costs nothing until it is used and
  * never stops the other languages from working.
  */
-import { type LanguageRunner, isLanguageRunner } from '@improv/extfn-core';
+import { isLanguageRunner, type LanguageRunner } from '@improv/extfn-core';
 import type { CliIo } from './io.js';
 
 export interface RunnerPackage {
@@ -49,17 +49,34 @@ function isMissingModule(error: unknown, packageName: string): boolean {
   );
 }
 
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+const messageOf = (error: unknown): string =>
+  error instanceof Error ? error.message : String(error);
 
 /**
  * Imports a runner package and calls its factory with no options (runners read
  * their interpreter paths from the environment). Never throws.
  */
-export async function loadRunner(spec: RunnerPackage, io: Pick<CliIo, 'importPackage'>): Promise<RunnerLoad> {
+export async function loadRunner(
+  spec: RunnerPackage,
+  io: Pick<CliIo, 'importPackage'>,
+): Promise<RunnerLoad> {
   let module: Record<string, unknown>;
   try {
-    module = (await (io.importPackage ?? defaultImport)(spec.packageName)) as Record<string, unknown>;
+    module = (await (io.importPackage ?? defaultImport)(spec.packageName)) as Record<
+      string,
+      unknown
+    >;
   } catch (error) {
+    if (isMissingModule(error, spec.packageName) && /Cannot find module/.test(messageOf(error))) {
+      // The package is there but its entry file is not: a workspace checkout that was not built.
+      return {
+        ok: false,
+        spec,
+        installed: true,
+        problem: `runner package ${spec.packageName} is installed but its files are missing (${messageOf(error)})`,
+        fix: `build it (pnpm build) or reinstall ${spec.packageName}`,
+      };
+    }
     if (isMissingModule(error, spec.packageName)) {
       return {
         ok: false,

@@ -1,5 +1,5 @@
 /** A Registry holding one function and only the runner it needs. */
-import { ExtFnError, type ExternalFn, Registry } from '@improv/extfn-core';
+import { type ExternalFn, ExtFnError, Registry } from '@improv/extfn-core';
 import type { CliIo } from './io.js';
 import { loadRunner, runnerPackageFor } from './runners.js';
 
@@ -7,7 +7,11 @@ import { loadRunner, runnerPackageFor } from './runners.js';
  * Loads the runner for `fn.language` and registers `fn`. A runner that is
  * missing or cannot start here is a LanguageUnavailable error naming the fix.
  */
-export async function openRegistry(fn: ExternalFn, io: CliIo, timeoutMs?: number): Promise<Registry> {
+export async function openRegistry(
+  fn: ExternalFn,
+  io: CliIo,
+  timeoutMs?: number,
+): Promise<Registry> {
   const spec = runnerPackageFor(fn.language);
   if (!spec) {
     throw ExtFnError.languageUnavailable(fn.name, fn.language, []);

@@ -2,7 +2,13 @@
  * A table of rows to evaluate, read from CSV or JSON lines, and written back
  * in the same format with each row's result or error beside it.
  */
-import { ExtFnError, type ExternalFn, type RowResult, type Value, valueToJson } from '@improv/extfn-core';
+import {
+  type ExternalFn,
+  ExtFnError,
+  type RowResult,
+  type Value,
+  valueToJson,
+} from '@improv/extfn-core';
 import { argumentLabel, type CellResult, formatCell, jsonCell, parseCell } from './cells.js';
 import { usage } from './cli-error.js';
 import { formatCsvRecord, parseCsv } from './csv.js';
@@ -68,7 +74,9 @@ function readArguments(
   for (let a = 0; a < fn.argTypes.length; a++) {
     const cell = read(a);
     if (!cell.ok) {
-      return { problem: `${describeColumn(a)}, ${argumentLabel(fn, a)}: ${cell.problem}; ${cell.fix}` };
+      return {
+        problem: `${describeColumn(a)}, ${argumentLabel(fn, a)}: ${cell.problem}; ${cell.fix}`,
+      };
     }
     args.push(cell.value);
   }
@@ -81,7 +89,8 @@ export function readCsvTable(text: string, fn: ExternalFn, options: TableOptions
   let body = records;
   if (options.header) {
     const first = records[0];
-    if (first?.problem) throw usage(`line ${first.line}: the header is malformed: ${first.problem}`);
+    if (first?.problem)
+      throw usage(`line ${first.line}: the header is malformed: ${first.problem}`);
     header = first?.cells ?? [];
     body = records.slice(1);
   }
@@ -131,9 +140,17 @@ export function readCsvTable(text: string, fn: ExternalFn, options: TableOptions
       };
     }
     if (cells.length < needed) {
-      return { line, cells, problem: `line ${line}: ${cells.length} cell(s), but --columns needs ${needed}` };
+      return {
+        line,
+        cells,
+        problem: `line ${line}: ${cells.length} cell(s), but --columns needs ${needed}`,
+      };
     }
-    const result = readArguments(fn, (a) => parseCell(cells[indexes[a]!]!, fn.argTypes[a]!), describe);
+    const result = readArguments(
+      fn,
+      (a) => parseCell(cells[indexes[a]!]!, fn.argTypes[a]!),
+      describe,
+    );
     if ('args' in result) return { line, cells, args: result.args };
     // A header that was not declared is the likeliest cause of a bad first row.
     const hint =
@@ -158,7 +175,11 @@ export function readJsonLinesTable(text: string, fn: ExternalFn, options: TableO
     try {
       json = JSON.parse(raw);
     } catch (error) {
-      rows.push({ line, raw, problem: `line ${line}: not valid JSON (${(error as Error).message})` });
+      rows.push({
+        line,
+        raw,
+        problem: `line ${line}: not valid JSON (${(error as Error).message})`,
+      });
       continue;
     }
     if (Array.isArray(json)) {
@@ -181,7 +202,11 @@ export function readJsonLinesTable(text: string, fn: ExternalFn, options: TableO
       }
       const missing = indexes.find((i) => i >= json.length);
       if (missing !== undefined) {
-        rows.push({ line, json, problem: `line ${line}: ${json.length} value(s), but --columns needs ${missing + 1}` });
+        rows.push({
+          line,
+          json,
+          problem: `line ${line}: ${json.length} value(s), but --columns needs ${missing + 1}`,
+        });
         continue;
       }
       const result = readArguments(
@@ -189,7 +214,11 @@ export function readJsonLinesTable(text: string, fn: ExternalFn, options: TableO
         (a) => jsonCell(json[indexes[a]!], fn.argTypes[a]!),
         (a) => `value ${indexes[a]! + 1}`,
       );
-      rows.push('args' in result ? { line, json, args: result.args } : { line, json, problem: `line ${line}: ${result.problem}` });
+      rows.push(
+        'args' in result
+          ? { line, json, args: result.args }
+          : { line, json, problem: `line ${line}: ${result.problem}` },
+      );
       continue;
     }
     if (typeof json === 'object' && json !== null) {
@@ -211,7 +240,11 @@ export function readJsonLinesTable(text: string, fn: ExternalFn, options: TableO
         (a) => jsonCell(record[columns[a]!], fn.argTypes[a]!),
         (a) => `key "${columns[a]}"`,
       );
-      rows.push('args' in result ? { line, json, args: result.args } : { line, json, problem: `line ${line}: ${result.problem}` });
+      rows.push(
+        'args' in result
+          ? { line, json, args: result.args }
+          : { line, json, problem: `line ${line}: ${result.problem}` },
+      );
       continue;
     }
     rows.push({
@@ -224,21 +257,33 @@ export function readJsonLinesTable(text: string, fn: ExternalFn, options: TableO
 }
 
 /** What is written beside a row that failed: "Kind: message", without the function name we already know. */
-export function errorText(error: ExtFnError | { kind: string; message: string }, fn: ExternalFn): string {
+export function errorText(
+  error: ExtFnError | { kind: string; message: string },
+  fn: ExternalFn,
+): string {
   const prefix = `function ${fn.name}: `;
-  const message = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
+  const message = error.message.startsWith(prefix)
+    ? error.message.slice(prefix.length)
+    : error.message;
   return `${error.kind}: ${message}`;
 }
 
 export type RowOutcome = RowResult | { kind: typeof MALFORMED; message: string };
 
-export function isFailure(outcome: RowOutcome): outcome is ExtFnError | { kind: typeof MALFORMED; message: string } {
+export function isFailure(
+  outcome: RowOutcome,
+): outcome is ExtFnError | { kind: typeof MALFORMED; message: string } {
   return ExtFnError.isInstance(outcome) || (outcome as { kind?: unknown }).kind === MALFORMED;
 }
 
-function errorJson(outcome: ExtFnError | { kind: string; message: string }, fn: ExternalFn): { kind: string; message: string } {
+function errorJson(
+  outcome: ExtFnError | { kind: string; message: string },
+  fn: ExternalFn,
+): { kind: string; message: string } {
   const prefix = `function ${fn.name}: `;
-  const message = outcome.message.startsWith(prefix) ? outcome.message.slice(prefix.length) : outcome.message;
+  const message = outcome.message.startsWith(prefix)
+    ? outcome.message.slice(prefix.length)
+    : outcome.message;
   return { kind: outcome.kind, message };
 }
 
@@ -249,7 +294,9 @@ export function writeTable(table: Table, outcomes: readonly RowOutcome[], fn: Ex
     if (table.header) out.push(formatCsvRecord([...table.header, 'result', 'error']));
     table.rows.forEach((row, i) => {
       const outcome = outcomes[i]!;
-      const tail = isFailure(outcome) ? ['', errorText(outcome, fn)] : [formatCell(outcome as Value), ''];
+      const tail = isFailure(outcome)
+        ? ['', errorText(outcome, fn)]
+        : [formatCell(outcome as Value), ''];
       out.push(formatCsvRecord([...(row.cells ?? []), ...tail]));
     });
   } else {
@@ -261,7 +308,8 @@ export function writeTable(table: Table, outcomes: readonly RowOutcome[], fn: Ex
       let record: Record<string, unknown>;
       if (row.json === undefined) record = { line: row.line, input: row.raw, ...beside };
       else if (Array.isArray(row.json)) record = { args: row.json, ...beside };
-      else if (typeof row.json === 'object' && row.json !== null) record = { ...(row.json as object), ...beside };
+      else if (typeof row.json === 'object' && row.json !== null)
+        record = { ...(row.json as object), ...beside };
       else record = { line: row.line, input: row.json, ...beside };
       if (isFailure(outcome) && outcome.kind === MALFORMED) record.line = row.line;
       out.push(JSON.stringify(record));

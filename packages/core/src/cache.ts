@@ -21,8 +21,20 @@ export function functionDigest(fn: ExternalFn): string {
     .digest('base64url');
 }
 
-/** An unambiguous string for a row of arguments (type-tagged, length-prefixed text). */
-export function argumentsKey(args: readonly Value[]): string {
+/** A row's key within one function: a number for the common one-number row, else a string. */
+export type ArgumentsKey = string | number;
+
+/**
+ * An unambiguous key for a row of arguments (type-tagged, length-prefixed
+ * text). A single number other than -0 is its own key: Map keys compare
+ * numbers by SameValueZero (NaN finds NaN), and it saves a number-to-string
+ * conversion per row.
+ */
+export function argumentsKey(args: readonly Value[]): ArgumentsKey {
+  if (args.length === 1) {
+    const only = args[0]!;
+    if (only.type === 'number' && !Object.is(only.value, -0)) return only.value;
+  }
   let key = '';
   for (const arg of args) {
     switch (arg.type) {
@@ -49,64 +61,109 @@ export function argumentsKey(args: readonly Value[]): string {
   return key;
 }
 
-function sizeOf(value: Value): number {
-  return 64 + (value.type === 'text' ? value.value.length * 2 : 16);
+function sizeOf(key: ArgumentsKey, value: Value): number {
+  const keyBytes = typeof key === 'number' ? 8 : key.length * 2;
+  return 64 + keyBytes + (value.type === 'text' ? value.value.length * 2 : 16);
 }
 
+type Generation = Map<string, Map<ArgumentsKey, Value>>;
+
+/**
+ * LRU by two generations (as in hashlru): new and recently used entries live
+ * in the current generation; when it fills, it becomes the previous one and
+ * the old previous is dropped whole. Every operation is O(1) — a single Map
+ * used as an LRU is not, since V8 leaves tombstones that `keys().next()` must
+ * walk past. Entries are grouped by function digest so the digest is never
+ * concatenated into a per-row key.
+ */
 export class ResultCache {
   readonly maxEntries: number;
   readonly maxBytes: number;
-  #entries = new Map<string, Value>();
-  #bytes = 0;
+  #current: Generation = new Map();
+  #previous: Generation = new Map();
+  #currentCount = 0;
+  #previousCount = 0;
+  #currentBytes = 0;
+  #previousBytes = 0;
   hits = 0;
   misses = 0;
 
   constructor(options: CacheOptions = {}) {
     this.maxEntries = options.maxEntries ?? 100_000;
     this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
+    if (!(this.maxEntries >= 1) || !(this.maxBytes >= 1)) {
+      throw new RangeError('cache maxEntries and maxBytes must be at least 1');
+    }
   }
 
   get size(): number {
-    return this.#entries.size;
+    return this.#currentCount + this.#previousCount;
   }
   get bytes(): number {
-    return this.#bytes;
+    return this.#currentBytes + this.#previousBytes;
   }
 
-  get(key: string): Value | undefined {
-    const value = this.#entries.get(key);
-    if (value === undefined) {
+  /** Values handed out are shared between callers: treat them as immutable. */
+  get(fnDigest: string, key: ArgumentsKey): Value | undefined {
+    const value = this.#current.get(fnDigest)?.get(key);
+    if (value !== undefined) {
+      this.hits++;
+      return value;
+    }
+    const previous = this.#previous.get(fnDigest);
+    const old = previous?.get(key);
+    if (old === undefined) {
       this.misses++;
       return undefined;
     }
     this.hits++;
-    // Re-insert: Map keeps insertion order, so the first key is the least recent.
-    this.#entries.delete(key);
-    this.#entries.set(key, value);
-    return value;
+    previous!.delete(key);
+    this.#previousCount--;
+    this.#previousBytes -= sizeOf(key, old);
+    this.#insert(fnDigest, key, old);
+    return old;
   }
 
-  set(key: string, value: Value): void {
+  set(fnDigest: string, key: ArgumentsKey, value: Value): void {
     if (value.type === 'error') return; // errors are never cached
-    const size = key.length * 2 + sizeOf(value);
-    if (size > this.maxBytes) return;
-    const old = this.#entries.get(key);
-    if (old !== undefined) {
-      this.#entries.delete(key);
-      this.#bytes -= key.length * 2 + sizeOf(old);
+    if (sizeOf(key, value) * 2 > this.maxBytes) return;
+    const group = this.#current.get(fnDigest);
+    const existing = group?.get(key);
+    if (existing !== undefined) {
+      group!.delete(key);
+      this.#currentCount--;
+      this.#currentBytes -= sizeOf(key, existing);
     }
-    // Frozen: every hit hands out this same object.
-    this.#entries.set(key, Object.freeze(value));
-    this.#bytes += size;
-    while (this.#entries.size > this.maxEntries || this.#bytes > this.maxBytes) {
-      const oldest = this.#entries.keys().next().value as string;
-      this.#bytes -= oldest.length * 2 + sizeOf(this.#entries.get(oldest)!);
-      this.#entries.delete(oldest);
+    this.#insert(fnDigest, key, value);
+  }
+
+  #insert(fnDigest: string, key: ArgumentsKey, value: Value): void {
+    const size = sizeOf(key, value);
+    if (
+      this.#currentCount >= Math.ceil(this.maxEntries / 2) ||
+      this.#currentBytes + size > this.maxBytes / 2
+    ) {
+      this.#previous = this.#current;
+      this.#previousCount = this.#currentCount;
+      this.#previousBytes = this.#currentBytes;
+      this.#current = new Map();
+      this.#currentCount = 0;
+      this.#currentBytes = 0;
     }
+    let group = this.#current.get(fnDigest);
+    if (!group) {
+      group = new Map();
+      this.#current.set(fnDigest, group);
+    }
+    group.set(key, value);
+    this.#currentCount++;
+    this.#currentBytes += size;
   }
 
   clear(): void {
-    this.#entries.clear();
-    this.#bytes = 0;
+    this.#current = new Map();
+    this.#previous = new Map();
+    this.#currentCount = this.#previousCount = 0;
+    this.#currentBytes = this.#previousBytes = 0;
   }
 }

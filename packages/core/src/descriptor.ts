@@ -120,7 +120,11 @@ export function parseExternalFn(input: unknown): ExternalFn {
  */
 export function parseExternalFns(input: unknown): ExternalFn[] {
   if (Array.isArray(input)) return input.map(parseExternalFn);
-  if (typeof input === 'object' && input !== null && !('body' in input)) {
+  const looksLikeOne = (x: object) =>
+    ['name', 'language', 'body', 'argTypes', 'arg_types', 'returnType', 'return_type'].some(
+      (k) => k in x,
+    );
+  if (typeof input === 'object' && input !== null && !looksLikeOne(input)) {
     return Object.values(input).map(parseExternalFn);
   }
   return [parseExternalFn(input)];

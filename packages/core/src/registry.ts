@@ -3,7 +3,13 @@
  * the pure-result cache, and the checks every call passes before a process
  * is started.
  */
-import { argumentsKey, type CacheOptions, functionDigest, ResultCache } from './cache.js';
+import {
+  type ArgumentsKey,
+  argumentsKey,
+  type CacheOptions,
+  functionDigest,
+  ResultCache,
+} from './cache.js';
 import { type ExternalFn, parseExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
 import type {
@@ -14,7 +20,7 @@ import type {
   RunnerProbe,
 } from './runner.js';
 import { RunnerHandle } from './runner-handle.js';
-import { describeValue, isValueOf, type Value } from './value.js';
+import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
 
@@ -62,6 +68,7 @@ export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnErr
   for (let i = 0; i < args.length; i++) {
     const expected = fn.argTypes[i]!;
     const arg = args[i];
+    if (isPlainValueOf(arg, expected)) continue; // the hot path: numbers, booleans, text
     if (!isValueOf(arg, expected)) {
       const got = isValueOf(arg)
         ? describeValue(arg)
@@ -74,6 +81,7 @@ export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnErr
 
 /** Checks what a runner returned against the declared return type. */
 export function checkResult(fn: ExternalFn, result: unknown): RowResult {
+  if (isPlainValueOf(result, fn.returnType)) return result;
   if (ExtFnError.isInstance(result)) return result.withFunctionName(fn.name);
   if (isValueOf(result, fn.returnType)) return result;
   const got = isValueOf(result) ? describeValue(result) : typeof result;
@@ -93,8 +101,12 @@ async function guard<T>(
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
   const backstop = new Promise<never>((_, reject) => {
-    // The runner enforces the deadline itself; this only catches a runner that does not.
-    timer = setTimeout(() => reject(ExtFnError.timeout(fn.name, deadlineMs)), deadlineMs + 2_000);
+    // The runner enforces the deadline itself (a warm worker may also need time to
+    // start); this only catches a runner that never settles.
+    timer = setTimeout(
+      () => reject(ExtFnError.timeout(fn.name, deadlineMs)),
+      deadlineMs + Math.max(2_000, deadlineMs),
+    );
     timer.unref?.();
     if (signal) {
       onAbort = () => reject(ExtFnError.aborted(fn.name, signal.reason));
@@ -184,14 +196,14 @@ export class Registry {
     if (invalid) throw invalid;
     const cacheKey = this.#cacheKey(entry, args, options);
     if (cacheKey !== undefined) {
-      const hit = this.cache!.get(cacheKey);
+      const hit = this.cache!.get(entry.digest, cacheKey);
       if (hit !== undefined) return hit;
     }
     const runner = this.#runnerFor(fn);
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const result = await invoke(runner, fn, args, { ...options, timeoutMs });
     if (ExtFnError.isInstance(result)) throw result;
-    if (cacheKey !== undefined) this.cache!.set(cacheKey, result);
+    if (cacheKey !== undefined) this.cache!.set(entry.digest, cacheKey, result);
     return result;
   }
 
@@ -211,7 +223,7 @@ export class Registry {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const results: RowResult[] = new Array(rows.length);
     const pending: number[] = [];
-    const keys: (string | undefined)[] = [];
+    const keys: (ArgumentsKey | undefined)[] = [];
     for (let i = 0; i < rows.length; i++) {
       const args = rows[i]!;
       const invalid = checkArguments(fn, args);
@@ -220,7 +232,7 @@ export class Registry {
         continue;
       }
       const key = this.#cacheKey(entry, args, options);
-      const hit = key === undefined ? undefined : this.cache!.get(key);
+      const hit = key === undefined ? undefined : this.cache!.get(entry.digest, key);
       if (hit !== undefined) {
         results[i] = hit;
         continue;
@@ -238,14 +250,15 @@ export class Registry {
       }
       const computed = await runner.callBatch(
         fn,
-        pending.map((i) => rows[i]!),
+        pending.length === rows.length ? rows : pending.map((i) => rows[i]!),
         batchOptions,
       );
       for (let j = 0; j < pending.length; j++) {
         const result = checkResult(fn, computed[j]);
         results[pending[j]!] = result;
         const key = keys[j];
-        if (key !== undefined && !ExtFnError.isInstance(result)) this.cache!.set(key, result);
+        if (key !== undefined && !ExtFnError.isInstance(result))
+          this.cache!.set(entry.digest, key, result);
       }
     }
     return results;
@@ -286,9 +299,9 @@ export class Registry {
     return runner;
   }
 
-  #cacheKey(entry: Entry, args: readonly Value[], options: EvalOptions): string | undefined {
+  #cacheKey(entry: Entry, args: readonly Value[], options: EvalOptions): ArgumentsKey | undefined {
     if (!this.cache || !entry.fn.pure || options.cache === false) return undefined;
-    return `${entry.digest}\u0000${argumentsKey(args)}`;
+    return argumentsKey(args);
   }
 }
 

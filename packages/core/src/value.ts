@@ -204,6 +204,27 @@ export function isValueOf(x: unknown, type?: ValueType): x is Value {
   }
 }
 
+const PRIMITIVE_OF: Partial<Record<ValueType, string>> = {
+  number: 'number',
+  boolean: 'boolean',
+  text: 'string',
+};
+
+/**
+ * A cheap check for the types whose value is a JS primitive (number, boolean,
+ * text); false means "look closer with isValueOf", not "invalid".
+ */
+export function isPlainValueOf(x: unknown, type: ValueType): x is Value {
+  const primitive = PRIMITIVE_OF[type];
+  return (
+    primitive !== undefined &&
+    typeof x === 'object' &&
+    x !== null &&
+    (x as { type?: unknown }).type === type &&
+    typeof (x as { value?: unknown }).value === primitive
+  );
+}
+
 /**
  * Equality as a cell sees it: NaN equals NaN, -0 differs from 0, datetimes
  * compare by instant and nanos.

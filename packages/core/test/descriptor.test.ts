@@ -75,5 +75,7 @@ describe('parseExternalFn', () => {
     expect(parseExternalFns(good)).toHaveLength(1);
     expect(parseExternalFns([good, { ...good, name: 'b' }])).toHaveLength(2);
     expect(parseExternalFns({ hypot: good })).toEqual([good]);
+    // One descriptor with a field missing is still one descriptor, reported as such.
+    expect(() => parseExternalFns({ ...good, body: undefined })).toThrow(/"hypot":\n {2}body:/);
   });
 });

@@ -16,6 +16,19 @@
  * }
  * ```
  */
+
+export {
+  type DriverError,
+  encodeFrame,
+  type Frame,
+  type FrameHeader,
+  FrameReader,
+  PROTOCOL_VERSION,
+  RawJson,
+} from './frames.js';
+export { functionKey } from './key.js';
+export { type ResolveExecutableOptions, resolveExecutable } from './resolve.js';
+export { createInterpreterRunner } from './runner.js';
 export type {
   InterpreterRunner,
   InterpreterRunnerOptions,
@@ -23,14 +36,3 @@ export type {
   InterpreterStats,
   ResolvedInterpreter,
 } from './types.js';
-export { createInterpreterRunner } from './runner.js';
-export { resolveExecutable, type ResolveExecutableOptions } from './resolve.js';
-export {
-  encodeFrame,
-  FrameReader,
-  type Frame,
-  type FrameHeader,
-  type DriverError,
-  PROTOCOL_VERSION,
-} from './frames.js';
-export { functionKey } from './key.js';

@@ -6,9 +6,13 @@
  * evicted when a waiting caller needs the slot.
  */
 import type { ExternalFn } from '@improv/extfn-core';
-import { WorkerFailure, type Worker } from './worker.js';
+import { type Worker, WorkerFailure } from './worker.js';
 
-export type Launch = (key: string, fn: ExternalFn, signal: AbortSignal | undefined) => Promise<Worker>;
+export type Launch = (
+  key: string,
+  fn: ExternalFn,
+  signal: AbortSignal | undefined,
+) => Promise<Worker>;
 
 interface Waiter {
   key: string;
@@ -17,6 +21,7 @@ interface Waiter {
   resolve(worker: Worker): void;
   reject(error: unknown): void;
   onAbort?: () => void;
+  timer?: NodeJS.Timeout;
 }
 
 export interface PoolCounters {
@@ -47,28 +52,60 @@ export class Pool {
   }
 
   counters(): PoolCounters {
-    return { live: this.#all.size, peak: this.#peak, killed: this.#killed, queued: this.#queue.length };
+    return {
+      live: this.#all.size,
+      peak: this.#peak,
+      killed: this.#killed,
+      queued: this.#queue.length,
+    };
   }
 
   pids(): number[] {
     return [...this.#all].map((w) => w.pid).filter((p): p is number => p !== undefined);
   }
 
-  /** A worker for `fn`, reused or started; waits while the pool is full. */
-  acquire(key: string, fn: ExternalFn, signal?: AbortSignal): Promise<Worker> {
-    if (this.#closed) return Promise.reject(new WorkerFailure('exited', 'the runner is closed'));
+  /** Whether callers are waiting for a worker. */
+  hasWaiters(): boolean {
+    return this.#queue.length > 0;
+  }
+
+  /**
+   * A worker for `fn`, reused or started; waits while the pool is full, at
+   * most `maxWaitMs` (then a `timeout` failure).
+   */
+  acquire(
+    key: string,
+    fn: ExternalFn,
+    signal?: AbortSignal,
+    maxWaitMs = Number.POSITIVE_INFINITY,
+  ): Promise<Worker> {
+    if (this.#closed) return Promise.reject(new WorkerFailure('closed', 'the runner is closed'));
     if (signal?.aborted) {
-      return Promise.reject(new WorkerFailure('aborted', 'aborted', undefined, undefined, signal.reason));
+      return Promise.reject(
+        new WorkerFailure('aborted', 'aborted', undefined, undefined, signal.reason),
+      );
     }
     const idle = this.#takeIdle(key);
     if (idle) return Promise.resolve(idle);
     if (this.#slots < this.max || this.#evictOne()) return this.#start(key, fn, signal);
     return new Promise<Worker>((resolve, reject) => {
       const waiter: Waiter = { key, fn, signal, resolve, reject };
+      if (Number.isFinite(maxWaitMs)) {
+        waiter.timer = setTimeout(() => {
+          this.#dequeue(waiter);
+          reject(
+            new WorkerFailure(
+              'timeout',
+              `no worker became free within ${maxWaitMs} ms`,
+              undefined,
+              'wall-clock',
+            ),
+          );
+        }, maxWaitMs);
+      }
       if (signal) {
         waiter.onAbort = () => {
-          const i = this.#queue.indexOf(waiter);
-          if (i >= 0) this.#queue.splice(i, 1);
+          this.#dequeue(waiter);
           reject(new WorkerFailure('aborted', 'aborted', undefined, undefined, signal.reason));
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });
@@ -96,9 +133,9 @@ export class Pool {
   /** Ends every worker and fails every waiting caller. */
   async close(): Promise<void> {
     this.#closed = true;
-    for (const waiter of this.#queue.splice(0)) {
-      if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
-      waiter.reject(new WorkerFailure('exited', 'the runner is closed'));
+    for (const waiter of [...this.#queue]) {
+      this.#dequeue(waiter);
+      waiter.reject(new WorkerFailure('closed', 'the runner is closed'));
     }
     for (const timer of this.#idleTimers.values()) clearTimeout(timer);
     this.#idleTimers.clear();
@@ -114,7 +151,7 @@ export class Pool {
         if (this.#closed) {
           void worker.kill();
           this.#slots--;
-          throw new WorkerFailure('exited', 'the runner is closed');
+          throw new WorkerFailure('closed', 'the runner is closed');
         }
         this.#all.add(worker);
         this.#peak = Math.max(this.#peak, this.#all.size);
@@ -186,6 +223,7 @@ export class Pool {
     const i = this.#queue.indexOf(waiter);
     if (i >= 0) this.#queue.splice(i, 1);
     if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+    clearTimeout(waiter.timer);
   }
 
   /** Serves waiting callers with idle workers or free slots, oldest first. */

@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access, realpath, stat } from 'node:fs/promises';
-import { delimiter, isAbsolute, join, resolve } from 'node:path';
+import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import type { ResolvedInterpreter } from './types.js';
 
 export interface ResolveExecutableOptions {
@@ -38,26 +38,53 @@ async function isExecutableFile(path: string): Promise<boolean> {
   }
 }
 
-/** Looks a command up on PATH (or checks a path); returns an absolute path or undefined. */
-export async function which(command: string, env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+/** Every match of a command on PATH, in order (or the path itself when it has a slash). */
+export async function whichAll(
+  command: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string[]> {
   if (command.includes('/')) {
     const path = resolve(command);
-    return (await isExecutableFile(path)) ? path : undefined;
+    return (await isExecutableFile(path)) ? [path] : [];
   }
+  const found: string[] = [];
   for (const dir of (env.PATH ?? '').split(delimiter)) {
     if (!dir || !isAbsolute(dir)) continue; // never resolve against the working directory
     const path = join(dir, command);
-    if (await isExecutableFile(path)) return path;
+    if (!found.includes(path) && (await isExecutableFile(path))) found.push(path);
   }
-  return undefined;
+  return found;
+}
+
+/**
+ * Whether a user other than the owner can run the file: every directory on
+ * the way searchable by others, the file readable and executable by them.
+ * The sandbox runs bodies as an unprivileged uid, so an interpreter under a
+ * private home (`/root/.pyenv/…`) cannot start there.
+ */
+export async function othersCanRun(path: string): Promise<boolean> {
+  try {
+    if (((await stat(path)).mode & 0o005) !== 0o005) return false;
+    for (let dir = dirname(path); ; dir = dirname(dir)) {
+      if (((await stat(dir)).mode & 0o001) === 0) return false;
+      if (dir === '/') return true;
+    }
+  } catch {
+    return false;
+  }
 }
 
 function askForExecutable(path: string, args: readonly string[]): Promise<string | undefined> {
   return new Promise((done) => {
-    execFile(path, args, { timeout: 10_000, encoding: 'utf8', maxBuffer: 64 * 1024 }, (error, stdout) => {
-      const line = error ? '' : stdout.trim().split('\n').pop()?.trim();
-      done(line && isAbsolute(line) ? line : undefined);
-    });
+    execFile(
+      path,
+      args,
+      { timeout: 10_000, encoding: 'utf8', maxBuffer: 64 * 1024 },
+      (error, stdout) => {
+        const line = error ? '' : stdout.trim().split('\n').pop()?.trim();
+        done(line && isAbsolute(line) ? line : undefined);
+      },
+    );
   });
 }
 
@@ -70,22 +97,35 @@ export async function resolveExecutable(
   options: ResolveExecutableOptions,
 ): Promise<ResolvedInterpreter | undefined> {
   const env = options.env ?? process.env;
-  const chosen = options.explicit || (options.envVar ? env[options.envVar] : undefined) || undefined;
-  let found: string | undefined;
+  const chosen =
+    options.explicit || (options.envVar ? env[options.envVar] : undefined) || undefined;
+  const real = async (found: string): Promise<string> => {
+    let path = await realpath(found);
+    if (options.realPathArgs) {
+      const reported = await askForExecutable(path, options.realPathArgs);
+      if (reported && (await isExecutableFile(reported))) path = await realpath(reported);
+    }
+    return path;
+  };
+  const result = (path: string): ResolvedInterpreter => {
+    const readOnlyPaths = options.readOnlyPaths?.(path);
+    return readOnlyPaths?.length ? { path, readOnlyPaths } : { path };
+  };
   if (chosen) {
-    found = await which(chosen, env);
-  } else {
-    for (const name of options.names) {
-      found = await which(name, env);
-      if (found) break;
+    // An explicit choice is taken as given (made real), readable by the sandbox or not.
+    const [found] = await whichAll(chosen, env);
+    return found ? result(await real(found)) : undefined;
+  }
+  // On PATH, prefer the first interpreter a sandbox uid can run (a pyenv shim
+  // first on PATH usually leads under /root); else the first one found, so the
+  // sandbox's error explains what to do.
+  let first: string | undefined;
+  for (const name of options.names) {
+    for (const found of await whichAll(name, env)) {
+      const path = await real(found);
+      if (await othersCanRun(path)) return result(path);
+      first ??= path;
     }
   }
-  if (!found) return undefined;
-  let real = await realpath(found);
-  if (options.realPathArgs) {
-    const reported = await askForExecutable(real, options.realPathArgs);
-    if (reported && (await isExecutableFile(reported))) real = await realpath(reported);
-  }
-  const readOnlyPaths = options.readOnlyPaths?.(real);
-  return readOnlyPaths?.length ? { path: real, readOnlyPaths } : { path: real };
+  return first === undefined ? undefined : result(first);
 }

@@ -67,6 +67,11 @@ export interface InterpreterRunnerOptions {
   maxOutputBytes?: number;
   /** Default mode when a call does not say (default `warm`). */
   mode?: 'warm' | 'oneShot';
+  /**
+   * Use binary f64 columns (`callf64`) for batches of all-number functions
+   * when the driver supports them (default true). False sends JSON frames.
+   */
+  f64?: boolean;
   /** Target time per batch chunk in milliseconds (default 5). */
   chunkMs?: number;
   /** Path of bwrap (tests point it at nothing to test fail-closed). */

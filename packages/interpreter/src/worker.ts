@@ -6,9 +6,27 @@
  */
 import type { ResourceLimit } from '@improv/extfn-core';
 import type { SandboxedProcess } from '@improv/extfn-sandbox';
-import { type DriverError, type Frame, type FrameHeader, FrameError, FrameReader, encodeFrame } from './frames.js';
+import {
+  type DriverError,
+  encodeFrame,
+  type Frame,
+  FrameError,
+  type FrameHeader,
+  FrameReader,
+} from './frames.js';
 
-export type FailureReason = 'timeout' | 'exited' | 'malformed' | 'output' | 'aborted' | 'startup';
+/**
+ * `closed`: the runner was closed (or the worker stopped) while the request ran;
+ * `startup`: the interpreter or the sandbox could not start.
+ */
+export type FailureReason =
+  | 'timeout'
+  | 'exited'
+  | 'malformed'
+  | 'output'
+  | 'aborted'
+  | 'startup'
+  | 'closed';
 
 /** Why a worker could not answer. The runner turns it into an ExtFnError for the function. */
 export class WorkerFailure extends Error {
@@ -72,11 +90,20 @@ export class Worker {
     process.stdout.on('data', (chunk: Buffer) => this.#onData(chunk));
     process.exited.then(
       (info) => {
-        const how = info.signal ? `was killed by ${info.signal}` : `exited with code ${info.exitCode}`;
+        const how = info.signal
+          ? `was killed by ${info.signal}`
+          : `exited with code ${info.exitCode}`;
         const stderr = this.process.stderrTail();
         this.#fail(new WorkerFailure('exited', `the interpreter ${how}`, stderr, info.limit));
       },
-      (error: unknown) => this.#fail(new WorkerFailure('exited', `the interpreter failed: ${String(error)}`)),
+      (error: unknown) => {
+        const failure = new WorkerFailure(
+          'startup',
+          `the interpreter could not start: ${String(error)}`,
+        );
+        failure.cause = error; // e.g. the sandbox's own ExtFnError, passed on as is
+        this.#fail(failure);
+      },
     );
     process.stdin.write(driverPreamble(driverSource));
   }
@@ -91,16 +118,29 @@ export class Worker {
 
   /** Waits for the driver's `ready` frame. */
   async ready(timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    const frame = await this.#await(undefined, { deadlineMs: timeoutMs, signal, budget: 64 * 1024 }, 'startup');
+    const frame = await this.#await(
+      undefined,
+      { deadlineMs: timeoutMs, signal, budget: 64 * 1024 },
+      'startup',
+    );
     if (frame.header.ready !== 1 || frame.header.protocol !== 1) {
-      this.#fail(new WorkerFailure('malformed', `the driver did not start protocol 1: ${JSON.stringify(frame.header).slice(0, 200)}`));
+      this.#fail(
+        new WorkerFailure(
+          'malformed',
+          `the driver did not start protocol 1: ${JSON.stringify(frame.header).slice(0, 200)}`,
+        ),
+      );
       throw this.#failure;
     }
     if (typeof frame.header.version === 'string') this.version = frame.header.version;
   }
 
   /** Sends one request and waits for its response. */
-  async request(header: FrameHeader, payload: Uint8Array | undefined, options: RequestOptions): Promise<Frame> {
+  async request(
+    header: FrameHeader,
+    payload: Uint8Array | undefined,
+    options: RequestOptions,
+  ): Promise<Frame> {
     if (this.#failure) throw this.#failure;
     if (this.#waiting) throw new Error('a worker serves one request at a time');
     const id = this.#nextId++;
@@ -108,7 +148,9 @@ export class Worker {
     const reply = this.#await(id, options, 'timeout');
     this.process.stdin.write(encodeFrame({ ...header, id }, payload));
     try {
-      return await reply;
+      const frame = await reply;
+      frame.elapsedMs = performance.now() - started;
+      return frame;
     } finally {
       this.busyMs += performance.now() - started;
       this.requests++;
@@ -117,12 +159,16 @@ export class Worker {
 
   /** Kills the process tree (idempotent) and waits for it to be gone. */
   kill(): Promise<void> {
-    this.#fail(new WorkerFailure('exited', 'the worker was stopped'));
+    this.#fail(new WorkerFailure('closed', 'the runner is closed'));
     this.#killing ??= this.process.kill().catch(() => {});
     return this.#killing;
   }
 
-  #await(id: number | undefined, options: RequestOptions, onDeadline: 'timeout' | 'startup'): Promise<Frame> {
+  #await(
+    id: number | undefined,
+    options: RequestOptions,
+    onDeadline: 'timeout' | 'startup',
+  ): Promise<Frame> {
     return new Promise<Frame>((resolve, reject) => {
       if (this.#failure) {
         reject(this.#failure);
@@ -130,11 +176,19 @@ export class Worker {
       }
       const { signal } = options;
       const onAbort = () =>
-        this.#fail(new WorkerFailure('aborted', 'aborted', undefined, undefined, signal?.reason), true);
+        this.#fail(
+          new WorkerFailure('aborted', 'aborted', undefined, undefined, signal?.reason),
+          true,
+        );
       const timer = setTimeout(() => {
         const what = onDeadline === 'startup' ? 'did not start' : 'did not answer';
         this.#fail(
-          new WorkerFailure(onDeadline, `the interpreter ${what} within ${options.deadlineMs} ms`, undefined, 'wall-clock'),
+          new WorkerFailure(
+            onDeadline,
+            `the interpreter ${what} within ${options.deadlineMs} ms`,
+            undefined,
+            'wall-clock',
+          ),
           true,
         );
       }, options.deadlineMs);
@@ -170,7 +224,12 @@ export class Worker {
     } catch (error) {
       const budget = error instanceof FrameError && error.budget;
       this.#fail(
-        new WorkerFailure(budget ? 'output' : 'malformed', budget ? 'output too large' : (error as Error).message, this.process.stderrTail(), budget ? 'output' : undefined),
+        new WorkerFailure(
+          budget ? 'output' : 'malformed',
+          budget ? 'output too large' : (error as Error).message,
+          this.process.stderrTail(),
+          budget ? 'output' : undefined,
+        ),
         true,
       );
       return;
@@ -179,7 +238,10 @@ export class Worker {
       const waiting = this.#waiting;
       if (!waiting || (waiting.id !== undefined && frame.header.id !== waiting.id)) {
         this.#fail(
-          new WorkerFailure('malformed', `unexpected frame from the driver: ${JSON.stringify(frame.header).slice(0, 200)}`),
+          new WorkerFailure(
+            'malformed',
+            `unexpected frame from the driver: ${JSON.stringify(frame.header).slice(0, 200)}`,
+          ),
           true,
         );
         return;

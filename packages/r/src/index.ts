@@ -1,8 +1,75 @@
-import type { LanguageRunner } from '@improv/extfn-core';
+/**
+ * @improv/extfn-r: function bodies in base R, sandboxed, on warm workers.
+ * The machinery (pool, batches, one-shot calls) lives in
+ * @improv/extfn-interpreter; this package is the driver and how to find R.
+ */
+import { readFileSync } from 'node:fs';
+import {
+  type InterpreterRunner,
+  type InterpreterRunnerOptions,
+  createInterpreterRunner,
+  resolveExecutable,
+} from '@improv/extfn-interpreter';
+import { R_ARGS, R_ENV } from './bootstrap.js';
 
-export interface RRunnerOptions {}
+export { BOOTSTRAP, R_ARGS, R_ENV } from './bootstrap.js';
 
-/** The r runner. Not implemented yet: it throws until its issue lands. */
-export function r(_options: RRunnerOptions = {}): LanguageRunner {
-  throw new Error('@improv/extfn-r: the r runner is not implemented yet');
+/**
+ * R refuses to start ("the limit on the number of open files is too low")
+ * below about 170 open files: it reserves descriptors for 100 DLLs. Every
+ * other limit is the sandbox's default (1 GiB of address space is plenty).
+ */
+export const R_LIMITS = { openFiles: 256 } as const;
+
+export interface RRunnerOptions extends InterpreterRunnerOptions {
+  /**
+   * Rscript: a path or a command name on PATH. Default: the
+   * `IMPROV_EXTFN_R` environment variable, else `Rscript` on PATH.
+   */
+  interpreter?: string;
+}
+
+/** The driver program (drivers/driver.R, shipped in the package). */
+export const DRIVER_SOURCE: string = readFileSync(new URL('../drivers/driver.R', import.meta.url), 'utf8');
+
+/**
+ * R's installation lives outside /usr when it was built from source or comes
+ * from conda: bind the prefix of the real Rscript (its bin/.. directory).
+ */
+function prefixOutsideUsr(path: string): string[] {
+  if (path.startsWith('/usr/')) return [];
+  const bin = path.slice(0, path.lastIndexOf('/'));
+  return [bin.slice(0, bin.lastIndexOf('/')) || '/'];
+}
+
+/**
+ * The R runner. Bodies are base R statements that read `args` (a list:
+ * `args[[1]]`, `args[[2]]`, …) and set `result`.
+ */
+export function r(options: RRunnerOptions = {}): InterpreterRunner {
+  const { interpreter, ...runnerOptions } = options;
+  return createInterpreterRunner(
+    {
+      language: 'r',
+      packageName: '@improv/extfn-r',
+      resolveInterpreter: () =>
+        resolveExecutable({
+          explicit: interpreter,
+          envVar: 'IMPROV_EXTFN_R',
+          names: ['Rscript'],
+          readOnlyPaths: prefixOutsideUsr,
+        }),
+      args: R_ARGS,
+      driverSource: DRIVER_SOURCE,
+      env: R_ENV,
+      limits: R_LIMITS,
+      // R cannot write binary frames to a piped stdout (stdout() is a text
+      // connection and /dev/stdout cannot be opened on a socket), so rows
+      // travel as JSON; numbers are still read and written exactly.
+      f64: false,
+      installHint:
+        'install R (e.g. apt-get install r-base-core), or set IMPROV_EXTFN_R or the `interpreter` option to the path of Rscript',
+    },
+    runnerOptions,
+  );
 }

@@ -102,7 +102,7 @@ const jump = (code: number, k: number, jt: number | string, jf: number | string)
 function archBlock(arch: SeccompArch): Array<Instruction | string> {
   const deny = `${arch}:deny`;
   const out: Array<Instruction | string> = [`${arch}:start`, stmt(LD_W_ABS, OFFSET_NR)];
-  if (arch === 'x86_64') out.push(jump(JMP_JGE_K, X32_SYSCALL_BIT, 'kill', 0));
+  if (arch === 'x86_64') out.push(jump(JMP_JGE_K, X32_SYSCALL_BIT, `${arch}:kill`, 0));
   for (const numbers of Object.values(DENIED)) out.push(jump(JMP_JEQ_K, numbers[arch], deny, 0));
   out.push(jump(JMP_JEQ_K, CLONE3[arch], `${arch}:enosys`, 0));
   out.push(jump(JMP_JEQ_K, IOCTL[arch], `${arch}:ioctl`, 0));
@@ -120,6 +120,7 @@ function archBlock(arch: SeccompArch): Array<Instruction | string> {
   // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to clone
   out.push(`${arch}:enosys`, stmt(RET_K, RET_ERRNO | ENOSYS));
   out.push(deny, stmt(RET_K, RET_ERRNO | EPERM));
+  out.push(`${arch}:kill`, stmt(RET_K, RET_KILL_PROCESS));
   return out;
 }
 
@@ -129,7 +130,6 @@ export function seccompProgram(): Uint8Array {
     stmt(LD_W_ABS, OFFSET_ARCH),
     jump(JMP_JEQ_K, AUDIT_ARCH.x86_64, 'x86_64:start', 0),
     jump(JMP_JEQ_K, AUDIT_ARCH.aarch64, 'aarch64:start', 0),
-    'kill',
     stmt(RET_K, RET_KILL_PROCESS),
     ...archBlock('x86_64'),
     ...archBlock('aarch64'),

@@ -1,4 +1,3 @@
-// @ts-check
 /**
  * The worker thread that runs WebAssembly for @improv/extfn-wasm. It holds
  * compiled modules by key, runs one call or a range of batch rows at a time,
@@ -14,65 +13,114 @@ const port = parentPort;
 /** progress[0]: -1 while instantiating, otherwise the batch row being evaluated. */
 const progress = /** @type {Int32Array} */ (workerData.progress);
 
-/** @typedef {{ module: WebAssembly.Module, stateful: boolean, call?: Function }} Entry */
+/** @typedef {{ call: Function, exports: WebAssembly.Exports }} Live */
+/**
+ * fresh: a new instance per call (a module that can keep state, by default);
+ * stateful: the module can keep state, so a trap discards a reused instance.
+ * @typedef {{ module: WebAssembly.Module, fresh: boolean, stateful: boolean, live?: Live }} Entry
+ */
 /** @type {Map<string, Entry>} */
 const modules = new Map();
 const MAX_MODULES = 256;
 
-/** @param {unknown} error */
-function describe(error) {
+/**
+ * A trap's message. A body can say why it failed: it exports `memory` and an
+ * i32 global `improv_error` holding the address of a NUL-terminated UTF-8
+ * message, sets it, then traps (e.g. `unreachable`).
+ * @param {unknown} error
+ * @param {WebAssembly.Exports | undefined} exports
+ */
+function describe(error, exports) {
+  let text;
   if (error instanceof Error) {
     // RuntimeError: unreachable, divide by zero, out of bounds…; RangeError: stack overflow.
-    return error.name === 'RuntimeError' ? `trap: ${error.message}` : `${error.name}: ${error.message}`;
+    text =
+      error.name === 'RuntimeError' ? `trap: ${error.message}` : `${error.name}: ${error.message}`;
+  } else if (
+    typeof WebAssembly.Exception === 'function' &&
+    error instanceof WebAssembly.Exception
+  ) {
+    text = 'uncaught WebAssembly exception';
+  } else {
+    text = String(error);
   }
-  if (typeof WebAssembly.Exception === 'function' && error instanceof WebAssembly.Exception) {
-    return 'uncaught WebAssembly exception';
-  }
-  return String(error);
+  const own = exports && bodyMessage(exports);
+  return own ? `${own} (${text})` : text;
 }
 
-/** @param {WebAssembly.Module} module */
+const MAX_MESSAGE_BYTES = 4096;
+
+/** @param {WebAssembly.Exports} exports */
+function bodyMessage(exports) {
+  const global = exports.improv_error;
+  const memory = exports.memory;
+  if (!(global instanceof WebAssembly.Global) || !(memory instanceof WebAssembly.Memory))
+    return undefined;
+  const address = global.value;
+  if (typeof address !== 'number' || address <= 0) return undefined;
+  const bytes = new Uint8Array(memory.buffer);
+  if (address >= bytes.length) return undefined;
+  let end = address;
+  const limit = Math.min(bytes.length, address + MAX_MESSAGE_BYTES);
+  while (end < limit && bytes[end] !== 0) end++;
+  return new TextDecoder().decode(bytes.subarray(address, end));
+}
+
+/** @param {WebAssembly.Module} module @returns {Live} */
 function instantiate(module) {
-  const instance = new WebAssembly.Instance(module, {});
-  return /** @type {Function} */ (instance.exports.improv_call);
+  const { exports } = new WebAssembly.Instance(module, {});
+  return { call: /** @type {Function} */ (exports.improv_call), exports };
 }
 
 /**
  * The module for a request; a stateless module's instance is kept.
- * @param {{ key: string, module?: WebAssembly.Module, stateful: boolean }} message
+ * @param {{ key: string, module?: WebAssembly.Module, fresh: boolean, stateful: boolean }} message
  */
 function entryFor(message) {
   let entry = modules.get(message.key);
   if (!entry) {
     if (!message.module) throw new Error(`module ${message.key} was never sent to this worker`);
-    entry = { module: message.module, stateful: message.stateful };
+    entry = { module: message.module, fresh: message.fresh, stateful: message.stateful };
     modules.set(message.key, entry);
-    if (modules.size > MAX_MODULES) modules.delete(/** @type {string} */ (modules.keys().next().value));
+    if (modules.size > MAX_MODULES)
+      modules.delete(/** @type {string} */ (modules.keys().next().value));
   }
   return entry;
 }
 
-/** @param {Entry} entry */
-function callable(entry) {
-  if (entry.stateful) return instantiate(entry.module);
-  entry.call ??= instantiate(entry.module);
-  return entry.call;
+/** @param {Entry} entry @returns {Live} */
+function live(entry) {
+  if (entry.fresh) return instantiate(entry.module);
+  entry.live ??= instantiate(entry.module);
+  return entry.live;
+}
+
+/** After a trap, a reused instance may hold half-written state: the next call gets a new one. @param {Entry} entry */
+function afterTrap(entry) {
+  if (entry.stateful) entry.live = undefined;
 }
 
 /** @param {any} message */
 function runCall(message) {
-  let fn;
+  let entry;
+  let instance;
   try {
     progress[0] = -1;
-    fn = callable(entryFor(message));
+    entry = entryFor(message);
+    instance = live(entry);
   } catch (error) {
-    return { id: message.id, ok: false, phase: 'instantiate', message: describe(error) };
+    return { id: message.id, ok: false, phase: 'instantiate', message: describe(error, undefined) };
   }
   progress[0] = 0;
   try {
-    return { id: message.id, ok: true, value: Reflect.apply(fn, undefined, message.args) };
+    return {
+      id: message.id,
+      ok: true,
+      value: Reflect.apply(instance.call, undefined, message.args),
+    };
   } catch (error) {
-    return { id: message.id, ok: false, phase: 'call', message: describe(error) };
+    afterTrap(entry);
+    return { id: message.id, ok: false, phase: 'call', message: describe(error, instance.exports) };
   }
 }
 
@@ -89,27 +137,34 @@ function runBatch(message) {
   /** @type {[number, string][]} */
   const traps = [];
   let entry;
-  let fn;
+  let instance;
   try {
     progress[0] = -1;
     entry = entryFor(message);
-    fn = callable(entry);
+    instance = live(entry);
   } catch (error) {
-    return { id, traps, failure: describe(error) };
+    return { id, traps, failure: describe(error, undefined) };
   }
+  let fn = instance.call;
   const out = new Float64Array(buffer, arity * rows * 8, rows);
   const trapped = new Uint8Array(buffer, (arity + 1) * rows * 8, rows);
   const a = new Float64Array(buffer, 0, rows);
   const b = arity > 1 ? new Float64Array(buffer, rows * 8, rows) : a;
   const c = arity > 2 ? new Float64Array(buffer, 2 * rows * 8, rows) : a;
-  const columns = Array.from({ length: arity }, (_, k) => new Float64Array(buffer, k * rows * 8, rows));
+  const columns = Array.from(
+    { length: arity },
+    (_, k) => new Float64Array(buffer, k * rows * 8, rows),
+  );
   const args = new Array(arity);
-  const fresh = entry.stateful;
+  const fresh = entry.fresh;
   // One loop per arity so that the common cases call the export directly.
   for (let i = start; i < end; i++) {
     progress[0] = i;
     try {
-      if (fresh) fn = instantiate(entry.module);
+      if (fresh) {
+        instance = instantiate(entry.module);
+        fn = instance.call;
+      }
       switch (arity) {
         case 0:
           out[i] = fn();
@@ -130,7 +185,16 @@ function runBatch(message) {
     } catch (error) {
       out[i] = Number.NaN;
       trapped[i] = 1; // survives this worker being terminated later in the range
-      traps.push([i, describe(error)]);
+      traps.push([i, describe(error, instance.exports)]);
+      if (!fresh && entry.stateful) {
+        afterTrap(entry);
+        try {
+          instance = live(entry);
+          fn = instance.call;
+        } catch (failure) {
+          return { id, traps, failure: describe(failure, undefined) };
+        }
+      }
     }
   }
   progress[0] = end;

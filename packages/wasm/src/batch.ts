@@ -9,7 +9,7 @@
 import type { BatchOptions, ExternalFn, RowResult, Value } from '@improv/extfn-core';
 import { ExtFnError } from '@improv/extfn-core';
 import type { CompiledModule } from './compile.js';
-import { PoolClosedError, type PoolWorker, type WorkerPool, WorkerExitError } from './pool.js';
+import { PoolClosedError, type PoolWorker, WorkerExitError, type WorkerPool } from './pool.js';
 
 /** Largest range one worker takes at a time: small enough for progress and balance. */
 const MAX_CHUNK = 65_536;
@@ -39,6 +39,23 @@ export function packColumns(rows: readonly (readonly Value[])[], arity: number):
   return buffer;
 }
 
+/** Copies caller columns into a shared buffer laid out as packColumns lays it out. */
+export function copyColumns(columns: readonly Float64Array[], n: number): SharedArrayBuffer {
+  const buffer = new SharedArrayBuffer((columns.length + 1) * n * 8 + n);
+  columns.forEach((column, k) => {
+    new Float64Array(buffer, k * n * 8, n).set(column.subarray(0, n));
+  });
+  return buffer;
+}
+
+/** What a columnar run gives: results in place, and the rows that failed. */
+export interface ColumnsOutcome {
+  /** One f64 per row; a failed row's slot is meaningless. */
+  values: Float64Array;
+  /** The error of each failed row, by row index. */
+  errors: Map<number, ExtFnError>;
+}
+
 export async function runBatch(
   pool: WorkerPool,
   compiled: CompiledModule,
@@ -47,8 +64,33 @@ export async function runBatch(
   options: BatchOptions,
 ): Promise<RowResult[]> {
   const n = rows.length;
+  const { values, errors } = await runColumns(
+    pool,
+    compiled,
+    fn,
+    packColumns(rows, compiled.signature.params.length),
+    n,
+    options,
+  );
+  const results: RowResult[] = new Array(n);
+  for (let i = 0; i < n; i++) results[i] = { type: 'number', value: values[i]! };
+  for (const [i, error] of errors) results[i] = error;
+  return results;
+}
+
+/**
+ * Runs `n` rows held in `buffer` (arity columns, result column, trap flags)
+ * across the pool. Every row ends with a value or an entry in `errors`.
+ */
+export async function runColumns(
+  pool: WorkerPool,
+  compiled: CompiledModule,
+  fn: ExternalFn,
+  buffer: SharedArrayBuffer,
+  n: number,
+  options: BatchOptions,
+): Promise<ColumnsOutcome> {
   const arity = compiled.signature.params.length;
-  const buffer = packColumns(rows, arity);
   const out = new Float64Array(buffer, arity * n * 8, n);
   const trapped = new Uint8Array(buffer, (arity + 1) * n * 8, n);
   const errors = new Map<number, ExtFnError>();
@@ -61,7 +103,8 @@ export async function runBatch(
   const lanes = Math.max(1, Math.min(pool.options.size, n));
   const chunk = Math.max(1, Math.min(MAX_CHUNK, Math.ceil(n / (lanes * 4))));
   const queue: Range[] = [];
-  for (let start = 0; start < n; start += chunk) queue.push({ start, end: Math.min(n, start + chunk) });
+  for (let start = 0; start < n; start += chunk)
+    queue.push({ start, end: Math.min(n, start + chunk) });
 
   const busy = new Set<PoolWorker>();
   /** Gives every row not yet finished the same error, and stops the workers on it. */
@@ -102,7 +145,10 @@ export async function runBatch(
       }
     }, watchdogInterval(timeoutMs));
     try {
-      const reply = await worker.request({ op: 'batch', arity, rows: n, start, end, buffer }, compiled);
+      const reply = await worker.request(
+        { op: 'batch', arity, rows: n, start, end, buffer },
+        compiled,
+      );
       if (typeof reply.failure === 'string') {
         failAll(ExtFnError.runtime(fn.name, reply.failure));
         return undefined;
@@ -113,6 +159,7 @@ export async function runBatch(
       settle(start, end);
       return undefined;
     } catch (error) {
+      if (pool.closed) failAll(ExtFnError.runtime(fn.name, 'the runner is closed'));
       if (everyRow) return undefined; // aborted, closed or a hung start: those rows get that error
       const reached = Math.min(hung ?? Atomics.load(worker.progress, 0), end);
       if (reached < start) {
@@ -120,7 +167,10 @@ export async function runBatch(
         const attempts = (range.attempts ?? 0) + 1;
         if (attempts < 3) return { start, end, attempts };
         for (let i = start; i < end; i++) {
-          errors.set(i, ExtFnError.runtime(fn.name, `the wasm worker stopped: ${(error as Error).message}`));
+          errors.set(
+            i,
+            ExtFnError.runtime(fn.name, `the wasm worker stopped: ${(error as Error).message}`),
+          );
         }
         settle(start, end);
         return undefined;
@@ -162,7 +212,15 @@ export async function runBatch(
         everyRow ??=
           error instanceof PoolClosedError
             ? ExtFnError.runtime(fn.name, 'the runner is closed')
-            : ExtFnError.aborted(fn.name, signal?.reason);
+            : signal?.aborted
+              ? ExtFnError.aborted(fn.name, signal.reason)
+              : ExtFnError.runtime(
+                  fn.name,
+                  `could not start a wasm worker: ${(error as Error).message}`,
+                  {
+                    cause: error,
+                  },
+                );
         return;
       }
       if (everyRow) {
@@ -183,12 +241,9 @@ export async function runBatch(
     signal?.removeEventListener('abort', onAbort);
   }
 
-  const results: RowResult[] = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const error = errors.get(i);
-    if (error) results[i] = error;
-    else if (finished[i]) results[i] = { type: 'number', value: out[i]! };
-    else results[i] = everyRow ?? ExtFnError.runtime(fn.name, 'the row was not evaluated');
+  if (done < n) {
+    const fate = everyRow ?? ExtFnError.runtime(fn.name, 'the row was not evaluated');
+    for (let i = 0; i < n; i++) if (!finished[i] && !errors.has(i)) errors.set(i, fate);
   }
-  return results;
+  return { values: out, errors };
 }

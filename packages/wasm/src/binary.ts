@@ -61,13 +61,13 @@ export class BinaryFormatError extends Error {
 }
 
 const VALTYPES: Record<number, ValType> = {
-  0x7f: 'i32',
-  0x7e: 'i64',
-  0x7d: 'f32',
-  0x7c: 'f64',
-  0x7b: 'v128',
-  0x70: 'funcref',
-  0x6f: 'externref',
+  127: 'i32',
+  126: 'i64',
+  125: 'f32',
+  124: 'f64',
+  123: 'v128',
+  112: 'funcref',
+  111: 'externref',
 };
 const EXTERNAL_KINDS = ['function', 'table', 'memory', 'global', 'tag'] as const;
 
@@ -82,7 +82,8 @@ class Reader {
   }
 
   byte(): number {
-    if (this.offset >= this.end) throw new BinaryFormatError(`unexpected end of module at byte ${this.offset}`);
+    if (this.offset >= this.end)
+      throw new BinaryFormatError(`unexpected end of module at byte ${this.offset}`);
     return this.bytes[this.offset++]!;
   }
 
@@ -116,7 +117,8 @@ class Reader {
 
   limits(): Limits {
     const flags = this.byte();
-    if (flags > 0x07) throw new BinaryFormatError(`unsupported limits flags 0x${flags.toString(16)}`);
+    if (flags > 0x07)
+      throw new BinaryFormatError(`unsupported limits flags 0x${flags.toString(16)}`);
     const min = this.leb();
     const limits: Limits = { min, shared: (flags & 0x02) !== 0, memory64: (flags & 0x04) !== 0 };
     if (flags & 0x01) limits.max = this.leb();
@@ -156,7 +158,8 @@ export function readModule(bytes: Uint8Array): ModuleInfo {
     const size = top.leb();
     const payload = top.offset;
     const end = payload + size;
-    if (end > bytes.length) throw new BinaryFormatError(`section ${id} runs past the end of the module`);
+    if (end > bytes.length)
+      throw new BinaryFormatError(`section ${id} runs past the end of the module`);
     info.sections.push({ id, start, payload, end });
     readSection(info, id, new Reader(bytes, payload, end));
     top.offset = end;
@@ -169,7 +172,8 @@ function readSection(info: ModuleInfo, id: number, r: Reader): void {
     case 1: // type
       for (let n = r.leb(); n > 0; n--) {
         const form = r.byte();
-        if (form !== 0x60) throw new BinaryFormatError(`unsupported type form 0x${form.toString(16)}`);
+        if (form !== 0x60)
+          throw new BinaryFormatError(`unsupported type form 0x${form.toString(16)}`);
         const params = Array.from({ length: r.leb() }, () => r.valtype());
         const results = Array.from({ length: r.leb() }, () => r.valtype());
         info.types.push({ params, results });
@@ -182,11 +186,17 @@ function readSection(info: ModuleInfo, id: number, r: Reader): void {
         const kind = r.byte();
         info.imports.push({ module, name, kind: EXTERNAL_KINDS[kind] ?? `kind ${kind}` });
         if (kind === 0) r.leb();
-        else if (kind === 1) (r.valtype(), r.limits());
-        else if (kind === 2) r.limits();
-        else if (kind === 3) (r.valtype(), r.byte());
-        else if (kind === 4) (r.byte(), r.leb());
-        else return; // unknown kind: the module is refused for importing anyway
+        else if (kind === 1) {
+          r.valtype();
+          r.limits();
+        } else if (kind === 2) r.limits();
+        else if (kind === 3) {
+          r.valtype();
+          r.byte();
+        } else if (kind === 4) {
+          r.byte();
+          r.leb();
+        } else return; // unknown kind: the module is refused for importing anyway
       }
       return;
     case 3: // function
@@ -260,7 +270,9 @@ function skipConstExpr(r: Reader): void {
         r.offset += 16;
         break;
       default:
-        throw new BinaryFormatError(`unsupported opcode 0x${op.toString(16)} in a global initialiser`);
+        throw new BinaryFormatError(
+          `unsupported opcode 0x${op.toString(16)} in a global initialiser`,
+        );
     }
   }
 }
@@ -286,7 +298,8 @@ export function encodeLeb(value: number): number[] {
 }
 
 function encodeLimits(limits: Limits): number[] {
-  const flags = (limits.max !== undefined ? 1 : 0) | (limits.shared ? 2 : 0) | (limits.memory64 ? 4 : 0);
+  const flags =
+    (limits.max !== undefined ? 1 : 0) | (limits.shared ? 2 : 0) | (limits.memory64 ? 4 : 0);
   const out = [flags, ...encodeLeb(limits.min)];
   if (limits.max !== undefined) out.push(...encodeLeb(limits.max));
   return out;
@@ -308,7 +321,9 @@ export function capLimits(
     if (section.id === 5 && info.memories.length) {
       payload = encodeLeb(info.memories.length);
       for (const m of info.memories) {
-        payload.push(...encodeLimits({ ...m, max: Math.min(m.max ?? Infinity, ceilings.memoryPages) }));
+        payload.push(
+          ...encodeLimits({ ...m, max: Math.min(m.max ?? Infinity, ceilings.memoryPages) }),
+        );
       }
     } else if (section.id === 4 && info.tables.length) {
       payload = encodeLeb(info.tables.length);

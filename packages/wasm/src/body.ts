@@ -11,15 +11,20 @@ export class BodyError extends Error {
   override name = 'BodyError';
 }
 
-type Wabt = Awaited<ReturnType<typeof import('wabt')>>;
+type WabtInit = typeof import('wabt');
+type Wabt = Awaited<ReturnType<WabtInit>>;
 let wabtReady: Promise<Wabt> | undefined;
 
 /** wabt is ~1 MB of Emscripten output: loaded on the first `wat:` body, once. */
 function loadWabt(): Promise<Wabt> {
-  wabtReady ??= import('wabt').then((m) => m.default()).catch((error) => {
-    wabtReady = undefined; // let a later call try again
-    throw error;
-  });
+  wabtReady ??=
+    // wabt is CommonJS (`export =`): Node hands it over as the namespace's default export.
+    (import('wabt') as unknown as Promise<{ default: WabtInit }>)
+      .then((m) => m.default())
+      .catch((error) => {
+        wabtReady = undefined; // let a later call try again
+        throw error;
+      });
   return wabtReady;
 }
 
@@ -45,7 +50,9 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 export function decodeBase64(text: string): Uint8Array {
   const compact = text.replace(/\s+/g, '');
   if (!BASE64.test(compact) || compact.length % 4 === 1) {
-    throw new BodyError('the wasm: body is not valid base64 (standard alphabet, optional = padding)');
+    throw new BodyError(
+      'the wasm: body is not valid base64 (standard alphabet, optional = padding)',
+    );
   }
   return new Uint8Array(Buffer.from(compact, 'base64'));
 }

@@ -5,8 +5,9 @@
  * tables capped, and the export that will be called has the numeric ABI.
  */
 import { createHash } from 'node:crypto';
-import { type FuncType, type ModuleInfo, capLimits, formatFuncType, readModule } from './binary.js';
+import { capLimits, type FuncType, formatFuncType, type ModuleInfo, readModule } from './binary.js';
 import { BodyError, moduleBytes } from './body.js';
+import { type CompiledWasmModule, compileWasm } from './webassembly.js';
 
 export const WASM_PAGE_BYTES = 65_536;
 
@@ -15,19 +16,26 @@ export interface Ceilings {
   tableElements: number;
 }
 
+export interface CompileOptions extends Ceilings {
+  /** Keep one instance per worker even for stateful modules (see WasmRunnerOptions.reuseInstances). */
+  reuseInstances: boolean;
+}
+
 /** A module ready to post to a worker. */
 export interface CompiledModule {
   /** sha256 of the body: how workers know which modules they already hold. */
   readonly key: string;
-  readonly module: WebAssembly.Module;
+  readonly module: CompiledWasmModule;
   /** The type of `improv_call`, already checked to be f64s in, one f64 out. */
   readonly signature: FuncType;
-  /**
-   * Whether the module can carry state from one call to the next (memory,
-   * tables, mutable globals). Such a module gets a fresh instance per call,
-   * so that results do not depend on which worker ran the call before.
-   */
+  /** The module can carry state from one call to the next (memory, tables, mutable globals). */
   readonly stateful: boolean;
+  /**
+   * Each call gets a new instance: true for a stateful module unless the
+   * runner was told to reuse instances, so that a result never depends on
+   * which calls ran before on the same worker.
+   */
+  readonly fresh: boolean;
 }
 
 export type Compiled = { ok: true; value: CompiledModule } | { ok: false; message: string };
@@ -71,13 +79,16 @@ export function entryPointType(info: ModuleInfo): FuncType | string {
     const found = info.exports.map((e) => `${e.name} (${e.kind})`).join(', ') || 'none';
     return `the module has no export named ${ENTRY_POINT} (exports found: ${found}); export a function (func (export "${ENTRY_POINT}") (param f64 …) (result f64))`;
   }
-  if (entry.kind !== 'function') return `the export ${ENTRY_POINT} is a ${entry.kind}, not a function`;
+  if (entry.kind !== 'function')
+    return `the export ${ENTRY_POINT} is a ${entry.kind}, not a function`;
   const typeIndex = info.functions[entry.index];
   const type = typeIndex === undefined ? undefined : info.types[typeIndex];
-  if (!type) return `the export ${ENTRY_POINT} refers to function ${entry.index}, which the module does not define`;
-  const numeric = type.params.every((t) => t === 'f64') && type.results.length === 1 && type.results[0] === 'f64';
+  if (!type)
+    return `the export ${ENTRY_POINT} refers to function ${entry.index}, which the module does not define`;
+  const numeric =
+    type.params.every((t) => t === 'f64') && type.results.length === 1 && type.results[0] === 'f64';
   if (!numeric) {
-    return `${ENTRY_POINT} has the signature ${formatFuncType(type)}; the numeric ABI needs one f64 per argument and one f64 result, e.g. (param f64 f64) (result f64)`;
+    return `${ENTRY_POINT} has the signature ${formatFuncType(type)}; the numeric ABI needs one f64 per number argument and an f64 for the number result, e.g. (param f64 f64) (result f64)`;
   }
   return type;
 }
@@ -87,7 +98,7 @@ function formatBytes(bytes: number): string {
 }
 
 /** Compiles a body through every check; never throws. */
-export async function compileBody(body: string, ceilings: Ceilings): Promise<Compiled> {
+export async function compileBody(body: string, options: CompileOptions): Promise<Compiled> {
   let bytes: Uint8Array;
   try {
     bytes = await moduleBytes(body);
@@ -101,21 +112,27 @@ export async function compileBody(body: string, ceilings: Ceilings): Promise<Com
   } catch (error) {
     // V8's validator gives the better message (offset and reason) for a malformed binary.
     try {
-      await WebAssembly.compile(bytes);
+      await compileWasm(bytes);
     } catch (compileError) {
-      return { ok: false, message: `invalid WebAssembly module: ${(compileError as Error).message}` };
+      return {
+        ok: false,
+        message: `invalid WebAssembly module: ${(compileError as Error).message}`,
+      };
     }
     return { ok: false, message: `unsupported WebAssembly module: ${(error as Error).message}` };
   }
-  const refused = refusal(info, ceilings);
+  const refused = refusal(info, options);
   if (refused) return { ok: false, message: refused };
   const signature = entryPointType(info);
   if (typeof signature === 'string') return { ok: false, message: signature };
   try {
-    const module = await WebAssembly.compile(capLimits(bytes, info, ceilings));
+    const module = await compileWasm(capLimits(bytes, info, options));
     const stateful = info.memories.length > 0 || info.tables.length > 0 || info.mutableGlobals > 0;
     const key = createHash('sha256').update(body).digest('base64url');
-    return { ok: true, value: { key, module, signature, stateful } };
+    return {
+      ok: true,
+      value: { key, module, signature, stateful, fresh: stateful && !options.reuseInstances },
+    };
   } catch (error) {
     return { ok: false, message: `invalid WebAssembly module: ${(error as Error).message}` };
   }
@@ -128,9 +145,11 @@ export async function compileBody(body: string, ceilings: Ceilings): Promise<Com
  */
 export class ModuleCache {
   #entries = new Map<string, Promise<Compiled>>();
+  /** Bodies compiled (or refused) so far: a cache hit does not count. */
+  compiles = 0;
 
   constructor(
-    readonly ceilings: Ceilings,
+    readonly options: CompileOptions,
     readonly maxEntries = 256,
   ) {}
 
@@ -141,7 +160,8 @@ export class ModuleCache {
       this.#entries.set(body, entry);
       return entry;
     }
-    entry = compileBody(body, this.ceilings);
+    this.compiles++;
+    entry = compileBody(body, this.options);
     this.#entries.set(body, entry);
     entry.catch(() => this.#entries.delete(body)); // an unexpected failure is not remembered
     if (this.#entries.size > this.maxEntries) {

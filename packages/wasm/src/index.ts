@@ -1,8 +1,19 @@
-import type { LanguageRunner } from '@improv/extfn-core';
+/**
+ * @improv/extfn-wasm — WebAssembly functions for @improv/extfn: `wat:` or
+ * `wasm:` bodies, run in process on worker threads, stoppable at a deadline.
+ * Importing this module loads nothing heavy: wabt and worker threads are
+ * loaded on first use.
+ */
 
-export interface WasmRunnerOptions {}
-
-/** The wasm runner. Not implemented yet: it throws until its issue lands. */
-export function wasm(_options: WasmRunnerOptions = {}): LanguageRunner {
-  throw new Error('@improv/extfn-wasm: the wasm runner is not implemented yet');
-}
+export { BODY_PREFIXES } from './body.js';
+export { ENTRY_POINT } from './compile.js';
+export {
+  type ColumnsOutcome,
+  DEFAULT_MAX_MEMORY_BYTES,
+  DEFAULT_MAX_TABLE_ELEMENTS,
+  PACKAGE_NAME,
+  type WasmRunner,
+  type WasmRunnerOptions,
+  type WasmRunnerStats,
+  wasm,
+} from './runner.js';

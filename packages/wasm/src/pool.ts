@@ -31,7 +31,8 @@ type Reply = Record<string, unknown> & { id: number };
 const MAX_MODULES_PER_WORKER = 256; // the same bound as in drivers/wasm-worker.mjs
 
 let workerModule: Promise<typeof import('node:worker_threads')> | undefined;
-const workerUrl = new URL('../drivers/wasm-worker.mjs', import.meta.url);
+/** The worker program, shipped in the package's `drivers/` beside `dist/` and `src/`. */
+export const workerUrl = new URL('../drivers/wasm-worker.mjs', import.meta.url);
 
 export class PoolWorker {
   /** `progress[0]`: -2 before a task is picked up, -1 while instantiating, else the row running. */
@@ -47,7 +48,8 @@ export class PoolWorker {
   dead = false;
 
   static async start(options: PoolOptions, onExit: (w: PoolWorker) => void): Promise<PoolWorker> {
-    const { Worker } = await (workerModule ??= import('node:worker_threads'));
+    workerModule ??= import('node:worker_threads');
+    const { Worker } = await workerModule;
     const pw = new PoolWorker();
     const worker = new Worker(workerUrl, {
       workerData: { progress: pw.progress },
@@ -57,16 +59,31 @@ export class PoolWorker {
       stderr: false,
     });
     pw.#worker = worker;
-    await new Promise<void>((resolve, reject) => {
-      const fail = (error: Error) => reject(error);
-      worker.once('error', fail);
-      worker.once('exit', (code) => fail(new WorkerExitError(`the wasm worker exited during start-up (code ${code})`)));
-      worker.once('message', (m: { op?: string }) => {
-        if (m?.op === 'ready') resolve();
-        else reject(new Error(`the wasm worker sent ${JSON.stringify(m)} before it was ready`));
+    // Only our own listeners come off afterwards: removeAllListeners would also drop the
+    // hooks Node uses to keep the message port referenced, and replies would stall.
+    const listeners: {
+      error?: (e: Error) => void;
+      exit?: (code: number) => void;
+      message?: (m: unknown) => void;
+    } = {};
+    try {
+      await new Promise<void>((resolve, reject) => {
+        listeners.error = (error) => reject(error);
+        listeners.exit = (code) =>
+          reject(new WorkerExitError(`the wasm worker exited during start-up (code ${code})`));
+        listeners.message = (m) => {
+          if ((m as { op?: string })?.op === 'ready') resolve();
+          else reject(new Error(`the wasm worker sent ${JSON.stringify(m)} before it was ready`));
+        };
+        worker.once('error', listeners.error);
+        worker.once('exit', listeners.exit);
+        worker.once('message', listeners.message);
       });
-    });
-    worker.removeAllListeners();
+    } finally {
+      worker.off('error', listeners.error!);
+      worker.off('exit', listeners.exit!);
+      worker.off('message', listeners.message!);
+    }
     worker.on('message', (reply: Reply) => {
       const waiter = pw.#pending.get(reply.id);
       pw.#pending.delete(reply.id);
@@ -88,13 +105,21 @@ export class PoolWorker {
 
   /** Sends one request; the module travels with it the first time this worker needs it. */
   request(message: Record<string, unknown>, compiled: CompiledModule): Promise<Reply> {
-    if (this.dead) return Promise.reject(this.#exitReason ?? new WorkerExitError('the wasm worker is gone'));
+    if (this.dead)
+      return Promise.reject(this.#exitReason ?? new WorkerExitError('the wasm worker is gone'));
     const id = this.#nextId++;
-    const payload: Record<string, unknown> = { ...message, id, key: compiled.key, stateful: compiled.stateful };
+    const payload: Record<string, unknown> = {
+      ...message,
+      id,
+      key: compiled.key,
+      stateful: compiled.stateful,
+      fresh: compiled.fresh,
+    };
     if (!this.modules.has(compiled.key)) {
       payload.module = compiled.module;
       this.modules.add(compiled.key);
-      if (this.modules.size > MAX_MODULES_PER_WORKER) this.modules.delete(this.modules.values().next().value!);
+      if (this.modules.size > MAX_MODULES_PER_WORKER)
+        this.modules.delete(this.modules.values().next().value!);
     }
     this.progress[0] = -2;
     return new Promise<Reply>((resolve, reject) => {
@@ -132,8 +157,8 @@ interface Waiter {
 export class WorkerPool {
   #idle: PoolWorker[] = [];
   #all = new Set<PoolWorker>();
-  /** Workers being started, counted against the bound. */
-  #starting = 0;
+  /** Workers being started, counted against the bound; close() waits for them to end. */
+  #starting = new Set<Promise<void>>();
   #waiters: Waiter[] = [];
   #closed = false;
   /** How many workers were ever started (tests check that killed ones are replaced). */
@@ -143,7 +168,12 @@ export class WorkerPool {
 
   /** Workers alive or starting. Never above `options.size`. */
   get count(): number {
-    return this.#all.size + this.#starting;
+    return this.#all.size + this.#starting.size;
+  }
+
+  /** Workers handed out for a task right now. */
+  get busy(): number {
+    return this.#all.size - this.#idle.length;
   }
 
   get closed(): boolean {
@@ -225,26 +255,31 @@ export class WorkerPool {
 
   /** Starts workers for waiters, up to the bound. */
   #grow(): void {
-    while (!this.#closed && this.#waiters.length > this.#starting && this.count < this.options.size) {
-      this.#starting++;
-      PoolWorker.start(this.options, (w) => this.#onExit(w)).then(
+    while (
+      !this.#closed &&
+      this.#waiters.length > this.#starting.size &&
+      this.count < this.options.size
+    ) {
+      const starting: Promise<void> = PoolWorker.start(this.options, (w) => this.#onExit(w)).then(
         (worker) => {
-          this.#starting--;
+          this.#starting.delete(starting);
           this.started++;
-          if (this.#closed) {
-            void worker.terminate(new PoolClosedError());
-            return;
-          }
+          if (this.#closed) return worker.terminate(new PoolClosedError());
           this.#all.add(worker);
           worker.ref();
           this.release(worker);
         },
         (error: Error) => {
-          this.#starting--;
-          // Nothing can start a worker: tell one waiter why rather than hang.
-          this.#waiters.shift()?.reject(error);
+          this.#starting.delete(starting);
+          // A worker could not start. With none alive, no waiter would ever be served: fail them all.
+          if (this.#all.size === 0 && this.#starting.size === 0) {
+            for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
+          } else {
+            this.#waiters.shift()?.reject(error);
+          }
         },
       );
+      this.#starting.add(starting);
     }
   }
 
@@ -263,6 +298,6 @@ export class WorkerPool {
     const workers = [...this.#all];
     this.#all.clear();
     this.#idle = [];
-    await Promise.all(workers.map((w) => w.terminate(error)));
+    await Promise.all([...workers.map((w) => w.terminate(error)), ...this.#starting]);
   }
 }

@@ -1,11 +1,11 @@
 /** `improv-extfn eval FN.json [ARG ...]`: one call, arguments from the command line. */
-import { type ExternalFn, type Value, encodeValue } from '@improv/extfn-core';
+import { type ExternalFn, encodeValue, type Value } from '@improv/extfn-core';
 import { argumentLabel, formatCell, parseCell, signature } from '../cells.js';
 import { badInput, usage } from '../cli-error.js';
 import { readDescriptor } from '../descriptor-file.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
-import { parseCommandLine, parseTimeout } from '../options.js';
+import { parseCommandLine, parseTimeout, wantsJson } from '../options.js';
 import { reportFailure } from '../report.js';
 import { openRegistry } from '../session.js';
 
@@ -62,7 +62,7 @@ export function parseArguments(fn: ExternalFn, texts: readonly string[], file: s
 }
 
 export async function evalCommand(argv: readonly string[], io: CliIo): Promise<ExitCode> {
-  const json = argv.includes('--json');
+  const json = wantsJson(argv);
   try {
     const { values, positionals } = parseCommandLine('eval', argv, {
       name: { type: 'string', short: 'n' },
@@ -75,7 +75,11 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
       return ExitCode.Ok;
     }
     const [file, ...texts] = positionals;
-    if (file === undefined) throw usage('eval needs a descriptor file', 'improv-extfn eval FN.json [ARG ...]; see --help');
+    if (file === undefined)
+      throw usage(
+        'eval needs a descriptor file',
+        'improv-extfn eval FN.json [ARG ...]; see --help',
+      );
     const timeoutMs = parseTimeout(values.timeout as string | undefined);
     const fn = await readDescriptor(file, io.cwd, values.name as string | undefined);
     const args = parseArguments(fn, texts, file);
@@ -91,7 +95,9 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
       await registry.close();
     }
     if (json) {
-      io.stdout.write(`${JSON.stringify({ ok: true, function: signature(fn), result: encodeValue(result) })}\n`);
+      io.stdout.write(
+        `${JSON.stringify({ ok: true, function: signature(fn), result: encodeValue(result) })}\n`,
+      );
     } else {
       io.stdout.write(`${formatCell(result)}\n`);
     }

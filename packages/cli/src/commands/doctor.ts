@@ -1,0 +1,255 @@
+/** `improv-extfn doctor`: what this machine can run, and what to do about what it cannot. */
+import type { RunnerProbe } from '@improv/extfn-core';
+import { usage } from '../cli-error.js';
+import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
+import type { CliIo } from '../io.js';
+import { parseCommandLine, wantsJson } from '../options.js';
+import { reportFailure } from '../report.js';
+import { loadRunner, RUNNER_PACKAGES, type RunnerPackage } from '../runners.js';
+
+export const DOCTOR_HELP = `Usage: improv-extfn doctor [--json]
+
+Reports, for each language, whether its runner package is installed, whether
+its interpreter was found (path and version), and which sandbox layers are
+active under the host's policy; and what to do about each missing piece.
+
+Options:
+  --json       print the report as one JSON object
+  -h, --help   show this help
+
+Example:
+  improv-extfn doctor
+  IMPROV_EXTFN_PYTHON=/usr/bin/python3 improv-extfn doctor --json
+
+Exit status: 0 when at least one language can run here, 3 when none can.
+
+${EXIT_CODES_HELP}
+`;
+
+/** The part of @improv/extfn-sandbox that doctor reads, typed here so the package stays optional. */
+interface SandboxModule {
+  policyFor(env?: NodeJS.ProcessEnv): string;
+  probeSandbox(options?: { policy?: string }): Promise<SandboxProbe>;
+}
+interface SandboxProbe {
+  policy: string;
+  ok: boolean;
+  layers: Record<string, boolean>;
+  bwrap?: { path: string; version: string };
+  uid?: number;
+  problem?: string;
+  fix?: string;
+  summary: string;
+}
+
+export interface LanguageReport {
+  language: string;
+  packageName: string;
+  /** The runner package could be imported. */
+  installed: boolean;
+  /** The runner could be created (its factory did not throw). */
+  loaded: boolean;
+  /** The runner says it can evaluate functions here. */
+  available: boolean;
+  detail: string;
+  interpreter?: { path: string; version?: string };
+  protection?: string;
+  fix?: string;
+}
+
+export interface SandboxReport {
+  /** The package could be loaded and probed. */
+  probed: boolean;
+  policy?: string;
+  ok: boolean;
+  layers?: Record<string, boolean>;
+  bwrap?: { path: string; version: string };
+  summary: string;
+  problem?: string;
+  fix?: string;
+}
+
+export interface DoctorReport {
+  node: string;
+  platform: string;
+  sandbox: SandboxReport;
+  languages: LanguageReport[];
+  /** At least one language can run here. */
+  ok: boolean;
+}
+
+const messageOf = (error: unknown): string =>
+  error instanceof Error ? error.message : String(error);
+
+async function probeLanguage(spec: RunnerPackage, io: CliIo): Promise<LanguageReport> {
+  const base = { language: spec.language, packageName: spec.packageName };
+  const load = await loadRunner(spec, io);
+  if (!load.ok) {
+    return {
+      ...base,
+      installed: load.installed,
+      loaded: false,
+      available: false,
+      detail: load.problem,
+      fix: load.fix,
+    };
+  }
+  let probe: RunnerProbe;
+  try {
+    probe = await load.runner.probe();
+  } catch (error) {
+    probe = {
+      language: spec.language,
+      available: false,
+      detail: `probe failed: ${messageOf(error)}`,
+    };
+  } finally {
+    await load.runner.close?.().catch(() => {});
+  }
+  return {
+    ...base,
+    installed: true,
+    loaded: true,
+    available: probe.available,
+    detail: probe.detail,
+    ...(probe.interpreter ? { interpreter: { ...probe.interpreter } } : {}),
+    ...(probe.protection ? { protection: probe.protection } : {}),
+    ...(probe.fix ? { fix: probe.fix } : {}),
+  };
+}
+
+async function probeSandboxLayers(io: CliIo): Promise<SandboxReport> {
+  let sandbox: SandboxModule;
+  try {
+    const imported = (await (io.importPackage ?? ((n: string) => import(n)))(
+      '@improv/extfn-sandbox',
+    )) as Partial<SandboxModule>;
+    if (typeof imported.probeSandbox !== 'function' || typeof imported.policyFor !== 'function') {
+      throw new Error('it exports no probeSandbox()/policyFor()');
+    }
+    sandbox = imported as SandboxModule;
+  } catch (error) {
+    return {
+      probed: false,
+      ok: false,
+      summary: `sandbox package unavailable: ${messageOf(error)}`,
+      fix: 'install @improv/extfn-sandbox (the interpreter runners need it)',
+    };
+  }
+  try {
+    const policy = sandbox.policyFor(io.env);
+    const probe = await sandbox.probeSandbox({ policy });
+    return {
+      probed: true,
+      policy: probe.policy,
+      ok: probe.ok,
+      layers: { ...probe.layers },
+      ...(probe.bwrap ? { bwrap: probe.bwrap } : {}),
+      summary: probe.summary,
+      ...(probe.problem ? { problem: probe.problem } : {}),
+      ...(probe.fix ? { fix: probe.fix } : {}),
+    };
+  } catch (error) {
+    return {
+      probed: false,
+      ok: false,
+      summary: `sandbox probe failed: ${messageOf(error)}`,
+      fix: 'reinstall @improv/extfn-sandbox; if it persists, report it',
+    };
+  }
+}
+
+export async function collectReport(io: CliIo): Promise<DoctorReport> {
+  // One at a time: probes start interpreters, and the machine may be busy.
+  const sandbox = await probeSandboxLayers(io);
+  const languages: LanguageReport[] = [];
+  for (const spec of RUNNER_PACKAGES) languages.push(await probeLanguage(spec, io));
+  return {
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+    sandbox,
+    languages,
+    ok: languages.some((l) => l.available),
+  };
+}
+
+const LAYER_NAMES: Record<string, string> = {
+  namespaces: 'namespaces (bubblewrap)',
+  seccomp: 'seccomp',
+  uidDrop: 'unprivileged uid',
+  rlimits: 'rlimits',
+  cleanEnv: 'clean environment',
+  deadline: 'deadline',
+  outputCaps: 'output caps',
+};
+
+export function formatReport(report: DoctorReport): string {
+  const lines: string[] = [`improv-extfn doctor · node ${report.node} · ${report.platform}`, ''];
+  const { sandbox } = report;
+  lines.push(
+    `sandbox${sandbox.policy ? ` (policy ${sandbox.policy})` : ''}: ${sandbox.ok ? 'ok' : 'NOT AVAILABLE'}`,
+  );
+  lines.push(`  ${sandbox.summary}`);
+  if (sandbox.layers) {
+    const on = Object.entries(sandbox.layers).filter(([, v]) => v);
+    const off = Object.entries(sandbox.layers).filter(([, v]) => !v);
+    lines.push(`  active: ${on.map(([k]) => LAYER_NAMES[k] ?? k).join(', ') || 'none'}`);
+    if (off.length) lines.push(`  inactive: ${off.map(([k]) => LAYER_NAMES[k] ?? k).join(', ')}`);
+  }
+  if (sandbox.problem && !sandbox.summary.includes(sandbox.problem))
+    lines.push(`  problem: ${sandbox.problem}`);
+  if (sandbox.fix) lines.push(`  fix: ${sandbox.fix}`);
+  lines.push('');
+  const width = Math.max(...report.languages.map((l) => l.language.length));
+  for (const l of report.languages) {
+    const status = l.available
+      ? 'ok'
+      : !l.installed
+        ? 'not installed'
+        : !l.loaded
+          ? 'runner unusable'
+          : 'unavailable';
+    lines.push(`${l.language.padEnd(width)}  ${status}  (${l.packageName})`);
+    if (l.interpreter) {
+      lines.push(
+        `${' '.repeat(width)}  interpreter: ${l.interpreter.path}${l.interpreter.version ? ` (${l.interpreter.version})` : ''}`,
+      );
+    }
+    lines.push(`${' '.repeat(width)}  ${l.detail}`);
+    if (l.protection) lines.push(`${' '.repeat(width)}  protection: ${l.protection}`);
+    if (!l.available && l.fix) lines.push(`${' '.repeat(width)}  fix: ${l.fix}`);
+  }
+  lines.push('');
+  const usable = report.languages.filter((l) => l.available).map((l) => l.language);
+  lines.push(
+    usable.length
+      ? `can run: ${usable.join(', ')}`
+      : 'no language can run here: see the fixes above',
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+export async function doctorCommand(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+  const json = wantsJson(argv);
+  try {
+    const { values, positionals } = parseCommandLine('doctor', argv, {
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    });
+    if (values.help) {
+      io.stdout.write(DOCTOR_HELP);
+      return ExitCode.Ok;
+    }
+    if (positionals.length > 0) {
+      throw usage(
+        `doctor takes no arguments, got ${positionals.join(' ')}`,
+        'improv-extfn doctor [--json]',
+      );
+    }
+    const report = await collectReport(io);
+    io.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
+    return report.ok ? ExitCode.Ok : ExitCode.Unavailable;
+  } catch (error) {
+    return reportFailure(error, io, json);
+  }
+}

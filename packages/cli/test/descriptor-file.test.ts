@@ -1,0 +1,91 @@
+import { describe, expect, test } from 'vitest';
+import { CliError } from '../src/cli-error.js';
+import { parseDescriptorText } from '../src/descriptor-file.js';
+
+const hypot = {
+  name: 'hypot',
+  language: 'python',
+  body: 'result = (args[0]**2 + args[1]**2) ** 0.5',
+  argTypes: ['number', 'number'],
+  returnType: 'number',
+  pure: true,
+};
+
+function failure(text: string): CliError {
+  try {
+    parseDescriptorText(text, 'fn.json');
+  } catch (error) {
+    expect(error).toBeInstanceOf(CliError);
+    return error as CliError;
+  }
+  throw new Error('expected a failure');
+}
+
+describe('parseDescriptorText', () => {
+  test('our form, the engine form, an array and the engine map', () => {
+    expect(parseDescriptorText(JSON.stringify(hypot), 'f')).toEqual([hypot]);
+    const engine = {
+      name: 'hyp_r',
+      language: 'R',
+      body: 'result <- 1',
+      arg_types: ['Number', 'DateTime'],
+      return_type: 'Text',
+      pure: false,
+    };
+    expect(parseDescriptorText(JSON.stringify(engine), 'f')).toEqual([
+      {
+        name: 'hyp_r',
+        language: 'r',
+        body: 'result <- 1',
+        argTypes: ['number', 'datetime'],
+        returnType: 'text',
+        pure: false,
+      },
+    ]);
+    expect(parseDescriptorText(JSON.stringify([hypot, engine]), 'f').map((f) => f.name)).toEqual([
+      'hypot',
+      'hyp_r',
+    ]);
+    expect(
+      parseDescriptorText(JSON.stringify({ hypot, hyp_r: engine }), 'f').map((f) => f.name),
+    ).toEqual(['hypot', 'hyp_r']);
+  });
+
+  test('a missing field is named as missing (not mistaken for an engine map)', () => {
+    const { body: _body, ...noBody } = hypot;
+    const error = failure(JSON.stringify(noBody));
+    expect(error.kind).toBe('BadInput');
+    expect(error.message).toContain('fn.json: invalid descriptor "hypot"');
+    expect(error.message).toContain('body: missing (expected string)');
+    expect(error.fix).toContain('"body"');
+  });
+
+  test('a wrong type name lists the type names', () => {
+    const error = failure(JSON.stringify({ ...hypot, argTypes: ['number', 'float'] }));
+    expect(error.message).toContain(
+      'argTypes[1]: expected one of number, boolean, text, datetime, enum',
+    );
+    expect(error.message).toContain('got "float"');
+  });
+
+  test('an unknown language names the languages there are', () => {
+    const error = failure(JSON.stringify({ ...hypot, language: 'cobol' }));
+    expect(error.message).toBe(
+      'fn.json: function hypot has language "cobol", which improv-extfn does not know',
+    );
+    expect(error.fix).toBe('use one of python, r, julia, pure, wasm');
+  });
+
+  test('not JSON, not an object, nothing inside', () => {
+    expect(failure('{"name": ').message).toMatch(/^fn\.json is not valid JSON: /);
+    expect(failure('42').message).toBe('fn.json holds number, not a descriptor');
+    expect(failure('[]').message).toBe('fn.json holds no descriptors');
+  });
+
+  test('a bad entry of a map is named by its key', () => {
+    const error = failure(
+      JSON.stringify({ good: hypot, bad: { ...hypot, name: 'bad', returnType: 7 } }),
+    );
+    expect(error.message).toContain('fn.json ["bad"]: invalid descriptor "bad"');
+  });
+});

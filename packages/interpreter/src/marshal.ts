@@ -1,0 +1,158 @@
+/**
+ * Rows to the driver and results back. Arguments travel as data (JSON or f64
+ * columns), never as program text. Every result is checked again here with
+ * core's `valueFromJson`, so a driver bug cannot smuggle in a wrong type.
+ */
+import {
+  type ExternalFn,
+  ExtFnError,
+  type Json,
+  type RowResult,
+  type Value,
+  valueFromJson,
+  valueToJson,
+} from '@improv/extfn-core';
+import type { DriverError, Frame } from './frames.js';
+
+/** True when every argument and the result are numbers: the f64 column path applies. */
+export function isAllNumbers(fn: ExternalFn): boolean {
+  return fn.returnType === 'number' && fn.argTypes.every((t) => t === 'number');
+}
+
+/** A number argument as JSON text: always with a fraction or exponent, so drivers parse it as a float. */
+function numberText(n: number): string | undefined {
+  if (!Number.isFinite(n) || Object.is(n, -0)) return undefined;
+  const text = String(n);
+  return Number.isInteger(n) && Math.abs(n) < 1e21 ? `${text}.0` : text;
+}
+
+/**
+ * Rows as the JSON text of an array of arrays, in one pass. `plain` is true
+ * when every argument is a finite number written as a JSON float (no
+ * "NaN"/"Infinity"/"-0" strings): a driver may then use the rows as they parse.
+ */
+export function rowsJsonText(rows: readonly (readonly Value[])[]): {
+  text: string;
+  plain: boolean;
+} {
+  // One short string per row, joined once: V8 flattens that far faster than
+  // one long `+=` chain or JSON.stringify over freshly built arrays.
+  const parts = new Array<string>(rows.length);
+  let plain = true;
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    let text = '[';
+    for (let j = 0; j < row.length; j++) {
+      const value = row[j]!;
+      if (j > 0) text += ',';
+      const number = value.type === 'number' ? numberText(value.value) : undefined;
+      if (number !== undefined) {
+        text += number;
+      } else {
+        plain = false;
+        text += JSON.stringify(valueToJson(value));
+      }
+    }
+    parts[i] = `${text}]`;
+  }
+  return { text: `[${parts.join(',')}]`, plain };
+}
+
+export function rowsToJson(rows: readonly (readonly Value[])[]): Json[][] {
+  const out: Json[][] = new Array(rows.length);
+  for (let i = 0; i < rows.length; i++) out[i] = rows[i]!.map(valueToJson);
+  return out;
+}
+
+/** Arguments as little-endian f64, column-major: all of argument 0, then all of argument 1… */
+export function rowsToF64(rows: readonly (readonly Value[])[], arity: number): Buffer {
+  const n = rows.length;
+  const columns = new Float64Array(n * arity);
+  for (let i = 0; i < n; i++) {
+    const row = rows[i]!;
+    for (let j = 0; j < arity; j++) columns[j * n + i] = (row[j] as { value: number }).value;
+  }
+  return Buffer.from(columns.buffer, columns.byteOffset, columns.byteLength);
+}
+
+/** A driver's row error as the ExtFnError that `eval` gives for it. */
+export function driverErrorToExtFnError(fn: ExternalFn, error: DriverError): ExtFnError {
+  if (error.limit === 'output') {
+    return ExtFnError.runtime(fn.name, 'output too large', {
+      limit: 'output',
+      ...(error.traceback ? { stderr: error.traceback } : {}),
+    });
+  }
+  if (error.type === 'ResultTypeError') {
+    return ExtFnError.runtime(fn.name, error.message, {
+      expected: fn.returnType,
+      ...(error.got !== undefined ? { got: error.got } : {}),
+    });
+  }
+  const message = error.message ? `${error.type}: ${error.message}` : error.type;
+  return ExtFnError.runtime(fn.name, message, {
+    ...(error.traceback ? { stderr: error.traceback } : {}),
+    ...(error.limit ? { limit: error.limit } : {}),
+  });
+}
+
+function readDriverError(raw: unknown): DriverError {
+  if (typeof raw === 'object' && raw !== null && typeof (raw as DriverError).type === 'string') {
+    const e = raw as DriverError;
+    return { ...e, message: typeof e.message === 'string' ? e.message : String(e.message ?? '') };
+  }
+  return {
+    type: 'ProtocolError',
+    message: `malformed row error ${JSON.stringify(raw)?.slice(0, 200)}`,
+  };
+}
+
+/** Thrown when a response does not have the shape of the request it answers. */
+export class ResponseShapeError extends Error {}
+
+/** Reads a `call` response into one RowResult per row. */
+export function resultsFromJsonFrame(fn: ExternalFn, frame: Frame, count: number): RowResult[] {
+  const values = frame.header.values;
+  if (!Array.isArray(values) || values.length !== count) {
+    throw new ResponseShapeError(
+      `expected ${count} values, got ${JSON.stringify(frame.header).slice(0, 200)}`,
+    );
+  }
+  const errors = (frame.header.errors ?? {}) as Record<string, unknown>;
+  const out: RowResult[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const error = errors[i];
+    if (error !== undefined) {
+      out[i] = driverErrorToExtFnError(fn, readDriverError(error));
+      continue;
+    }
+    try {
+      out[i] = valueFromJson(values[i], fn.returnType, fn.name);
+    } catch (e) {
+      out[i] = ExtFnError.isInstance(e) ? e : ExtFnError.runtime(fn.name, String(e));
+    }
+  }
+  return out;
+}
+
+/** Reads a `callf64` response: `count` f64 results plus a side channel of row errors. */
+export function resultsFromF64Frame(fn: ExternalFn, frame: Frame, count: number): RowResult[] {
+  const payload = frame.payload;
+  if (frame.header.rows !== count || !payload || payload.length !== count * 8) {
+    throw new ResponseShapeError(
+      `expected ${count} f64 results, got ${JSON.stringify(frame.header).slice(0, 200)}`,
+    );
+  }
+  const aligned = payload.byteOffset % 8 === 0 ? payload : Buffer.from(payload);
+  const numbers = new Float64Array(aligned.buffer, aligned.byteOffset, count);
+  const errors = (frame.header.errors ?? {}) as Record<string, unknown>;
+  const out: RowResult[] = new Array(count);
+  for (let i = 0; i < count; i++) out[i] = { type: 'number', value: numbers[i]! };
+  for (const key of Object.keys(errors)) {
+    const i = Number(key);
+    if (Number.isInteger(i) && i >= 0 && i < count) {
+      out[i] = driverErrorToExtFnError(fn, readDriverError(errors[key]));
+    }
+  }
+  return out;
+}

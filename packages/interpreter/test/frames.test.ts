@@ -1,0 +1,52 @@
+import { describe, expect, test } from 'vitest';
+import { encodeFrame, FrameReader, RawJson } from '../src/index.js';
+
+describe('frames', () => {
+  test('a header line and a binary payload survive any chunking', () => {
+    const payload = Buffer.from(new Float64Array([1.5, Number.NaN, -0]).buffer);
+    const wire = Buffer.concat([
+      encodeFrame({ id: 1, values: ['a\nb'] }),
+      encodeFrame({ id: 2, rows: 3 }, payload),
+      encodeFrame({ id: 3 }),
+    ]);
+    for (const size of [1, 2, 7, 64, wire.length]) {
+      const reader = new FrameReader();
+      const frames = [];
+      for (let i = 0; i < wire.length; i += size)
+        frames.push(...reader.push(wire.subarray(i, i + size)));
+      expect(frames.map((f) => f.header.id)).toEqual([1, 2, 3]);
+      expect(frames[0]!.header.values).toEqual(['a\nb']);
+      expect(frames[1]!.header.bytes).toBe(24);
+      const numbers = new Float64Array(Uint8Array.from(frames[1]!.payload!).buffer);
+      expect([...numbers]).toEqual([1.5, Number.NaN, -0]);
+      expect(reader.buffered).toBe(0);
+    }
+  });
+
+  test('a line that is not a JSON object is a malformed frame', () => {
+    expect(() => new FrameReader().push(Buffer.from('hello\n'))).toThrow(/malformed frame/);
+    expect(() => new FrameReader().push(Buffer.from('[1,2]\n'))).toThrow(/malformed frame/);
+    expect(() => new FrameReader().push(Buffer.from('{"bytes":-1}\n'))).toThrow(/bad payload size/);
+  });
+
+  test('more bytes than the budget is an error, also without a newline', () => {
+    const reader = new FrameReader(1024);
+    expect(() => reader.push(Buffer.alloc(2048, 0x61))).toThrow(/more than 1024 bytes/);
+  });
+
+  test('a long line arriving in many chunks is found in linear time', () => {
+    const reader = new FrameReader(64 * 1024 * 1024);
+    const line = Buffer.from(`${JSON.stringify({ id: 1, text: 'x'.repeat(8 * 1024 * 1024) })}\n`);
+    let frames = 0;
+    for (let i = 0; i < line.length; i += 4096)
+      frames += reader.push(line.subarray(i, i + 4096)).length;
+    expect(frames).toBe(1);
+  });
+
+  test('RawJson is spliced into the header as is', () => {
+    const line = encodeFrame({ op: 'call', rows: new RawJson('[[1.0,"x"]]'), id: 7 }).toString();
+    expect(line).toBe('{"op":"call","id":7,"rows":[[1.0,"x"]]}\n');
+    expect(JSON.parse(line)).toEqual({ op: 'call', id: 7, rows: [[1, 'x']] });
+    expect(encodeFrame({ rows: new RawJson('[]') }).toString()).toBe('{"rows":[]}\n');
+  });
+});

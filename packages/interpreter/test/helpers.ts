@@ -1,0 +1,85 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { ExtFnError, Registry, type ValueType } from '@improv/extfn-core';
+import { probeSandbox } from '@improv/extfn-sandbox';
+import { createInterpreterRunner, type InterpreterRunnerOptions } from '../src/index.js';
+
+export const PYTHON = '/usr/bin/python3';
+export const hasPython = existsSync(PYTHON);
+const probe = await probeSandbox({ policy: 'restricted' });
+export const restrictedOk = hasPython && probe.ok;
+export const noRestricted = `skipped: Restricted sandbox unavailable here (${probe.problem ?? probe.summary})`;
+/** Pool mechanics do not depend on the sandbox; use the strongest policy that works here. */
+export const policy = restrictedOk ? 'restricted' : 'trusted';
+
+/** The same kind of bootstrap the Python runner uses: read `N\n` + N bytes from fd 0 unbuffered, exec. */
+export const BOOTSTRAP = [
+  'import os',
+  'def r(n):',
+  "    b = b''",
+  '    while len(b) < n:',
+  '        c = os.read(0, n - len(b))',
+  '        if not c: raise SystemExit(3)',
+  '        b += c',
+  '    return b',
+  "h = b''",
+  "while not h.endswith(b'\\n'): h += r(1)",
+  "exec(compile(r(int(h)), '<driver>', 'exec'))",
+].join('\n');
+
+export const FIXTURE_DRIVER = readFileSync(
+  new URL('./fixtures/driver.py', import.meta.url),
+  'utf8',
+);
+
+export function fixtureRunner(options: InterpreterRunnerOptions = {}) {
+  return createInterpreterRunner(
+    {
+      language: 'fixture',
+      packageName: '@improv/extfn-fixture',
+      resolveInterpreter: async () => (hasPython ? { path: PYTHON } : undefined),
+      args: ['-s', '-S', '-c', BOOTSTRAP],
+      driverSource: FIXTURE_DRIVER,
+    },
+    { policy, ...options },
+  );
+}
+
+export function fixtureRegistry(
+  fns: Record<string, [string, ValueType[], ValueType]>,
+  options: InterpreterRunnerOptions = {},
+) {
+  const runner = fixtureRunner(options);
+  const registry = new Registry({ runners: [runner], timeoutMs: 5_000 });
+  for (const [name, [body, argTypes, returnType]] of Object.entries(fns)) {
+    registry.register({ name, language: 'fixture', body, argTypes, returnType, pure: false });
+  }
+  return { registry, runner };
+}
+
+export async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
+  try {
+    const value = await promise;
+    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
+  } catch (error) {
+    if (ExtFnError.isInstance(error)) return error;
+    throw error;
+  }
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function waitFor(check: () => boolean, ms = 3_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return check();
+}

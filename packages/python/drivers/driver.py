@@ -1,0 +1,584 @@
+# The @improv/extfn Python driver, protocol v1 (docs/protocol.md).
+#
+# Started as `python3 -I -S -c <bootstrap>`; the bootstrap reads this file's
+# length and text from stdin and runs it. It then serves frames on stdin:
+# `load` compiles the body once, `call`/`callf64` run it per row, `exit` ends.
+# Frames go out on a private copy of the original stdout; fd 1 and sys.stdout
+# are pointed elsewhere, so nothing the body prints can corrupt a result.
+import sys
+import os
+
+if sys.path and sys.path[0] in ('', '.'):
+    del sys.path[0]  # never import from the working directory (what -P does on 3.11+)
+
+# The bootstrap read exactly the driver's bytes from fd 0 (os.read, no
+# buffering), so everything after them is the request stream.
+_proto_in = os.fdopen(os.dup(0), 'rb', buffering=1 << 16)
+_proto_out_fd = os.dup(1)
+_devnull = os.open(os.devnull, os.O_RDWR)
+os.dup2(_devnull, 0)  # the body cannot read (and desynchronise) the request stream
+os.dup2(2, 1)  # print() and child processes write to stderr from now on
+os.close(_devnull)
+
+import ast
+import builtins
+import json
+import math
+import re
+from array import array
+from datetime import datetime, timedelta, timezone
+
+_UNSET = object()
+_INF = float('inf')
+_NAN_WIRE = {'NaN': float('nan'), 'Infinity': _INF, '-Infinity': -_INF, '-0': -0.0,
+             '+Infinity': _INF, 'inf': _INF, '-inf': -_INF, 'nan': float('nan')}
+_ENUM_MAX = 4294967295
+_UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
+_ISO = re.compile(r'(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})$', re.I)
+_LITTLE = sys.byteorder == 'little'
+
+
+def _write(header, payload=None):
+    data = json.dumps(header, separators=(',', ':'), allow_nan=False).encode('ascii') + b'\n'
+    if payload is not None:
+        data += payload
+    view = memoryview(data)
+    while view:
+        n = os.write(_proto_out_fd, view)
+        view = view[n:]
+
+
+# ---- values in --------------------------------------------------------------------
+
+def _number_in(x):
+    t = type(x)
+    if t is float:
+        return x
+    if t is int:
+        return float(x)
+    return _NAN_WIRE[x]
+
+
+class _Instant(datetime):
+    """A datetime argument with more than microsecond precision: keeps its
+    nanoseconds so an unchanged value goes back exactly. Arithmetic on it
+    gives a plain datetime."""
+    __slots__ = ('_wire',)
+
+
+def _datetime_in(text):
+    m = _ISO.match(text)
+    if not m:
+        raise ValueError('bad datetime on the wire: %r' % (text,))
+    y, mo, d, h, mi, s, frac, zone = m.groups()
+    frac = frac or ''
+    micro = int((frac + '000000')[:6])
+    value = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s or 0), micro, tzinfo=_UTC)
+    if zone.upper() != 'Z':
+        sign = 1 if zone[0] == '+' else -1
+        digits = zone[1:].replace(':', '')
+        value -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    if len(frac) > 6 and int(frac[6:]) != 0:
+        exact = _Instant(value.year, value.month, value.day, value.hour, value.minute,
+                         value.second, value.microsecond, tzinfo=_UTC)
+        exact._wire = text
+        return exact
+    return value
+
+
+def _bool_in(x):
+    return x
+
+
+def _text_in(x):
+    return x
+
+
+def _enum_in(x):
+    return x
+
+
+_IN = {'number': _number_in, 'boolean': _bool_in, 'text': _text_in,
+       'datetime': _datetime_in, 'enum': _enum_in}
+
+
+# ---- values out -------------------------------------------------------------------
+
+class _ResultTypeError(Exception):
+    def __init__(self, message, got):
+        Exception.__init__(self, message)
+        self.got = got
+
+
+def _describe(x):
+    t = type(x)
+    if t is datetime and x.tzinfo is None:
+        return 'naive datetime %s (no tzinfo)' % (x.isoformat(),)
+    name = t.__name__ if t.__module__ == 'builtins' else '%s.%s' % (t.__module__, t.__qualname__)
+    try:
+        text = repr(x)
+    except BaseException:
+        return name
+    if len(text) > 40:
+        text = text[:40] + '…'
+    return '%s %s' % (name, text)
+
+
+def _mismatch(expected, x, why=None):
+    got = why or _describe(x)
+    return _ResultTypeError('result expected %s, got %s' % (expected, got), got)
+
+
+def _number_out(x):
+    t = type(x)
+    if t is float or (t is not bool and isinstance(x, float)):
+        x = float(x)
+        if x != x:
+            return 'NaN'
+        if x == _INF:
+            return 'Infinity'
+        if x == -_INF:
+            return '-Infinity'
+        if x == 0.0 and math.copysign(1.0, x) < 0:
+            return '-0'
+        return x
+    if t is bool or isinstance(x, bool):
+        raise _mismatch('number', x)
+    if isinstance(x, int):
+        try:
+            return float(x)
+        except OverflowError:
+            raise _mismatch('number', x, 'int of %d bits (too large for a float)' % (x.bit_length(),))
+    if hasattr(x, '__float__') and _is_real(x):  # numpy scalars and other Reals
+        return _number_out(float(x))
+    raise _mismatch('number', x)
+
+
+def _is_real(x):
+    import numbers
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _f64_out(x):
+    """Like _number_out but for the binary path: NaN and infinities stay floats."""
+    t = type(x)
+    if t is float:
+        return x
+    if t is int:
+        try:
+            return float(x)
+        except OverflowError:
+            raise _mismatch('number', x, 'int of %d bits (too large for a float)' % (x.bit_length(),))
+    if t is bool or isinstance(x, bool):
+        raise _mismatch('number', x)
+    if isinstance(x, (int, float)) or (hasattr(x, '__float__') and _is_real(x)):
+        return float(x)
+    raise _mismatch('number', x)
+
+
+def _boolean_out(x):
+    if x is True or x is False:
+        return x
+    if type(x).__name__ == 'bool_' and hasattr(x, 'item'):  # numpy.bool_
+        return bool(x)
+    raise _mismatch('boolean', x)
+
+
+_max_output = 1 << 20
+
+
+def _text_out(x):
+    if not isinstance(x, str):
+        raise _mismatch('text', x)
+    x = str(x)
+    if len(x) * 6 > _max_output and len(json.dumps(x)) > _max_output:
+        raise _OutputTooLarge()
+    return x
+
+
+def _datetime_out(x):
+    if not isinstance(x, datetime):
+        raise _mismatch('datetime', x)
+    wire = getattr(x, '_wire', None) if type(x) is _Instant else None
+    if wire is not None:
+        return wire
+    offset = x.utcoffset()
+    if offset is None:
+        raise _mismatch('datetime', x, 'naive datetime %s (set tzinfo, e.g. timezone.utc)' % (x.isoformat(),))
+    u = (x - offset).replace(tzinfo=None)
+    text = '%04d-%02d-%02dT%02d:%02d:%02d' % (u.year, u.month, u.day, u.hour, u.minute, u.second)
+    if u.microsecond:
+        text += ('.%06d' % u.microsecond).rstrip('0')
+    return text + 'Z'
+
+
+def _enum_out(x):
+    if isinstance(x, bool) or not isinstance(x, int):
+        if type(x).__name__.startswith(('int', 'uint')) and hasattr(x, '__index__'):
+            x = x.__index__()  # numpy integers
+        else:
+            raise _mismatch('enum', x)
+    if x < 0 or x > _ENUM_MAX:
+        raise _mismatch('enum', x, 'int %d (enum is an integer in [0, %d])' % (x, _ENUM_MAX))
+    return int(x)
+
+
+_OUT = {'number': _number_out, 'boolean': _boolean_out, 'text': _text_out,
+        'datetime': _datetime_out, 'enum': _enum_out}
+
+
+# ---- output of the body --------------------------------------------------------------
+
+class _OutputTooLarge(Exception):
+    pass
+
+
+class _Capture(object):
+    """sys.stdout while a row runs: kept per row, forwarded to stderr, capped."""
+
+    encoding = 'utf-8'
+    errors = 'strict'
+
+    def __init__(self):
+        self.parts = []
+        self.size = 0
+        self.over = False
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError('write() argument must be str, not %s' % type(text).__name__)
+        self.size += len(text)
+        if self.size > _max_output:
+            self.over = True
+            raise _OutputTooLarge()
+        self.parts.append(text)
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return 1
+
+    def take(self):
+        """Forwards what the row printed to stderr; returns its tail for error reports."""
+        text = ''.join(self.parts)
+        self.parts = []
+        self.size = 0
+        self.over = False
+        if text:
+            data = text.encode('utf-8', 'backslashreplace')
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(2, view):]
+            except OSError:
+                pass
+        return text[-4096:]
+
+
+_capture = _Capture()
+sys.stdout = _capture
+sys.stdin = open(os.devnull, 'r')
+
+
+# ---- compiling the body ------------------------------------------------------------
+
+# Calls that look at or change the namespace itself: inside a function they
+# would see the function's locals, not the module's, so such bodies run with exec.
+_DYNAMIC_NAMES = frozenset(['locals', 'vars', 'globals', 'exec', 'eval', 'dir', '__annotations__'])
+
+
+def _needs_exec(tree):
+    stored = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module == '__future__' or any(a.name == '*' for a in node.names)):
+            return True
+        if isinstance(node, ast.Name):
+            if node.id in _DYNAMIC_NAMES:
+                return True
+    # Names the module level binds: in a function they become locals, which
+    # would hide a builtin of the same name before its assignment runs.
+    for node in tree.body:
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stored.add(sub.name)
+            elif isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                stored.add(sub.id)
+            elif isinstance(sub, ast.alias):
+                stored.add((sub.asname or sub.name).split('.')[0])
+            elif isinstance(sub, ast.arg):
+                pass
+    return any(hasattr(builtins, name) for name in stored)
+
+
+class _Body(object):
+    """A compiled body: `run(args)` returns the result or _UNSET."""
+
+    def __init__(self, name, source):
+        self.filename = '<%s>' % (name,)
+        # linecache lets tracebacks show the body's own lines.
+        import linecache
+        lines = source.splitlines(True)
+        linecache.cache[self.filename] = (len(source), None, lines, self.filename)
+        tree = ast.parse(source, self.filename, 'exec')
+        module_code = compile(tree, self.filename, 'exec', dont_inherit=True)  # module-level rules first
+        self.globals = {'__builtins__': builtins, '__name__': '__extfn__'}
+        self.mode = 'exec' if _needs_exec(tree) else 'function'
+        if self.mode == 'exec':
+            self.code = module_code
+            self.call = self._run_exec
+            return
+        # Wrap the parsed statements (not the text) in a function, so each
+        # row is a call, the body's own line numbers stay, and the body text
+        # is exactly what the user wrote.
+        last = max([getattr(n, 'end_lineno', None) or getattr(n, 'lineno', 0) for n in ast.walk(tree)] + [len(lines), 1])
+        wrapper = ast.parse('def __extfn__(args):\n    return result\n', self.filename, 'exec')
+        fdef = wrapper.body[0]
+        ret = fdef.body[0]
+        ast.increment_lineno(ret, last + 1 - ret.lineno)
+        self.result_line = ret.lineno
+        fdef.body = list(tree.body) + [ret]
+        code = compile(wrapper, self.filename, 'exec', dont_inherit=True)
+        exec(code, self.globals)
+        function = self.globals.pop('__extfn__')
+        replace = {'co_name': '<module>'}
+        if hasattr(function.__code__, 'co_qualname'):
+            replace['co_qualname'] = '<module>'
+        function.__code__ = function.__code__.replace(**replace)
+        self.function = function
+        # Rows call the function directly; a NameError from its last line means "result not set".
+        self.call = function
+
+    def unset(self, error):
+        """Whether a NameError comes from the synthetic `return result`: the body never set it."""
+        tb = error.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        return tb is not None and tb.tb_frame.f_code is self.function.__code__ and tb.tb_lineno == self.result_line
+
+    def _run_exec(self, args):
+        namespace = dict(self.globals)
+        namespace['args'] = args
+        exec(self.code, namespace)
+        return namespace.get('result', _UNSET)
+
+
+def _error(e, filename, output=''):
+    """A row's exception as the protocol's error object."""
+    if isinstance(e, _OutputTooLarge):
+        return {'type': 'OutputTooLarge', 'message': 'output too large', 'limit': 'output',
+                'traceback': output}
+    if isinstance(e, _ResultTypeError):
+        return {'type': 'ResultTypeError', 'message': str(e), 'got': e.got}
+    import traceback
+    tb = e.__traceback__
+    # Drop the driver's own frames: the traceback starts in the body.
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    if tb is None:
+        tb = e.__traceback__
+    t = type(e)
+    name = t.__qualname__ if t.__module__ in ('builtins', '__extfn__') else '%s.%s' % (t.__module__, t.__qualname__)
+    try:
+        message = str(e)
+    except BaseException:
+        message = '<unprintable %s>' % (t.__name__,)
+    text = ''.join(traceback.format_exception(t, e, tb))
+    out = {'type': name, 'message': message, 'traceback': (output + text)[-16384:]}
+    if isinstance(e, MemoryError):
+        out['limit'] = 'memory'
+    return out
+
+
+# ---- serving --------------------------------------------------------------------------
+
+class _Loaded(object):
+    def __init__(self, fn):
+        self.name = fn['name']
+        self.arg_in = [_IN[t] for t in fn['argTypes']]
+        self.out = _OUT[fn['returnType']]
+        if 'random' in fn['body']:
+            # Seed before the first row: a generator imported by the row itself
+            # would otherwise start from os.urandom.
+            import random  # noqa: F401
+        self.body = _Body(self.name, fn['body'])
+        self.all_numbers = all(t == 'number' for t in fn['argTypes'])
+
+    def convert(self, row):
+        if self.all_numbers:
+            return [x if type(x) is float else _number_in(x) for x in row]
+        return [f(x) for f, x in zip(self.arg_in, row)]
+
+
+def _reseed():
+    # A global generator in the body's reach gets the same seed every row, so
+    # a row's result never depends on the rows before it.
+    random = sys.modules.get('random')
+    if random is not None:
+        random.seed(0)
+
+
+def _row_failed(fn, e, capture):
+    """A row's exception (or unset result) as its protocol error; forwards what it printed."""
+    tail = ''
+    over = capture.over
+    if capture.size or over:
+        tail = capture.take()
+    if isinstance(e, NameError) and fn.body.mode == 'function' and fn.body.unset(e):
+        e = _ResultTypeError('result was not set (assign it, e.g. `result = args[0]`)', 'nothing')
+    if over or isinstance(e, _OutputTooLarge):
+        e = _OutputTooLarge()
+    return _error(e, fn.body.filename, tail)
+
+
+_NOT_SET = _ResultTypeError('result was not set (assign it, e.g. `result = args[0]`)', 'nothing')
+
+
+def _call(fn, rows, plain=False):
+    """JSON rows in, JSON-ready values out. The loop is the hot path: checks
+    that are rare (output printed, a result that is not a plain float) are
+    taken out of line."""
+    values = []
+    append = values.append
+    errors = {}
+    run = fn.body.call
+    out = fn.out
+    capture = _capture
+    reseed = _reseed if 'random' in sys.modules else None
+    numbers = fn.all_numbers
+    # `plain`: every argument is a finite JSON float, so an all-number row is usable as parsed.
+    as_parsed = numbers and plain
+    convert = fn.convert
+    plain_float = fn.out is _number_out
+    inf = _INF
+    i = -1
+    for row in rows:
+        i += 1
+        try:
+            args = row if as_parsed else list(map(float, row)) if numbers else convert(row)
+            if reseed is not None:
+                reseed()
+            r = run(args)
+            if capture.size:  # the row printed: forward it (over the cap fails the row)
+                if capture.over:
+                    raise _OutputTooLarge()
+                capture.take()
+            if plain_float and type(r) is float and -inf < r < inf and r != 0.0:
+                append(r)
+            elif r is _UNSET:
+                raise _NOT_SET
+            else:
+                append(out(r))
+        except BaseException as e:
+            append(None)
+            errors[str(i)] = _row_failed(fn, e, capture)
+    return values, errors
+
+
+def _callf64(fn, n, payload):
+    arity = len(fn.arg_in)
+    columns = memoryview(payload).cast('d')
+    if not _LITTLE:
+        columns = array('d', columns)
+        columns.byteswap()
+    flat = columns.tolist()
+    cols = [flat[j * n:(j + 1) * n] for j in range(arity)]
+    out = [0.0] * n
+    errors = {}
+    run = fn.body.call
+    capture = _capture
+    reseed = _reseed if 'random' in sys.modules else None
+    rows = zip(*cols) if arity else ([()] * n)
+    i = -1
+    for row in rows:
+        i += 1
+        try:
+            if reseed is not None:
+                reseed()
+            r = run([*row])
+            if capture.size:  # the row printed: forward it (over the cap fails the row)
+                if capture.over:
+                    raise _OutputTooLarge()
+                capture.take()
+            if type(r) is float:
+                out[i] = r
+            elif r is _UNSET:
+                raise _NOT_SET
+            else:
+                out[i] = _f64_out(r)
+        except BaseException as e:
+            errors[str(i)] = _row_failed(fn, e, capture)
+    result = array('d', out)
+    if not _LITTLE:
+        result.byteswap()
+    return result.tobytes(), errors
+
+
+def _read_exact(n):
+    data = _proto_in.read(n)
+    if data is None or len(data) != n:
+        sys.exit(3)
+    return data
+
+
+def _serve():
+    global _max_output
+    _write({'ready': 1, 'protocol': 1, 'version': '%d.%d.%d' % tuple(sys.version_info[:3])})
+    fn = None
+    while True:
+        line = _proto_in.readline()
+        if not line:
+            return
+        request = json.loads(line)
+        payload = _read_exact(request['bytes']) if 'bytes' in request else None
+        op = request.get('op')
+        rid = request.get('id')
+        if op == 'call':
+            values, errors = _call(fn, request['rows'], request.get('plain') is True)
+            response = {'id': rid, 'values': values}
+            if errors:
+                response['errors'] = errors
+            _write(response)
+        elif op == 'callf64':
+            n = request['rows']
+            data, errors = _callf64(fn, n, payload)
+            response = {'id': rid, 'rows': n, 'bytes': len(data)}
+            if errors:
+                response['errors'] = errors
+            _write(response, data)
+        elif op == 'load':
+            if fn is not None:
+                _write({'id': rid, 'error': {'type': 'ProtocolError', 'message': 'a worker serves one function'}})
+                continue
+            _max_output = int(request.get('maxOutputBytes', _max_output))
+            try:
+                fn = _Loaded(request['fn'])
+            except BaseException as e:
+                error = _error(e, '<%s>' % (request['fn'].get('name'),), '')
+                if isinstance(e, SyntaxError):
+                    error['traceback'] = ''.join(__import__('traceback').format_exception_only(type(e), e))
+                    error['message'] = '%s (line %s)' % (e.msg, e.lineno)
+                _write({'id': rid, 'error': error})
+                continue
+            _write({'id': rid, 'ok': True})
+        elif op == 'exit':
+            return
+        else:
+            _write({'id': rid, 'error': {'type': 'ProtocolError', 'message': 'unknown op %r' % (op,)}})
+
+
+_serve()

@@ -1,0 +1,46 @@
+import { Value } from '@improv/extfn-core';
+import { runnerConformanceSuite } from '@improv/extfn-core/testing';
+import { test } from 'vitest';
+import { noRestricted, PYTHON, restrictedOk, runner } from './helpers.js';
+
+const bodies = {
+  identity: 'result = args[0]',
+  add: 'result = args[0] + args[1]',
+  raise: 'raise ValueError("nope")',
+  wrongReturn: 'result = "not a number"',
+  loop: 'while True:\n    pass',
+  largeResult: 'result = "x" * 200000',
+  flood: 'for i in range(60000):\n    print("z" * 99)\nresult = 0',
+};
+
+const verbatim = [
+  {
+    name: 'backslashes',
+    body: String.raw`result = "C:\\dir\\file" + "\x41"`,
+    returnType: 'text' as const,
+    expected: Value.text('C:\\dir\\fileA'),
+  },
+  {
+    name: 'triple quotes',
+    body: `result = """a "b" 'c' ''' """`,
+    returnType: 'text' as const,
+    expected: Value.text(`a "b" 'c' ''' `),
+  },
+  {
+    name: 'CRLF and tabs',
+    body: 'if True:\r\n\tx = "\t"\r\nresult = x',
+    returnType: 'text' as const,
+    expected: Value.text('\t'),
+  },
+];
+
+if (restrictedOk) {
+  runnerConformanceSuite(test, () => runner({ policy: 'restricted' }), {
+    bodies,
+    datetimeDigits: 9,
+    verbatim,
+    prefix: `python (${PYTHON}, Restricted) conformance:`,
+  });
+} else {
+  test.skip(`python conformance (${noRestricted})`, () => {});
+}

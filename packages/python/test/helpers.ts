@@ -1,0 +1,80 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { ExtFnError, Registry, type Value } from '@improv/extfn-core';
+import { probeSandbox, type SandboxPolicy } from '@improv/extfn-sandbox';
+import { type PythonRunnerOptions, python } from '../src/index.js';
+
+/** Tests use Debian's interpreter: the pyenv shim first on PATH is unreadable for the sandbox uid. */
+export const PYTHON = '/usr/bin/python3';
+export const hasPython = existsSync(PYTHON);
+
+const restrictedProbe = await probeSandbox({ policy: 'restricted' });
+export const restrictedOk = hasPython && restrictedProbe.ok;
+export const noRestricted = `skipped: Restricted sandbox unavailable here (${restrictedProbe.problem ?? restrictedProbe.summary})`;
+
+export function runner(options: PythonRunnerOptions = {}) {
+  return python({ interpreter: PYTHON, ...options });
+}
+
+/** A registry with one python runner; `fns` maps name → [body, argTypes, returnType]. */
+export function registryWith(
+  policy: SandboxPolicy,
+  fns: Record<string, [string, Value['type'][], Value['type']]>,
+  options: PythonRunnerOptions = {},
+) {
+  const r = runner({ policy, ...options });
+  const registry = new Registry({ runners: [r], timeoutMs: 10_000 });
+  for (const [name, [body, argTypes, returnType]] of Object.entries(fns)) {
+    registry.register({
+      name,
+      language: 'python',
+      body,
+      argTypes,
+      returnType,
+      pure: false,
+    } as never);
+  }
+  return { registry, runner: r };
+}
+
+export async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
+  try {
+    const value = await promise;
+    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
+  } catch (error) {
+    if (ExtFnError.isInstance(error)) return error;
+    throw error;
+  }
+}
+
+/** Host pids whose command line contains `marker` (to show a process is gone). */
+export function processesWith(marker: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (cmdline.includes(marker)) found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function waitFor(check: () => boolean, ms = 3_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return check();
+}

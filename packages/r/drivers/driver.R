@@ -1,0 +1,622 @@
+# @improv/extfn-r driver, protocol v1 (docs/protocol.md). Base R only: no
+# jsonlite, so the JSON reader and writer for the protocol's frames are here.
+#
+# The bootstrap evaluates this file to a function of the stdin connection,
+# in an environment whose parent is baseenv(): the driver never looks names
+# up in the global environment, so a body that redefines `cat` or `sprintf`
+# there cannot change how frames are read or written.
+#
+# Decisions (see README.md):
+# - number: double. NaN and +-Inf are kept; R's NA (a missing value, not a
+#   number) returned as a result is that row's error. Numbers are read with
+#   C's correctly rounded strtod (through unserialize's ASCII format) because
+#   as.numeric is off by one ulp for about 1 in 10 000 decimal strings, and
+#   written with %.17g, which reads back to the same double.
+# - enum: integer when it fits R's 32-bit integer, else a whole double.
+# - text: UTF-8 character. R strings cannot hold NUL: a text argument with
+#   NUL is that row's error, before the body runs.
+# - datetime: POSIXct in UTC; R keeps about a microsecond of precision near
+#   today (less far from 1970), so results are rounded to what the double
+#   holds, at most six fraction digits.
+function(con) {
+  genv <- globalenv()
+  out <- stdout()
+  err <- stderr()
+
+  frame <- function(text) {
+    writeLines(text, out, useBytes = TRUE)
+    flush(out)
+  }
+
+  # ---- JSON reading ---------------------------------------------------------
+
+  # One regular expression splits a frame into tokens; frames are compact
+  # JSON written by the JS side, so whitespace never needs to be kept.
+  token_re <- paste0(
+    '"[^"\\\\]*(?:\\\\.[^"\\\\]*)*"',
+    "|-?[0-9]+(?:\\.[0-9]+)?(?:[eE][-+]?[0-9]+)?",
+    "|true|false|null|[\\[\\]{},:]"
+  )
+
+  # Byte positions throughout: substring() on a "bytes" string is O(1) per
+  # token, where on a UTF-8 string it would walk from the start each time.
+  tokenize <- function(line) {
+    Encoding(line) <- "bytes"
+    m <- gregexpr(token_re, line, perl = TRUE, useBytes = TRUE)[[1L]]
+    if (m[1L] == -1L) stop("empty frame")
+    start <- as.integer(m)
+    substring(line, start, start + attr(m, "match.length") - 1L)
+  }
+
+  # Exact decimal -> double: the ASCII serialization format is read with C's
+  # sscanf("%lg"), which is correctly rounded (R's own parser is not).
+  parse_numbers <- function(s) {
+    if (!length(s)) return(numeric(0))
+    s[s == "Infinity"] <- "Inf"
+    s[s == "-Infinity"] <- "-Inf"
+    text <- paste0("A\n2\n0\n0\n14\n", length(s), "\n", paste(s, collapse = "\n"), "\n")
+    unserialize(charToRaw(text))
+  }
+
+  utf8_raw <- function(code) charToRaw(enc2utf8(intToUtf8(code)))
+
+  simple_escapes <- c(
+    '"' = 0x22, "\\" = 0x5c, "/" = 0x2f, b = 0x08, f = 0x0c, n = 0x0a, r = 0x0d, t = 0x09
+  )
+
+  # One JSON string body (quotes removed, "bytes" encoding) with escapes.
+  unescape <- function(s) {
+    m <- gregexpr(
+      "\\\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)",
+      s, perl = TRUE, useBytes = TRUE
+    )[[1L]]
+    start <- as.integer(m)
+    end <- start + attr(m, "match.length") - 1L
+    escapes <- substring(s, start, end)
+    bytes <- charToRaw(s)
+    parts <- vector("list", 2L * length(start) + 1L)
+    previous <- 1L
+    for (j in seq_along(start)) {
+      e <- escapes[j]
+      kind <- substr(e, 2L, 2L)
+      piece <- if (kind == "u") {
+        code <- strtoi(substr(e, 3L, 6L), 16L)
+        if (nchar(e, "bytes") == 12L) {
+          low <- strtoi(substr(e, 9L, 12L), 16L)
+          code <- 0x10000L + (code - 0xD800L) * 1024L + (low - 0xDC00L)
+        }
+        if (code == 0L) stop("contains a NUL character, which R strings cannot hold")
+        if (code >= 0xD800L && code <= 0xDFFFL) stop("contains a lone UTF-16 surrogate, which is not Unicode")
+        utf8_raw(code)
+      } else if (!is.na(simple_escapes[kind])) {
+        as.raw(simple_escapes[[kind]])
+      } else {
+        stop("has an invalid JSON escape")
+      }
+      if (start[j] > previous) parts[[2L * j - 1L]] <- bytes[previous:(start[j] - 1L)]
+      parts[[2L * j]] <- piece
+      previous <- end[j] + 1L
+    }
+    if (previous <= length(bytes)) parts[[length(parts)]] <- bytes[previous:length(bytes)]
+    rawToChar(unlist(parts))
+  }
+
+  # JSON string tokens -> UTF-8 strings; a string that cannot be an R
+  # string gets NA and its reason in attr "problems".
+  decode_strings <- function(tokens) {
+    s <- substr(tokens, 2L, nchar(tokens, "bytes") - 1L)
+    problems <- rep(NA_character_, length(s))
+    escaped <- which(grepl("\\", s, fixed = TRUE, useBytes = TRUE))
+    for (k in escaped) {
+      s[k] <- tryCatch(unescape(s[k]), error = function(e) {
+        problems[k] <<- conditionMessage(e)
+        NA_character_
+      })
+    }
+    Encoding(s) <- "UTF-8"
+    invalid <- !is.na(s) & !validUTF8(s)
+    problems[invalid] <- "is not valid UTF-8"
+    s[invalid] <- NA_character_
+    attr(s, "problems") <- problems
+    s
+  }
+
+  decode_string <- function(token) {
+    s <- decode_strings(token)
+    if (is.na(s)) stop(paste("a frame string", attr(s, "problems")))
+    as.vector(s)
+  }
+
+  # A general reader for small frames (load, exit): objects become named
+  # lists, arrays lists, numbers doubles.
+  read_json <- function(tokens) {
+    pos <- 1L
+    value <- function() {
+      t <- tokens[pos]
+      pos <<- pos + 1L
+      first <- substr(t, 1L, 1L)
+      if (first == "{") {
+        out <- list()
+        if (tokens[pos] == "}") {
+          pos <<- pos + 1L
+          return(out)
+        }
+        repeat {
+          key <- decode_string(tokens[pos])
+          pos <<- pos + 2L
+          out[key] <- list(value())
+          t <- tokens[pos]
+          pos <<- pos + 1L
+          if (t == "}") return(out)
+          if (t != ",") stop("malformed JSON object")
+        }
+      }
+      if (first == "[") {
+        out <- list()
+        if (tokens[pos] == "]") {
+          pos <<- pos + 1L
+          return(out)
+        }
+        repeat {
+          out[length(out) + 1L] <- list(value())
+          t <- tokens[pos]
+          pos <<- pos + 1L
+          if (t == "]") return(out)
+          if (t != ",") stop("malformed JSON array")
+        }
+      }
+      if (first == '"') return(decode_string(t))
+      if (t == "true") return(TRUE)
+      if (t == "false") return(FALSE)
+      if (t == "null") return(NULL)
+      parse_numbers(t)
+    }
+    value()
+  }
+
+  # ---- values: wire -> R ------------------------------------------------------
+
+  unquote <- function(tokens) {
+    quoted <- substr(tokens, 1L, 1L) == '"'
+    tokens[quoted] <- substr(tokens[quoted], 2L, nchar(tokens[quoted], "bytes") - 1L)
+    tokens
+  }
+
+  # Howard Hinnant's days_from_civil / civil_from_days, vectorised: exact for
+  # every proleptic Gregorian date, no time zone or locale involved.
+  days_from_civil <- function(y, m, d) {
+    y <- y - (m <= 2)
+    era <- y %/% 400
+    yoe <- y - era * 400
+    doy <- (153 * ((m + 9) %% 12) + 2) %/% 5 + d - 1
+    era * 146097 + yoe * 365 + yoe %/% 4 - yoe %/% 100 + doy - 719468
+  }
+  civil_from_days <- function(z) {
+    z <- z + 719468
+    era <- z %/% 146097
+    doe <- z - era * 146097
+    yoe <- (doe - doe %/% 1460 + doe %/% 36524 - doe %/% 146096) %/% 365
+    doy <- doe - (365 * yoe + yoe %/% 4 - yoe %/% 100)
+    mp <- (5 * doy + 2) %/% 153
+    d <- doy - (153 * mp + 2) %/% 5 + 1
+    m <- ifelse(mp < 10, mp + 3, mp - 9)
+    list(y = yoe + era * 400 + (m <= 2), m = m, d = d)
+  }
+
+  instant_re <- "^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\\.[0-9]{1,9})?Z$"
+
+  parse_instants <- function(s) {
+    ok <- grepl(instant_re, s, perl = TRUE)
+    field <- function(k) as.numeric(sub(instant_re, paste0("\\", k), s[ok], perl = TRUE))
+    secs <- rep(NA_real_, length(s))
+    if (any(ok)) {
+      fraction <- sub(instant_re, "\\7", s[ok], perl = TRUE)
+      fraction <- ifelse(nzchar(fraction), as.numeric(paste0("0", fraction)), 0)
+      days <- days_from_civil(field(1L), field(2L), field(3L))
+      secs[ok] <- days * 86400 + field(4L) * 3600 + field(5L) * 60 + field(6L) + fraction
+    }
+    secs
+  }
+
+  # The argument column for one declared type: a vector (or a list, where
+  # elements need a class or differ in storage) and per-value problems.
+  read_column <- function(type, tokens) {
+    problems <- rep(NA_character_, length(tokens))
+    values <- switch(type,
+      number = parse_numbers(unquote(tokens)),
+      boolean = tokens == "true",
+      text = {
+        s <- decode_strings(tokens)
+        problems <- attr(s, "problems")
+        as.vector(s)
+      },
+      datetime = {
+        secs <- parse_instants(unquote(tokens))
+        problems[is.na(secs)] <- "is not an ISO-8601 UTC instant"
+        lapply(secs, .POSIXct, tz = "UTC")
+      },
+      enum = {
+        n <- parse_numbers(unquote(tokens))
+        small <- n <= .Machine$integer.max
+        v <- as.list(n)
+        v[small] <- as.list(as.integer(n[small]))
+        v
+      },
+      stop("unknown argument type ", type)
+    )
+    list(values = values, problems = problems)
+  }
+
+  # ---- values: R -> wire ------------------------------------------------------
+
+  describe <- function(r) {
+    if (is.null(r)) return("NULL")
+    what <- if (is.object(r)) paste(class(r), collapse = "/") else typeof(r)
+    if (length(r) != 1L) return(paste0(what, " of length ", length(r)))
+    if (is.atomic(r) && is.na(r) && !is.nan(r)) return(paste0("NA (", what, ", R's missing value)"))
+    shown <- tryCatch(format(r), error = function(e) "?")
+    if (is.character(r)) shown <- encodeString(r, quote = '"')
+    if (nchar(shown) > 40L) shown <- paste0(substr(shown, 1L, 40L), "...")
+    paste(what, shown)
+  }
+
+  # ResultTypeError is what the JS side reads as "the result has the wrong
+  # type": its message is shown as is, with `got` as a field.
+  wrong <- function(expected, r, why = NULL) {
+    got <- describe(r)
+    message <- paste0("result expected ", expected, ", got ", got, if (!is.null(why)) paste0(" (", why, ")"))
+    stop(structure(class = c("ResultTypeError", "error", "condition"), list(message = message, call = NULL, got = got)))
+  }
+
+  scalar_ok <- function(r) length(r) == 1L && !(is.na(r) && !is.nan(r))
+
+  to_number <- function(r) {
+    if (is.double(r) && length(r) == 1L && is.null(attributes(r)) && (!is.na(r) || is.nan(r))) return(r)
+    if ((is.double(r) || is.integer(r)) && !is.object(r) && scalar_ok(r)) return(as.double(r))
+    wrong("number", r)
+  }
+  to_boolean <- function(r) {
+    if (is.logical(r) && !is.object(r) && scalar_ok(r)) return(r[[1L]])
+    wrong("boolean", r)
+  }
+  to_text <- function(r) {
+    if (is.character(r) && !is.object(r) && scalar_ok(r)) {
+      s <- enc2utf8(r[[1L]])
+      if (!validUTF8(s)) wrong("text", r, "not valid UTF-8")
+      return(s)
+    }
+    wrong("text", r)
+  }
+  to_datetime <- function(r) {
+    if (length(r) != 1L) wrong("datetime", r)
+    secs <- if (inherits(r, "POSIXct")) unclass(r)[[1L]]
+    else if (inherits(r, "POSIXlt")) unclass(as.POSIXct(r))[[1L]]
+    else if (inherits(r, "Date")) unclass(r)[[1L]] * 86400
+    else wrong("datetime", r)
+    if (!is.double(secs) && !is.integer(secs) || !is.finite(secs)) wrong("datetime", r)
+    # 0000-01-01 .. 9999-12-31: what ISO-8601 with four year digits can say.
+    if (secs < -62167219200 || secs >= 253402300800) wrong("datetime", r, "outside the years 0000-9999")
+    secs
+  }
+  to_enum <- function(r) {
+    if ((is.double(r) || is.integer(r)) && !is.object(r) && scalar_ok(r)) {
+      v <- as.double(r)
+      if (is.finite(v) && v == round(v) && v >= 0 && v <= 4294967295) return(v)
+      wrong("enum", r, "an enum is an integer in [0, 4294967295]")
+    }
+    wrong("enum", r)
+  }
+  converters <- list(number = to_number, boolean = to_boolean, text = to_text, datetime = to_datetime, enum = to_enum)
+  storage <- list(number = "double", boolean = "logical", text = "character", datetime = "double", enum = "double")
+
+  json_numbers <- function(x) {
+    s <- sprintf("%.17g", x)
+    s[is.nan(x)] <- '"NaN"'
+    s[x == Inf] <- '"Infinity"'
+    s[x == -Inf] <- '"-Infinity"'
+    s[x == 0 & 1 / x < 0] <- '"-0"'
+    s
+  }
+
+  control_chars <- vapply(1:31, function(k) rawToChar(as.raw(k)), "")
+
+  json_strings <- function(x) {
+    x <- gsub("\\", "\\\\", x, fixed = TRUE, useBytes = TRUE)
+    x <- gsub('"', '\\"', x, fixed = TRUE, useBytes = TRUE)
+    has_control <- grepl("[\001-\037]", x, perl = TRUE, useBytes = TRUE)
+    if (any(has_control)) {
+      for (k in 1:31) {
+        x[has_control] <- gsub(control_chars[k], sprintf("\\u%04x", k), x[has_control], fixed = TRUE, useBytes = TRUE)
+      }
+    }
+    paste0('"', x, '"')
+  }
+
+  # POSIXct is a double count of seconds: about 0.24 us of precision near
+  # 2025 but only about 15 us around the year 1. Each instant is written with
+  # as many fraction digits (at most 6) as its double can hold, so an input
+  # with that many digits comes back exactly.
+  json_instants <- function(secs) {
+    whole <- floor(secs)
+    ulp <- 2^(floor(log2(pmax(abs(secs), 1))) - 52)
+    digits <- pmax(0, pmin(6, ceiling(-log10(ulp)) - 1))
+    scale <- 10^digits
+    units <- round((secs - whole) * scale)
+    carry <- units >= scale
+    whole[carry] <- whole[carry] + 1
+    units[carry] <- 0
+    days <- whole %/% 86400
+    second_of_day <- whole - days * 86400
+    date <- civil_from_days(days)
+    fraction <- sprintf("%.0f", units)
+    fraction <- paste0(strrep("0", digits - nchar(fraction)), fraction)
+    fraction <- sub("0+$", "", fraction)
+    fraction[nzchar(fraction)] <- paste0(".", fraction[nzchar(fraction)])
+    sprintf(
+      '"%04.0f-%02.0f-%02.0fT%02.0f:%02.0f:%02.0f%sZ"',
+      date$y, date$m, date$d,
+      second_of_day %/% 3600, (second_of_day %% 3600) %/% 60, second_of_day %% 60, fraction
+    )
+  }
+
+  write_values <- function(type, x) {
+    switch(type,
+      number = json_numbers(x),
+      boolean = ifelse(x, "true", "false"),
+      text = json_strings(x),
+      datetime = json_instants(x),
+      enum = sprintf("%.0f", x)
+    )
+  }
+
+  json_error <- function(type, message, traceback = NULL, limit = NULL, got = NULL) {
+    paste0(
+      '{"type":', json_strings(enc2utf8(type)),
+      ',"message":', json_strings(enc2utf8(message)),
+      if (!is.null(got)) paste0(',"got":', json_strings(enc2utf8(got))),
+      if (!is.null(traceback)) paste0(',"traceback":', json_strings(enc2utf8(traceback))),
+      if (!is.null(limit)) paste0(',"limit":"', limit, '"'),
+      "}"
+    )
+  }
+
+  # ---- output the body prints -------------------------------------------------
+
+  # The body's print()/cat() go to an anonymous temporary file through
+  # sink(), never to the protocol channel; after each request the captured
+  # text is forwarded to stderr. The file position after each row is that
+  # row's output size, so a row past the cap fails alone. Without a writable
+  # temporary directory, output goes to stderr uncounted.
+  capture <- tryCatch(file("", "w+"), error = function(e) NULL)
+  forward_limit <- 65536
+
+  forward_output <- function() {
+    if (is.null(capture)) return(invisible())
+    size <- seek(capture, rw = "write")
+    if (size > 0) {
+      seek(capture, max(0, size - forward_limit), rw = "read")
+      lines <- readLines(capture, warn = FALSE)
+      cat(lines, sep = "\n", file = err)
+      cat("\n", file = err)
+      flush(err)
+      seek(capture, 0, rw = "write")
+      truncate(capture)
+    }
+  }
+
+  # ---- the loaded function ----------------------------------------------------
+
+  fn <- NULL
+  code <- NULL
+  max_output <- 1048576
+  seed <- NULL
+  not_set <- new.env()
+  no_result <- structure(
+    class = c("NameError", "error", "condition"),
+    list(message = "the body did not set result", call = NULL)
+  )
+
+  load_fn <- function(request) {
+    f <- request$fn
+    if (!is.null(request$maxOutputBytes)) max_output <<- request$maxOutputBytes
+    if (!is.null(f$maxOutputBytes)) max_output <<- f$maxOutputBytes
+    exprs <- parse(text = f$body, keep.source = FALSE, encoding = "UTF-8")
+    block <- as.call(c(as.name("{"), as.list(exprs)))
+    # Byte-compile once; evaluation per row is then a bytecode run.
+    code <<- tryCatch(
+      suppressMessages(suppressWarnings(compiler::compile(block, genv))),
+      error = function(e) block
+    )
+    f$argTypes <- vapply(f$argTypes, as.character, "")
+    if (!f$returnType %in% names(converters)) stop("unknown return type ", f$returnType)
+    fn <<- f
+    set.seed(0L)
+    seed <<- get(".Random.seed", envir = genv)
+  }
+
+  # stop("x") is reported as R prints it, "Error: x"; other condition
+  # classes (custom ones, ResultTypeError) keep their class name.
+  error_text <- function(e) {
+    message <- conditionMessage(e)
+    type <- class(e)[[1L]]
+    if (type == "simpleError") type <- "Error"
+    call <- conditionCall(e)
+    where <- if (!is.null(call) && !identical(call, quote(eval(code, env)))) {
+      paste0(" in ", paste(deparse(call, nlines = 1L), collapse = ""))
+    } else {
+      ""
+    }
+    list(type = type, message = message, traceback = paste0("Error", where, ": ", message))
+  }
+
+  # Evaluates the body once per row, each in a fresh environment whose parent
+  # is the global one. One tryCatch per run of good rows, not per row: after
+  # an error the loop re-enters at the next row.
+  run_rows <- function(rows, problems) {
+    n <- length(rows)
+    type <- fn$returnType
+    convert <- converters[[type]]
+    values <- vector(storage[[type]], n)
+    ok <- logical(n)
+    errors <- character(0)
+    fail <- function(k, json) errors[[as.character(k - 1L)]] <<- json
+    for (k in which(!is.na(problems))) fail(k, json_error("ValueError", problems[k]))
+    sink_open <- !is.null(capture)
+    if (sink_open) sink(capture) else sink(err)
+    on.exit({
+      while (sink.number() > 0L) sink()
+      forward_output()
+    })
+    # seek() through .Internal: the exported wrapper's argument matching
+    # costs more than the rest of a trivial row.
+    tell <- if (sink_open) function() .Internal(seek(capture, NA_real_, 1L, 2L)) else function() 0
+    position <- tell()
+    cut_output <- function() {
+      seek(capture, position, rw = "write")
+      truncate(capture)
+      fail(i, json_error("OutputLimit", "output too large", limit = "output"))
+    }
+    i <- 1L
+    while (i <= n) {
+      tryCatch(
+        withCallingHandlers(
+          while (i <= n) {
+            if (!is.na(problems[i])) {
+              i <- i + 1L
+              next
+            }
+            assign(".Random.seed", seed, envir = genv)
+            env <- new.env(parent = genv)
+            env$args <- rows[[i]]
+            eval(code, env)
+            now <- tell()
+            if (now - position > max_output) {
+              cut_output()
+            } else {
+              r <- get0("result", envir = env, inherits = FALSE, ifnotfound = not_set)
+              if (identical(r, not_set)) stop(no_result)
+              values[i] <- convert(r)
+              ok[i] <- TRUE
+            }
+            position <- tell()
+            i <- i + 1L
+          },
+          warning = function(w) {
+            cat("Warning: ", conditionMessage(w), "\n", sep = "", file = err)
+            invokeRestart("muffleWarning")
+          }
+        ),
+        error = function(e) {
+          if (tell() - position > max_output) {
+            cut_output()
+          } else {
+            t <- error_text(e)
+            if (identical(e$message, "")) t$message <- "error with an empty message"
+            fail(i, json_error(t$type, t$message, if (t$type != "ResultTypeError") t$traceback, got = e$got))
+          }
+          position <<- tell()
+          i <<- i + 1L
+        }
+      )
+    }
+    wire <- rep("null", n)
+    if (any(ok)) wire[ok] <- write_values(type, values[ok])
+    list(values = wire, errors = errors)
+  }
+
+  # ---- requests -----------------------------------------------------------------
+
+  # The rows of a call frame are read column by column: every token inside
+  # "rows" that is not punctuation is a value, row-major.
+  call_rows <- function(tokens) {
+    first <- substr(tokens, 1L, 1L)
+    depth <- cumsum((first == "[" | first == "{") - (first == "]" | first == "}"))
+    key <- which(tokens == '"rows"' & depth == 1L)
+    if (length(key) != 1L || tokens[key + 1L] != ":" || tokens[key + 2L] != "[") stop("a call frame needs rows")
+    open <- key + 2L
+    close <- open + match(TRUE, depth[(open + 1L):length(depth)] == 1L)
+    span <- if (close - open > 1L) (open + 1L):(close - 1L) else integer(0)
+    n_rows <- sum(first[span] == "[")
+    value_tokens <- tokens[span][!(first[span] %in% c("[", "]", ","))]
+    header <- c(tokens[seq_len(open - 1L)], "null", tokens[-seq_len(close)])
+    arity <- length(fn$argTypes)
+    if (length(value_tokens) != n_rows * arity) stop("every row needs ", arity, " argument(s)")
+    problems <- rep(NA_character_, n_rows)
+    columns <- vector("list", arity)
+    for (a in seq_len(arity)) {
+      column <- read_column(fn$argTypes[[a]], value_tokens[seq(a, by = arity, length.out = n_rows)])
+      columns[[a]] <- column$values
+      bad <- !is.na(column$problems) & is.na(problems)
+      problems[bad] <- paste0(fn$argTypes[[a]], " argument ", a, " ", column$problems[bad])
+    }
+    rows <- if (arity == 0L) rep(list(list()), n_rows) else .mapply(list, columns, NULL)
+    list(header = read_json(header), rows = rows, problems = problems)
+  }
+
+  respond_call <- function(id, result) {
+    errors <- if (length(result$errors)) {
+      paste0('{', paste0('"', names(result$errors), '":', result$errors, collapse = ","), '}')
+    } else {
+      "{}"
+    }
+    frame(paste0('{"id":', id, ',"values":[', paste(result$values, collapse = ","), '],"errors":', errors, "}"))
+  }
+
+  id_text <- function(id) if (is.null(id)) "null" else sprintf("%.0f", id)
+
+  frame(paste0('{"ready":1,"protocol":1,"version":', json_strings(R.version.string), "}"))
+
+  repeat {
+    line <- readLines(con, n = 1L, warn = FALSE)
+    if (!length(line)) break
+    if (!nzchar(line)) next
+    tokens <- tokenize(line)
+    # The op and id come first in frames the JS side writes, but read them
+    # wherever they are.
+    is_call <- any(tokens == '"op"') && tokens[match('"op"', tokens) + 2L] == '"call"'
+    request <- NULL
+    outcome <- tryCatch(
+      {
+        if (is_call) {
+          if (is.null(fn)) stop("call before load")
+          parsed <- call_rows(tokens)
+          request <- parsed$header
+          list(op = "call", result = run_rows(parsed$rows, parsed$problems))
+        } else {
+          request <- read_json(tokens)
+          list(op = request$op)
+        }
+      },
+      error = function(e) list(op = "error", message = conditionMessage(e))
+    )
+    id <- id_text(request$id)
+    if (identical(outcome$op, "call")) {
+      respond_call(id, outcome$result)
+    } else if (identical(outcome$op, "load")) {
+      loaded <- tryCatch(
+        {
+          load_fn(request)
+          NULL
+        },
+        error = function(e) e
+      )
+      if (is.null(loaded)) {
+        frame(paste0('{"id":', id, ',"ok":true}'))
+      } else {
+        frame(paste0('{"id":', id, ',"error":', json_error("SyntaxError", conditionMessage(loaded)), "}"))
+      }
+    } else if (identical(outcome$op, "callf64")) {
+      # Not offered (the spec says f64: false): R cannot write binary to a
+      # piped stdout. Skip the payload so the stream stays in step.
+      if (!is.null(request$bytes)) readBin(con, "raw", request$bytes)
+      frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", "callf64 is not supported by the R driver"), "}"))
+    } else if (identical(outcome$op, "exit")) {
+      break
+    } else {
+      message <- if (identical(outcome$op, "error")) outcome$message else paste("unknown op", format(outcome$op))
+      frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", message), "}"))
+    }
+  }
+  if (!is.null(capture)) close(capture)
+  quit(save = "no", status = 0L)
+}

@@ -1,0 +1,32 @@
+/**
+ * The constant program on Rscript's command line (`-e`): it opens stdin once
+ * as a binary connection, reads `N\n` and then N bytes of driver source, and
+ * calls the function that source evaluates to with that same connection.
+ * One connection for the whole life of the worker: a second
+ * `file("stdin")` would have its own buffer and could miss bytes the first
+ * one already read ahead. (`Rscript -` would need EOF on stdin before it
+ * runs anything, which leaves no channel for a stream of calls.)
+ *
+ * Everything is evaluated in environments whose parent is baseenv(), so
+ * nothing of the driver lives in the global environment the body sees.
+ */
+export const BOOTSTRAP =
+  'local({con<-file("stdin","rb");n<-as.integer(readLines(con,1L));' +
+  'src<-rawToChar(readBin(con,"raw",n));Encoding(src)<-"UTF-8";' +
+  'eval(parse(text=src,keep.source=FALSE)[[1L]],new.env(parent=baseenv()))(con)},' +
+  'new.env(parent=baseenv()))';
+
+/** `--vanilla`: no site or user profile, no saved workspace, no Renviron files. */
+export const R_ARGS: readonly string[] = ['--vanilla', '-e', BOOTSTRAP];
+
+/**
+ * Added to the sandbox's clean environment. `methods` is left out of the
+ * default packages: attaching it costs about 150 ms of every start, and a
+ * body can still call `library(methods)`. TZ=UTC makes `format()` of a
+ * datetime print UTC, the same on every host.
+ */
+export const R_ENV: Readonly<Record<string, string>> = {
+  R_DEFAULT_PACKAGES: 'datasets,utils,grDevices,graphics,stats',
+  TZ: 'UTC',
+  LC_ALL: 'C.UTF-8',
+};

@@ -1,0 +1,47 @@
+import { Value } from '@improv/extfn-core';
+import { runnerConformanceSuite } from '@improv/extfn-core/testing';
+import { test } from 'vitest';
+import { RSCRIPT, restrictedOk, runner, skipReason } from './helpers.js';
+
+const bodies = {
+  identity: 'result <- args[[1]]',
+  add: 'result <- args[[1]] + args[[2]]',
+  raise: 'stop("nope")',
+  wrongReturn: 'result <- "not a number"',
+  loop: 'repeat {}',
+  largeResult: 'result <- strrep("x", 200000)',
+  flood: 'for (i in 1:60000) cat(strrep("z", 99), "\\n")\nresult <- 0',
+};
+
+const verbatim = [
+  {
+    name: 'backslashes and escapes',
+    body: String.raw`result <- paste0("C:\\dir\\file", "\x41", '\'')`,
+    returnType: 'text' as const,
+    expected: Value.text("C:\\dir\\fileA'"),
+  },
+  {
+    name: 'raw strings',
+    body: 'result <- r"(a "b" \\n)"',
+    returnType: 'text' as const,
+    expected: Value.text('a "b" \\n'),
+  },
+  {
+    name: 'CRLF, tabs and a comment with a quote',
+    body: 'x <- "\t" # it\'s\r\n\tresult <- x',
+    returnType: 'text' as const,
+    expected: Value.text('\t'),
+  },
+];
+
+if (restrictedOk) {
+  runnerConformanceSuite(test, () => runner(), {
+    bodies,
+    textNul: false,
+    datetimeDigits: 6,
+    verbatim,
+    prefix: `r (${RSCRIPT}, Restricted) conformance:`,
+  });
+} else {
+  test.skip(`r conformance (${skipReason})`, () => {});
+}

@@ -1,0 +1,85 @@
+import { accessSync, constants, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
+
+/** An executable found on the host's PATH (or the absolute path given), symlinks resolved. */
+export function findExecutable(name: string, path = process.env.PATH ?? ''): string | undefined {
+  const candidates = isAbsolute(name)
+    ? [name]
+    : name.includes('/')
+      ? [resolve(name)]
+      : path
+          .split(delimiter)
+          .filter((dir) => isAbsolute(dir))
+          .map((dir) => join(dir, name));
+  for (const candidate of candidates) {
+    try {
+      accessSync(candidate, constants.X_OK);
+      const real = realpathSync(candidate);
+      if (statSync(real).isFile()) return real;
+    } catch {}
+  }
+  return undefined;
+}
+
+/** Directories every sandbox sees read-only; anything else must be asked for. */
+export const SYSTEM_DIRECTORIES = ['/usr', '/etc'] as const;
+
+/**
+ * The prefix an interpreter outside /usr needs bound (its `lib`, `share`…):
+ * /opt/python-3.12/bin/python3.12 → /opt/python-3.12.
+ */
+export function interpreterPrefix(realPath: string): string | undefined {
+  if (SYSTEM_DIRECTORIES.some((dir) => realPath.startsWith(`${dir}/`))) return undefined;
+  const dir = dirname(realPath);
+  return dir.endsWith('/bin') || dir.endsWith('/sbin') ? dirname(dir) : dir;
+}
+
+const O_CLOEXEC = 0o2000000;
+
+/**
+ * File descriptors this process inherited without close-on-exec (Node opens
+ * its own with it): every child would inherit them, the sandbox included.
+ */
+let leakCache: { at: number; fds: number[] } | undefined;
+
+/** leakingDescriptors(), re-read at most every two seconds (inherited ones rarely change). */
+export function leakingDescriptorsCached(): number[] {
+  const now = Date.now();
+  if (!leakCache || now - leakCache.at > 2000) leakCache = { at: now, fds: leakingDescriptors() };
+  return leakCache.fds;
+}
+
+export function leakingDescriptors(): number[] {
+  const leaking: number[] = [];
+  let names: string[];
+  try {
+    names = readdirSync('/proc/self/fdinfo');
+  } catch {
+    return leaking;
+  }
+  for (const name of names) {
+    const fd = Number(name);
+    if (!(fd > 2)) continue;
+    try {
+      const flags = /flags:\s*([0-7]+)/.exec(readFileSync(`/proc/self/fdinfo/${name}`, 'utf8'));
+      if (flags?.[1] && (Number.parseInt(flags[1], 8) & O_CLOEXEC) === 0) leaking.push(fd);
+    } catch {}
+  }
+  return leaking;
+}
+
+/**
+ * A fixed Perl program (perl-base is part of every Debian/Ubuntu system) that
+ * closes every descriptor above `keep` and execs its arguments. Node cannot
+ * mark inherited descriptors close-on-exec, and bwrap passes on whatever it
+ * gets, so without this a leaked pipe or file would reach the body.
+ */
+export function closeDescriptorsArgs(perl: string, keep: number): string[] {
+  const program = [
+    'opendir(my $d, "/proc/self/fd") or die "fd: $!\\n";',
+    `my @f = grep { /^\\d+$/ && $_ > ${keep} } readdir $d; closedir $d;`,
+    'for my $n (@f) { my $h; if (open($h, "+<&=", $n) || open($h, "<&=", $n) || open($h, ">&=", $n)) { close $h } }',
+    'exec { $ARGV[0] } @ARGV or die "exec $ARGV[0]: $!\\n";',
+  ].join(' ');
+  return [perl, '-e', program, '--'];
+}

@@ -1,0 +1,368 @@
+/**
+ * Every attempt of issue 3, made for real by a guest Python, under
+ * `restricted` (bubblewrap + seccomp + uid + rlimits) and `unsandboxed`
+ * (uid + rlimits, no namespaces), with `trusted` as the control that shows the
+ * attempt works when nothing stops it (so a broken probe cannot pass a test).
+ */
+
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { ExtFnError } from '@improv/extfn-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { hasBwrap, hasPython, isRoot, linux, pythonJson } from './helpers.js';
+
+const id = randomBytes(6).toString('hex');
+const secret = `s3cr3t-${id}`;
+const tmpMarker = `/tmp/extfn-marker-${id}`;
+const tmpMarkerPrivate = `/tmp/extfn-marker-private-${id}`;
+const cwdMarker = join(process.cwd(), `.extfn-marker-${id}`);
+const homeMarker = join(homedir(), `.extfn-marker-${id}`);
+let server: Server;
+let port = 0;
+let accepted = 0;
+
+beforeAll(async () => {
+  process.env.IMPROV_TEST_SECRET = secret;
+  process.env.AWS_SECRET_ACCESS_KEY = secret;
+  writeFileSync(tmpMarker, 'tmp-marker', { mode: 0o644 });
+  chmodSync(tmpMarker, 0o644);
+  writeFileSync(tmpMarkerPrivate, 'private-marker', { mode: 0o600 });
+  writeFileSync(cwdMarker, 'cwd-marker', { mode: 0o644 });
+  chmodSync(cwdMarker, 0o644);
+  writeFileSync(homeMarker, 'home-marker', { mode: 0o600 });
+  server = createServer((socket) => {
+    accepted++;
+    socket.end('hello');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  port = (server.address() as { port: number }).port;
+});
+
+afterAll(async () => {
+  delete process.env.IMPROV_TEST_SECRET;
+  delete process.env.AWS_SECRET_ACCESS_KEY;
+  for (const path of [tmpMarker, tmpMarkerPrivate, cwdMarker, homeMarker])
+    rmSync(path, { force: true });
+  for (const name of ['tmp', 'shm'])
+    rmSync(`/${name === 'tmp' ? 'tmp' : 'dev/shm'}/extfn-prev-${id}`, { force: true });
+  await new Promise((resolve) => server.close(resolve));
+});
+
+type Outcome = Record<string, unknown>;
+const READS = `print(json.dumps({
+  'tmp': attempt(lambda: read(${JSON.stringify(tmpMarker)})),
+  'tmpPrivate': attempt(lambda: read(${JSON.stringify(tmpMarkerPrivate)})),
+  'cwd': attempt(lambda: read(${JSON.stringify(cwdMarker)})),
+  'home': attempt(lambda: read(${JSON.stringify(homeMarker)})),
+  'listHome': attempt(lambda: len(os.listdir('/home')) >= 0),
+  'listRoot': attempt(lambda: len(os.listdir('/root')) >= 0),
+  'usr': attempt(lambda: open('/usr/extfn-write-${id}', 'w').close()),
+}))`;
+
+const canRestricted = linux && hasBwrap && hasPython;
+const canUnsandboxed = linux && isRoot && hasPython;
+
+describe('files of the host', () => {
+  test.skipIf(!canUnsandboxed)('control: trusted reads every marker', async () => {
+    const out = await pythonJson<Outcome>(READS, 'trusted');
+    expect(out.tmp).toEqual({ ok: 'tmp-marker' });
+    expect(out.tmpPrivate).toEqual({ ok: 'private-marker' });
+    expect(out.cwd).toEqual({ ok: 'cwd-marker' });
+    expect(out.home).toEqual({ ok: 'home-marker' });
+    expect(out.listRoot).toEqual({ ok: true });
+  });
+
+  test.skipIf(!canRestricted)(
+    'restricted: host /tmp, cwd, $HOME, /home, /root invisible; /usr read-only',
+    async () => {
+      const out = await pythonJson<Outcome>(READS, 'restricted');
+      expect(out).toEqual({
+        tmp: { errno: 'ENOENT' },
+        tmpPrivate: { errno: 'ENOENT' },
+        cwd: { errno: 'ENOENT' },
+        home: { errno: 'ENOENT' },
+        listHome: { errno: 'ENOENT' },
+        listRoot: { errno: 'ENOENT' },
+        usr: { errno: 'EROFS' },
+      });
+    },
+  );
+
+  test.skipIf(!canUnsandboxed)(
+    'unsandboxed: the uid drop guards private files, shared ones stay visible',
+    async () => {
+      const out = await pythonJson<Outcome>(READS, 'unsandboxed');
+      expect(out).toEqual({
+        tmp: { ok: 'tmp-marker' }, // no namespaces: what every user may read stays readable
+        tmpPrivate: { errno: 'EACCES' },
+        cwd: { ok: 'cwd-marker' },
+        home: { errno: 'EACCES' },
+        listHome: { ok: true },
+        listRoot: { errno: 'EACCES' },
+        usr: { errno: 'EACCES' },
+      });
+    },
+  );
+});
+
+describe('leftovers of a previous run', () => {
+  const write = `
+for d in ('/tmp', '/dev/shm'):
+    with open(d + '/extfn-prev-${id}', 'w') as f: f.write('left')
+print(json.dumps({}))`;
+  const look = `print(json.dumps({d: attempt(lambda: read(d + '/extfn-prev-${id}')) for d in ('/tmp', '/dev/shm')}))`;
+
+  test.skipIf(!canRestricted)('restricted: /tmp and /dev/shm are fresh for every run', async () => {
+    await pythonJson(write, 'restricted');
+    expect(await pythonJson(look, 'restricted')).toEqual({
+      '/tmp': { errno: 'ENOENT' },
+      '/dev/shm': { errno: 'ENOENT' },
+    });
+    expect(existsSync(`/tmp/extfn-prev-${id}`)).toBe(false);
+  });
+
+  test.skipIf(!canUnsandboxed)('unsandboxed (control): runs share the host /tmp', async () => {
+    await pythonJson(write, 'unsandboxed');
+    expect(await pythonJson(look, 'unsandboxed')).toEqual({
+      '/tmp': { ok: 'left' },
+      '/dev/shm': { ok: 'left' },
+    });
+  });
+});
+
+describe('network', () => {
+  const connect = () => `
+def go():
+    s = socket.create_connection(('127.0.0.1', ${port}), timeout=3)
+    data = s.recv(16).decode()
+    s.close()
+    return data
+print(json.dumps(attempt(go)))`;
+
+  test.skipIf(!canRestricted)('restricted: the host loopback is unreachable', async () => {
+    const before = accepted;
+    expect(await pythonJson(connect(), 'restricted')).toEqual({ errno: 'ECONNREFUSED' });
+    expect(accepted).toBe(before);
+  });
+
+  test.skipIf(!canUnsandboxed)(
+    'unsandboxed and trusted (control): the server answers',
+    async () => {
+      expect(await pythonJson(connect(), 'unsandboxed')).toEqual({ ok: 'hello' });
+      expect(await pythonJson(connect(), 'trusted')).toEqual({ ok: 'hello' });
+    },
+  );
+});
+
+describe.each(['restricted', 'unsandboxed', 'trusted'] as const)('environment (%s)', (policy) => {
+  const ok = policy === 'restricted' ? canRestricted : linux && hasPython;
+  test.skipIf(!ok)('only HOME, PATH, LANG and what the runner asked for; no secret', async () => {
+    const env = await pythonJson<Record<string, string>>(
+      'print(json.dumps(dict(os.environ)))',
+      policy,
+      {
+        env: { PYTHONHASHSEED: '0' },
+      },
+    );
+    expect(JSON.stringify(env)).not.toContain(secret);
+    expect(env).toMatchObject({
+      HOME: '/tmp',
+      PATH: '/usr/bin:/bin',
+      LANG: 'C.UTF-8',
+      PYTHONHASHSEED: '0',
+    });
+    // PWD is set by bwrap's --chdir; the run token marks the tree where no uid can
+    const extra = Object.keys(env).filter(
+      (key) =>
+        !['HOME', 'PATH', 'LANG', 'PYTHONHASHSEED', 'PWD', 'IMPROV_EXTFN_SANDBOX_RUN'].includes(
+          key,
+        ),
+    );
+    expect(extra).toEqual([]);
+  });
+});
+
+const IDENTITY = `
+status = read('/proc/self/status')
+field = lambda name: [l.split()[1:] for l in status.splitlines() if l.startswith(name + ':')][0]
+pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]
+fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
+fds = [f for f in fds if os.path.exists('/proc/self/fd/%d' % f)]  # drop listdir's own
+print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'capEff': field('CapEff')[0], 'noNewPrivs': field('NoNewPrivs')[0],
+  'groups': os.getgroups(), 'pids': pids, 'fds': fds}))`;
+
+describe('identity, processes and descriptors', () => {
+  test.skipIf(!canUnsandboxed)(
+    'control: trusted runs as the host (root, capabilities)',
+    async () => {
+      const out = await pythonJson<Outcome>(IDENTITY, 'trusted');
+      expect(out.uid).toBe(0);
+      expect(out.capEff).not.toBe('0000000000000000');
+      expect(out.pids).toContain(process.pid);
+      expect(out.fds).toEqual([0, 1, 2]);
+    },
+  );
+
+  for (const policy of ['restricted', 'unsandboxed'] as const) {
+    const ok = policy === 'restricted' ? canRestricted : canUnsandboxed;
+    test.skipIf(!ok)(
+      `${policy}: unprivileged uid/gid, CapEff 0, no new privileges, fds 0-2 only`,
+      async () => {
+        const out = await pythonJson<Outcome>(IDENTITY, policy);
+        expect(out.uid).not.toBe(0);
+        expect(out.gid).not.toBe(0);
+        expect(out.groups).toEqual([]);
+        expect(out.capEff).toBe('0000000000000000');
+        expect(out.noNewPrivs).toBe('1');
+        expect(out.fds).toEqual([0, 1, 2]);
+        if (policy === 'restricted') {
+          // a pid namespace: bwrap's init, the guest, nothing of the host
+          expect(out.pids).not.toContain(process.pid);
+          expect((out.pids as number[]).every((pid) => pid < 10)).toBe(true);
+        } else {
+          expect(out.pids).toContain(process.pid); // no pid namespace here
+        }
+      },
+    );
+  }
+
+  const killHost = (pid: number) =>
+    `print(json.dumps(attempt(lambda: os.kill(${pid}, signal.SIGTERM))))`;
+  const withVictim = async (run: (pid: number) => Promise<void>) => {
+    const victim = spawn('/bin/sleep', ['30'], { stdio: 'ignore' });
+    try {
+      await run(victim.pid!);
+    } finally {
+      victim.kill('SIGKILL');
+    }
+    return victim;
+  };
+
+  test.skipIf(!canRestricted)(
+    'restricted: a host process cannot be seen or signalled',
+    async () => {
+      await withVictim(async (pid) => {
+        expect(await pythonJson(killHost(pid), 'restricted')).toEqual({ errno: 'ESRCH' });
+        expect(existsSync(`/proc/${pid}`)).toBe(true);
+      });
+    },
+  );
+
+  test.skipIf(!canUnsandboxed)(
+    'unsandboxed: a host process cannot be signalled (other uid); trusted can (control)',
+    async () => {
+      await withVictim(async (pid) => {
+        expect(await pythonJson(killHost(pid), 'unsandboxed')).toEqual({ errno: 'EPERM' });
+        expect(await pythonJson(killHost(pid), 'trusted')).toEqual({ ok: null });
+      });
+    },
+  );
+});
+
+const SYSCALLS = `
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {'x86_64': {'ptrace': 101, 'keyctl': 250, 'unshare': 272, 'setns': 308, 'io_uring_setup': 425, 'perf_event_open': 298},
+      'aarch64': {'ptrace': 117, 'keyctl': 219, 'unshare': 97, 'setns': 268, 'io_uring_setup': 425, 'perf_event_open': 241}}[platform.machine()]
+def sc(name, *a):
+    r = libc.syscall(ctypes.c_long(NR[name]), *[ctypes.c_long(x) for x in a])
+    return 'ok' if r != -1 else errno.errorcode[ctypes.get_errno()]
+out = {
+  'ptrace': sc('ptrace', 16, 999999999, 0, 0),      # PTRACE_ATTACH to no one: ESRCH unless denied first
+  'keyctl': sc('keyctl', 0, -3, 0),                  # KEYCTL_GET_KEYRING_ID of the session keyring
+  'unshare': sc('unshare', 0),                       # succeeds when allowed
+  'setns': sc('setns', -1, 0),                       # EBADF unless denied first
+  'io_uring_setup': sc('io_uring_setup', 1, 0),      # EFAULT unless denied first
+  'perf_event_open': sc('perf_event_open', 0, 0, -1, -1, 0),
+  'TIOCSTI': 'ok' if libc.ioctl(0, 0x5412, ctypes.c_char_p(b'x')) != -1 else errno.errorcode[ctypes.get_errno()],
+  'remount': attempt(lambda: (libc.mount(None, b'/usr', None, 32 | 4096 | 1, None) == -1 and errno.errorcode[ctypes.get_errno()]) or 'ok'),
+}
+print(json.dumps(out), flush=True)
+`;
+
+describe('seccomp', () => {
+  test.skipIf(!canRestricted || !['x64', 'arm64'].includes(process.arch))(
+    'restricted: ptrace, keyctl, unshare, setns, io_uring, perf, TIOCSTI and remount are denied',
+    async () => {
+      const out = await pythonJson<Outcome>(SYSCALLS, 'restricted');
+      expect(out).toEqual({
+        ptrace: 'EPERM',
+        keyctl: 'EPERM',
+        unshare: 'EPERM',
+        setns: 'EPERM',
+        io_uring_setup: 'EPERM',
+        perf_event_open: 'EPERM',
+        TIOCSTI: 'EPERM',
+        remount: { ok: 'EPERM' },
+      });
+    },
+  );
+
+  test.skipIf(!canUnsandboxed || process.arch !== 'x64')(
+    'control: without the filter the same calls reach the kernel',
+    async () => {
+      const out = await pythonJson<Outcome>(SYSCALLS, 'unsandboxed');
+      expect(out).toMatchObject({
+        ptrace: 'ESRCH',
+        keyctl: 'ok',
+        unshare: 'ok',
+        setns: 'EBADF',
+        io_uring_setup: 'EFAULT',
+        TIOCSTI: 'ENOTTY',
+      });
+      expect(out.remount).not.toEqual({ ok: 'ok' }); // the uid drop still refuses it
+    },
+  );
+
+  test.skipIf(!canRestricted || process.arch !== 'x64')(
+    'restricted: x32 syscall entry kills the process',
+    async () => {
+      const program = `libc = ctypes.CDLL(None, use_errno=True)
+print('before', flush=True)
+r = libc.syscall(ctypes.c_long(0x40000000 | 39))
+print('after', r, flush=True)`;
+      const { python } = await import('./helpers.js');
+      const denied = await python(program, { policy: 'restricted' });
+      expect(denied.stdout.toString()).toBe('before\n');
+      expect(denied).toMatchObject({ exitCode: null, signal: 'SIGSYS' });
+      const control = await python(program, { policy: 'trusted' });
+      expect(control.stdout.toString()).toMatch(/^before\nafter /);
+    },
+  );
+});
+
+describe('fail closed', () => {
+  test('restricted with no bwrap: Sandbox error with a fix, nothing started', async () => {
+    const { python } = await import('./helpers.js');
+    const error = await python(`open('/dev/shm/extfn-failclosed-${id}', 'w')`, {
+      policy: 'restricted',
+      bwrapPath: '/nonexistent/bwrap',
+    }).catch((e: unknown) => e);
+    expect(ExtFnError.isInstance(error)).toBe(true);
+    const sandbox = error as ExtFnError;
+    expect(sandbox.kind).toBe('Sandbox');
+    expect(sandbox.fix).toMatch(/install bubblewrap/);
+    expect(sandbox.fix).toMatch(/IMPROV_EXTFN_ALLOW_UNSANDBOXED=1/);
+    expect(existsSync(`/dev/shm/extfn-failclosed-${id}`)).toBe(false);
+  });
+
+  test('spawnSandboxed fails closed too once the probe has failed', async () => {
+    const { spawnSandboxed, probeSandbox } = await import('../src/index.js');
+    const probe = await probeSandbox({ policy: 'restricted', bwrapPath: '/nonexistent/bwrap' });
+    expect(probe.ok).toBe(false);
+    expect(probe.layers.namespaces).toBe(false);
+    expect(() =>
+      spawnSandboxed({ command: '/bin/sh', policy: 'restricted', bwrapPath: '/nonexistent/bwrap' }),
+    ).toThrow(/bubblewrap/);
+  });
+
+  test.skipIf(!canUnsandboxed)('the bwrap path does not matter to unsandboxed', async () => {
+    const out = await pythonJson('print(json.dumps(os.getuid() != 0))', 'unsandboxed', {
+      bwrapPath: '/nonexistent/bwrap',
+    });
+    expect(out).toBe(true);
+  });
+});

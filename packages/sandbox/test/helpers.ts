@@ -1,0 +1,60 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { expect } from 'vitest';
+import { findExecutable } from '../src/host.js';
+import { runSandboxed, type SandboxOptions, type SandboxPolicy } from '../src/index.js';
+
+export const PYTHON = '/usr/bin/python3';
+export const isRoot = process.getuid?.() === 0;
+export const hasBwrap = findExecutable('bwrap') !== undefined;
+export const hasPython = findExecutable(PYTHON) !== undefined;
+export const linux = process.platform === 'linux';
+
+/** Python the guest runs before each attempt: `attempt(f)` → {"ok": value} or {"errno": "ENOENT"}. */
+const PRELUDE = `
+import ctypes, errno, json, os, platform, signal, socket, sys, time
+def attempt(f):
+    try:
+        return {'ok': f()}
+    except OSError as e:
+        return {'errno': errno.errorcode.get(e.errno, str(e.errno))}
+def read(path):
+    with open(path) as f:
+        return f.read()
+`;
+
+export type Options = Partial<Omit<SandboxOptions, 'command' | 'args'>> & { stdin?: string };
+
+/** Runs a guest Python program; the program is on the command line only because this is a test. */
+export function python(program: string, options: Options = {}) {
+  return runSandboxed({
+    command: PYTHON,
+    args: ['-I', '-S', '-c', PRELUDE + program],
+    timeoutMs: 15_000,
+    ...options,
+  });
+}
+
+/** Runs a program that prints one JSON document; fails the test on a non-zero exit. */
+export async function pythonJson<T = Record<string, unknown>>(
+  program: string,
+  policy: SandboxPolicy,
+  options: Options = {},
+): Promise<T> {
+  const result = await python(program, { policy, ...options });
+  expect(result.exitCode, result.stderr).toBe(0);
+  return JSON.parse(result.stdout.toString()) as T;
+}
+
+/** Host processes whose command line contains `marker` (survivors of a sandbox). */
+export function hostProcessesWith(marker: string): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8');
+      const state = /State:\s+(\w)/.exec(readFileSync(`/proc/${name}/status`, 'utf8'))?.[1];
+      if (cmdline.includes(marker) && state !== 'Z') found.push(Number(name));
+    } catch {}
+  }
+  return found;
+}

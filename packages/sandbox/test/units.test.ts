@@ -1,0 +1,129 @@
+import { describe, expect, test } from 'vitest';
+import { explainExit } from '../src/explain.js';
+import {
+  DEFAULT_LIMITS,
+  DENIED_SYSCALLS,
+  policyFor,
+  probeSandbox,
+  seccompProgram,
+} from '../src/index.js';
+import { resolveLimits } from '../src/limits.js';
+import { hasBwrap, isRoot, linux } from './helpers.js';
+
+describe('policyFor', () => {
+  test('restricted unless the host opted out', () => {
+    expect(policyFor({})).toBe('restricted');
+    expect(policyFor({ IMPROV_EXTFN_ALLOW_UNSANDBOXED: '1' })).toBe('unsandboxed');
+    expect(policyFor({ IMPROV_EXTFN_TRUSTED: '1' })).toBe('trusted');
+    expect(policyFor({ IMPROV_EXTFN_TRUSTED: '1', IMPROV_EXTFN_ALLOW_UNSANDBOXED: '1' })).toBe(
+      'trusted',
+    );
+    expect(policyFor({ IMPROV_EXTFN_TRUSTED: 'yes', IMPROV_EXTFN_ALLOW_UNSANDBOXED: 'true' })).toBe(
+      'restricted',
+    );
+  });
+});
+
+describe('limits', () => {
+  test('defaults, CPU seconds from the deadline, nonsense refused', () => {
+    expect(DEFAULT_LIMITS.memoryBytes).toBe(1024 ** 3);
+    expect(DEFAULT_LIMITS.stdoutBytes).toBe(1024 ** 2);
+    expect(resolveLimits(undefined, 2500).cpuSeconds).toBe(4);
+    expect(resolveLimits({ cpuSeconds: 9 }, 2500).cpuSeconds).toBe(9);
+    expect(resolveLimits(undefined, undefined).cpuSeconds).toBe(0);
+    expect(() => resolveLimits({ processes: -1 }, 1000)).toThrow(RangeError);
+  });
+
+  test('explainExit names the limit only for a failed exit', () => {
+    expect(explainExit(0, null, 'MemoryError')).toBeUndefined();
+    expect(explainExit(1, null, 'Traceback…\nMemoryError\n')).toBe('memory');
+    expect(explainExit(null, 'SIGXCPU', '')).toBe('cpu-time');
+    expect(explainExit(1, null, 'OSError: [Errno 27] File too large')).toBe('file-size');
+    expect(
+      explainExit(1, null, 'BlockingIOError: [Errno 11] Resource temporarily unavailable'),
+    ).toBe('processes');
+    expect(explainExit(1, null, 'ZeroDivisionError')).toBeUndefined();
+    expect(explainExit(null, 'SIGKILL', '', { seconds: 2, elapsedMs: 1000 })).toBeUndefined();
+    expect(explainExit(null, 'SIGKILL', '', { seconds: 2, elapsedMs: 3100 })).toBe('cpu-time');
+  });
+});
+
+describe('seccomp program', () => {
+  const program = seccompProgram();
+  const view = new DataView(program.buffer);
+  const at = (i: number) => ({
+    code: view.getUint16(i * 8, true),
+    jt: view.getUint8(i * 8 + 2),
+    jf: view.getUint8(i * 8 + 3),
+    k: view.getUint32(i * 8 + 4, true),
+  });
+  const count = program.length / 8;
+
+  test('checks the architecture first and ends every path in a return', () => {
+    expect(at(0)).toEqual({ code: 0x20, jt: 0, jf: 0, k: 4 }); // load seccomp_data.arch
+    expect(at(1).k).toBe(0xc000003e);
+    expect(at(2).k).toBe(0xc00000b7);
+    expect(at(3)).toEqual({ code: 0x06, jt: 0, jf: 0, k: 0x80000000 }); // other ABIs: kill
+    expect(at(count - 1).code).toBe(0x06);
+    for (let i = 0; i < count; i++) {
+      const { code, jt, jf } = at(i);
+      if ((code & 0x07) === 0x05) expect(i + 1 + Math.max(jt, jf)).toBeLessThan(count);
+    }
+    expect(count).toBeLessThan(4096); // BPF_MAXINSNS
+  });
+
+  test('denies what the issue lists', () => {
+    for (const name of [
+      'ptrace',
+      'mount',
+      'open_tree',
+      'fsopen',
+      'unshare',
+      'setns',
+      'keyctl',
+      'add_key',
+    ]) {
+      expect(DENIED_SYSCALLS).toContain(name);
+    }
+    for (const name of [
+      'bpf',
+      'perf_event_open',
+      'userfaultfd',
+      'io_uring_setup',
+      'kexec_load',
+      'init_module',
+    ]) {
+      expect(DENIED_SYSCALLS).toContain(name);
+    }
+  });
+});
+
+describe('probeSandbox', () => {
+  test.skipIf(!(linux && hasBwrap && isRoot))(
+    'restricted here: every layer active, memoised',
+    async () => {
+      const probe = await probeSandbox({ policy: 'restricted' });
+      expect(probe).toMatchObject({
+        policy: 'restricted',
+        ok: true,
+        layers: { namespaces: true, seccomp: true, uidDrop: true, rlimits: true },
+      });
+      expect(probe.uid).toBeGreaterThanOrEqual(0x7000_0000); // a leased uid of its own
+      expect(probe.bwrap?.version).toMatch(/^\d+\.\d+/);
+      expect(probe.summary).toMatch(/^restricted: bubblewrap/);
+      expect(await probeSandbox({ policy: 'restricted' })).toBe(probe);
+    },
+  );
+
+  test('trusted is always available and says what it does not do', async () => {
+    const probe = await probeSandbox({ policy: 'trusted' });
+    expect(probe.ok).toBe(true);
+    expect(probe.layers).toMatchObject({
+      namespaces: false,
+      uidDrop: false,
+      rlimits: false,
+      cleanEnv: true,
+    });
+    expect(probe.summary).toMatch(/host’s privileges/);
+  });
+});

@@ -1,0 +1,213 @@
+// Benchmark of the wasm runner (issues 6 and 7), against dist/. Run: pnpm bench
+// Every figure is measured in this run; ratios compare to plain JavaScript over the same Value rows.
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { checkArguments, checkResult, Registry, Value } from '@improv/extfn-core';
+import { packColumns } from '../dist/batch.js';
+import { compileBody } from '../dist/compile.js';
+import { wasm } from '../dist/index.js';
+
+const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const BODY =
+  'wat:(module (func (export "improv_call") (param f64) (result f64) local.get 0 local.get 0 f64.add))';
+const fn = {
+  name: 'double',
+  language: 'wasm',
+  body: BODY,
+  argTypes: ['number'],
+  returnType: 'number',
+  pure: true,
+};
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const quantile = (xs, q) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))];
+/** Median wall time of `runs` runs of `f` (after one warm-up), in ms. */
+async function time(f, runs = RUNS) {
+  await f();
+  const times = [];
+  for (let i = 0; i < runs; i++) {
+    globalThis.gc?.(); // start each run from a collected heap, so one stage does not pay for another's garbage
+    const t = performance.now();
+    await f();
+    times.push(performance.now() - t);
+  }
+  return median(times);
+}
+const rate = (rows, ms) => (rows / ms) * 1000;
+const fmtRate = (r) => (r >= 1e6 ? `${(r / 1e6).toFixed(1)} M/s` : `${(r / 1e3).toFixed(0)} k/s`);
+const fmtMs = (ms) =>
+  ms < 1
+    ? `${(ms * 1000).toFixed(1)} µs`
+    : ms < 10_000
+      ? `${ms.toFixed(1)} ms`
+      : ms < 3_600_000
+        ? `${(ms / 1000).toFixed(0)} s`
+        : `${(ms / 3_600_000).toFixed(1)} h`;
+
+// Resident memory of the workers: the process before and after the pool starts (threads share the process).
+const rssBefore = process.memoryUsage().rss;
+const runner = wasm();
+const registry = new Registry({ runners: [runner], cache: false });
+registry.register(fn);
+await registry.evalBatch(
+  'double',
+  Array.from({ length: 4_096 }, (_, i) => [Value.number(i)]),
+);
+const rssWorkers = process.memoryUsage().rss;
+const workerCount = runner.stats().workersAlive;
+
+const rows = Array.from({ length: ROWS }, (_, i) => [Value.number(i)]);
+
+// Baseline: the same function as plain JavaScript, over the same Value rows, giving Values.
+const jsMs = await time(() => {
+  const out = new Array(ROWS);
+  for (let i = 0; i < ROWS; i++) {
+    const x = rows[i][0].value;
+    out[i] = { type: 'number', value: x + x };
+  }
+  return out;
+});
+
+const batchMs = await time(() => registry.evalBatch('double', rows));
+const check = await registry.evalBatch('double', rows);
+if (check[ROWS - 1].value !== 2 * (ROWS - 1)) throw new Error('wrong result');
+const runnerMs = await time(() =>
+  runner.callBatch(registry.get('double'), rows, { timeoutMs: 5_000 }),
+);
+const column = Float64Array.from(rows, (r) => r[0].value);
+const columnsMs = await time(() =>
+  runner.callColumns(registry.get('double'), [column], { timeoutMs: 5_000 }),
+);
+// Core's own cost: the same evalBatch with a runner that answers instantly with precomputed Values.
+const precomputed = check.slice();
+const instant = {
+  specificationVersion: 'v1',
+  language: 'instant',
+  packageName: 'none',
+  capabilities: { isolated: false, warmWorkers: false, batch: true },
+  probe: async () => ({ language: 'instant', available: true, detail: '' }),
+  call: async () => precomputed[0],
+  callBatch: async (_fn, batch) => precomputed.slice(0, batch.length),
+};
+const coreOnly = new Registry({ runners: [instant], cache: false });
+coreOnly.register({ ...fn, language: 'instant' });
+const coreMs = await time(() => coreOnly.evalBatch('double', rows));
+
+// Where the time goes: each stage alone.
+const checkMs = await time(() => {
+  for (let i = 0; i < ROWS; i++) checkArguments(fn, rows[i]);
+});
+const resultValues = check;
+const checkResultMs = await time(() => {
+  for (let i = 0; i < ROWS; i++) checkResult(fn, resultValues[i]);
+});
+const packMs = await time(() => packColumns(rows, 1));
+const valuesMs = await time(() => {
+  const out = new Float64Array(ROWS).fill(1);
+  const results = new Array(ROWS);
+  for (let i = 0; i < ROWS; i++) results[i] = { type: 'number', value: out[i] };
+  return results;
+});
+// The worker loop alone: the driver over a prepared buffer, one thread, no Values.
+const compiled = (
+  await compileBody(BODY, { memoryPages: 256, tableElements: 65_536, reuseInstances: false })
+).value;
+const progress = new Int32Array(new SharedArrayBuffer(4));
+const worker = new Worker(new URL('../drivers/wasm-worker.mjs', import.meta.url), {
+  workerData: { progress },
+});
+await new Promise((resolve) => worker.once('message', resolve));
+const buffer = packColumns(rows, 1);
+let id = 0;
+const loop = (module) =>
+  new Promise((resolve) => {
+    worker.once('message', resolve);
+    worker.postMessage({
+      op: 'batch',
+      id: ++id,
+      key: 'k',
+      module,
+      stateful: false,
+      fresh: false,
+      arity: 1,
+      rows: ROWS,
+      start: 0,
+      end: ROWS,
+      buffer,
+    });
+  });
+await loop(compiled.module);
+const loopTimes = [];
+for (let i = 0; i < RUNS; i++) loopTimes.push((await loop()).loopMs);
+const loopMs = median(loopTimes);
+await worker.terminate();
+
+// Warm sequential eval latency, and a 100 000-row batch.
+const latencies = [];
+for (let i = 0; i < 5_000; i++) {
+  const t = performance.now();
+  await registry.eval('double', [Value.number(i)]);
+  latencies.push(performance.now() - t);
+}
+const small = rows.slice(0, 100_000);
+const smallMs = await time(() => registry.evalBatch('double', small));
+
+// A one-shot worker per call (the wasm analogue of spawn-per-call), sampled.
+const oneShot = [];
+for (let i = 0; i < 20; i++) {
+  const t = performance.now();
+  await registry.eval('double', [Value.number(i)], { mode: 'oneShot' });
+  oneShot.push(performance.now() - t);
+}
+const oneShotMs = median(oneShot);
+
+await registry.close();
+// Last, because it leaves a large heap: core's pure-result cache, cold (every row a miss, then stored).
+// 200 000 rows: the cache fills (100 000 entries by default), then evicts one entry per row.
+const CACHED_ROWS = 200_000;
+const cached = new Registry({ runners: [wasm()] }); // default: pure-result cache on
+cached.register(fn);
+globalThis.gc?.();
+const cachedStart = performance.now();
+await cached.evalBatch('double', rows.slice(0, CACHED_ROWS));
+const cachedMs = performance.now() - cachedStart;
+await cached.close();
+
+const table = [
+  ['plain JavaScript loop over Value rows (baseline)', jsMs, ROWS],
+  ['registry.evalBatch, cache off', batchMs, ROWS],
+  ['registry.evalBatch, cache on, cold, 200 000 rows', cachedMs, CACHED_ROWS],
+  ['runner.callBatch (no registry)', runnerMs, ROWS],
+  ['runner.callColumns (Float64Array in and out)', columnsMs, ROWS],
+  ['  stage: core evalBatch with an instant runner', coreMs, ROWS],
+  ['  stage: core checkArguments per row', checkMs, ROWS],
+  ['  stage: core checkResult per row', checkResultMs, ROWS],
+  ['  stage: pack Value rows into f64 columns', packMs, ROWS],
+  ['  stage: worker loop calling the export (1 thread)', loopMs, ROWS],
+  ['  stage: make result Value objects', valuesMs, ROWS],
+  ['registry.evalBatch, 100 000 rows', smallMs, small.length],
+  ['one-shot worker per call (sampled, extrapolated)', oneShotMs * ROWS, ROWS],
+];
+console.log(
+  `\n@improv/extfn-wasm — ${ROWS.toLocaleString('en')} calls of x + x, ${availableParallelism()} cores, Node ${process.versions.node}, median of ${RUNS}\n`,
+);
+console.log(
+  `${'path'.padEnd(52)}${'time'.padStart(12)}${'rows/s'.padStart(12)}${'vs JS'.padStart(10)}`,
+);
+for (const [name, ms, n] of table) {
+  const r = rate(n, ms);
+  console.log(
+    `${name.padEnd(52)}${fmtMs(ms).padStart(12)}${fmtRate(r).padStart(12)}${`${(rate(ROWS, jsMs) / r).toFixed(1)}×`.padStart(10)}`,
+  );
+}
+console.log(
+  `\nwarm sequential eval: median ${fmtMs(median(latencies))}, p99 ${fmtMs(quantile(latencies, 0.99))} (5 000 calls); one-shot worker per call: median ${fmtMs(oneShotMs)}`,
+);
+console.log(
+  `warm eval vs one-shot: ${(oneShotMs / median(latencies)).toFixed(0)}× faster; evalBatch vs one-shot: ${((oneShotMs * ROWS) / batchMs).toFixed(0)}× faster`,
+);
+console.log(
+  `resident memory of ${workerCount} warm workers: +${((rssWorkers - rssBefore) / 2 ** 20).toFixed(0)} MiB (${(rssBefore / 2 ** 20).toFixed(0)} → ${(rssWorkers / 2 ** 20).toFixed(0)} MiB; threads share the process)`,
+);

@@ -1,0 +1,297 @@
+/**
+ * The `wasm` LanguageRunner: checks a descriptor against the numeric ABI,
+ * compiles its body once, and runs calls and batches on worker threads.
+ */
+import { availableParallelism } from 'node:os';
+import type {
+  BatchOptions,
+  CallOptions,
+  ExternalFn,
+  LanguageRunner,
+  RowResult,
+  RunnerCapabilities,
+  RunnerProbe,
+  Value,
+} from '@improv/extfn-core';
+import { ExtFnError } from '@improv/extfn-core';
+import { type ColumnsOutcome, copyColumns, runBatch, runColumns } from './batch.js';
+import { type CompiledModule, ENTRY_POINT, ModuleCache, WASM_PAGE_BYTES } from './compile.js';
+import {
+  PoolClosedError,
+  type PoolWorker,
+  WorkerExitError,
+  WorkerPool,
+  workerUrl,
+} from './pool.js';
+import { webAssembly } from './webassembly.js';
+
+export const PACKAGE_NAME = '@improv/extfn-wasm';
+
+export interface WasmRunnerOptions {
+  /** Most linear memory a module may have, declared or grown, in bytes (default 16 MiB, rounded down to 64 KiB pages). */
+  maxMemoryBytes?: number;
+  /** Most elements a table may have, declared or grown (default 65 536). */
+  maxTableElements?: number;
+  /** Worker threads running WebAssembly (default: one per core). */
+  workers?: number;
+  /** A worker idle this long is shut down (default 30 s). */
+  idleTimeoutMs?: number;
+  /** Stack of each worker thread in MiB (default 4): how deep recursion goes before it traps. */
+  stackSizeMb?: number;
+  /** Distinct compiled bodies kept (default 256, least recently used out). */
+  maxModules?: number;
+  /**
+   * Keep one instance per worker for modules with memory, tables or mutable
+   * globals too (default false: such a module gets a fresh instance per call,
+   * about 65 µs with a memory). Faster, but a body that keeps state between
+   * calls then gives results that depend on which calls ran before it on the
+   * same worker. A trap always discards the instance.
+   */
+  reuseInstances?: boolean;
+}
+
+export const DEFAULT_MAX_MEMORY_BYTES = 16 * 1024 * 1024;
+export const DEFAULT_MAX_TABLE_ELEMENTS = 65_536;
+
+/** Counters for tests, `doctor` and benchmarks. */
+export interface WasmRunnerStats {
+  /** Distinct bodies compiled (or refused) so far. */
+  compiledBodies: number;
+  /** Worker threads ever started, one-shot ones included. */
+  workersStarted: number;
+  /** Worker threads alive now (starting, idle or busy), one-shot ones included. */
+  workersAlive: number;
+  /** Worker threads running a call or a batch range right now. */
+  workersBusy: number;
+}
+
+export interface WasmRunner extends LanguageRunner {
+  readonly language: 'wasm';
+  callBatch(
+    fn: ExternalFn,
+    rows: readonly (readonly Value[])[],
+    options: BatchOptions,
+  ): Promise<RowResult[]>;
+  stats(): WasmRunnerStats;
+  /**
+   * The columnar fast path, beyond LanguageRunner v1: one Float64Array per
+   * argument in, one Float64Array of results out, failed rows in `errors`
+   * (the same errors `callBatch` gives those rows). No Value objects are made,
+   * so this is what an engine with numeric columns should call.
+   */
+  callColumns(
+    fn: ExternalFn,
+    columns: readonly Float64Array[],
+    options: BatchOptions,
+  ): Promise<ColumnsOutcome>;
+  close(): Promise<void>;
+}
+
+export type { ColumnsOutcome };
+
+const ABI = `wasm bodies use a numeric ABI: ${ENTRY_POINT} takes one f64 per argument and returns one f64, so every argument and the result must be declared number`;
+
+function positive(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value <= 0)
+    throw new RangeError(`wasm(): ${name} must be a positive number, got ${value}`);
+  return value;
+}
+
+class Runner implements WasmRunner {
+  readonly specificationVersion = 'v1' as const;
+  readonly language = 'wasm' as const;
+  readonly packageName = PACKAGE_NAME;
+  readonly capabilities: RunnerCapabilities = { isolated: true, warmWorkers: true, batch: true };
+  readonly #modules: ModuleCache;
+  readonly #pool: WorkerPool;
+  readonly #oneShot = new Set<PoolWorker>();
+
+  constructor(options: WasmRunnerOptions) {
+    const memoryPages = Math.floor(
+      positive('maxMemoryBytes', options.maxMemoryBytes, DEFAULT_MAX_MEMORY_BYTES) /
+        WASM_PAGE_BYTES,
+    );
+    if (memoryPages > 65_536)
+      throw new RangeError('wasm(): maxMemoryBytes is above 4 GiB, the 32-bit memory limit');
+    const tableElements = Math.floor(
+      positive('maxTableElements', options.maxTableElements, DEFAULT_MAX_TABLE_ELEMENTS),
+    );
+    this.#modules = new ModuleCache(
+      { memoryPages, tableElements, reuseInstances: options.reuseInstances === true },
+      Math.floor(positive('maxModules', options.maxModules, 256)),
+    );
+    this.#pool = new WorkerPool({
+      size: Math.floor(positive('workers', options.workers, availableParallelism())),
+      idleTimeoutMs: positive('idleTimeoutMs', options.idleTimeoutMs, 30_000),
+      stackSizeMb: positive('stackSizeMb', options.stackSizeMb, 4),
+    });
+  }
+
+  async probe(): Promise<RunnerProbe> {
+    const { access } = await import('node:fs/promises');
+    const driver = await access(workerUrl).then(
+      () => true,
+      () => false,
+    );
+    if (!driver) {
+      return {
+        language: this.language,
+        available: false,
+        detail: `the worker program ${workerUrl.pathname} is missing`,
+        fix: `reinstall ${PACKAGE_NAME}: its drivers/ folder must sit beside dist/`,
+      };
+    }
+    const available = webAssembly !== undefined && typeof SharedArrayBuffer === 'function';
+    const { memoryPages, tableElements } = this.#modules.options;
+    return {
+      language: this.language,
+      available,
+      detail: available
+        ? `WebAssembly in Node ${process.versions.node} (V8 ${process.versions.v8}), on ${this.#pool.options.size} worker thread(s); wat: bodies assembled with wabt`
+        : 'this JavaScript runtime has no WebAssembly or SharedArrayBuffer',
+      protection: `WebAssembly isolate: no imports allowed, memory ≤ ${memoryPages} pages (${(memoryPages * WASM_PAGE_BYTES) / 1048576} MiB), tables ≤ ${tableElements} elements, worker threads terminated at the deadline`,
+      ...(available ? {} : { fix: 'use Node.js 20.11 or later' }),
+    };
+  }
+
+  stats(): WasmRunnerStats {
+    return {
+      compiledBodies: this.#modules.compiles,
+      workersStarted: this.#pool.started,
+      workersAlive: this.#pool.count + this.#oneShot.size,
+      workersBusy: this.#pool.busy + this.#oneShot.size,
+    };
+  }
+
+  /** The compiled module for a descriptor, or the Runtime error every call of it gets. */
+  async #prepare(fn: ExternalFn): Promise<CompiledModule> {
+    const declared = [...fn.argTypes, fn.returnType];
+    if (declared.some((t) => t !== 'number')) {
+      const types = `(${fn.argTypes.join(', ')}) -> ${fn.returnType}`;
+      throw ExtFnError.runtime(fn.name, `${ABI}; this function declares ${types}`);
+    }
+    if (this.#pool.closed) throw ExtFnError.runtime(fn.name, 'the runner is closed');
+    const compiled = await this.#modules.get(fn.body);
+    if (!compiled.ok) throw ExtFnError.runtime(fn.name, compiled.message);
+    const arity = compiled.value.signature.params.length;
+    if (arity !== fn.argTypes.length) {
+      throw ExtFnError.runtime(
+        fn.name,
+        `${ENTRY_POINT} takes ${arity} f64 parameter(s) but the function declares ${fn.argTypes.length} argument(s)`,
+      );
+    }
+    return compiled.value;
+  }
+
+  async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
+    const compiled = await this.#prepare(fn);
+    const numbers = args.map((a) => (a as { value: number }).value);
+    const { signal } = options;
+    if (signal?.aborted) throw ExtFnError.aborted(fn.name, signal.reason);
+    const oneShot = options.mode === 'oneShot';
+    let worker: PoolWorker;
+    try {
+      if (oneShot) {
+        worker = await this.#pool.startDetached();
+        this.#oneShot.add(worker);
+      } else {
+        worker = await this.#pool.acquire(signal);
+      }
+    } catch (error) {
+      if (error instanceof PoolClosedError)
+        throw ExtFnError.runtime(fn.name, 'the runner is closed');
+      if (signal?.aborted) throw ExtFnError.aborted(fn.name, signal.reason);
+      throw ExtFnError.runtime(
+        fn.name,
+        `could not start a wasm worker: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    let outcome = 'ok' as 'ok' | 'timeout' | 'aborted';
+    const stop = (why: 'timeout' | 'aborted') => {
+      outcome = why;
+      if (oneShot) void worker.terminate(new WorkerExitError(why));
+      else void this.#pool.discard(worker, new WorkerExitError(why));
+    };
+    // setTimeout fires at once past 2^31-1 ms; a deadline that long is no deadline.
+    const timer = setTimeout(() => stop('timeout'), Math.min(options.timeoutMs, 2_147_483_647));
+    const onAbort = () => stop('aborted');
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const reply = await worker.request({ op: 'call', args: numbers }, compiled);
+      if (reply.ok !== true) throw ExtFnError.runtime(fn.name, String(reply.message));
+      return { type: 'number', value: reply.value as number };
+    } catch (error) {
+      if (outcome === 'timeout') throw ExtFnError.timeout(fn.name, options.timeoutMs);
+      if (outcome === 'aborted') throw ExtFnError.aborted(fn.name, signal?.reason);
+      if (ExtFnError.isInstance(error)) throw error;
+      if (this.#pool.closed) throw ExtFnError.runtime(fn.name, 'the runner is closed');
+      throw ExtFnError.runtime(fn.name, (error as Error).message, { cause: error });
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      if (oneShot) {
+        this.#oneShot.delete(worker);
+        if (!worker.dead) void worker.terminate(new WorkerExitError('one-shot call done'));
+      } else if (!worker.dead) {
+        this.#pool.release(worker);
+      }
+    }
+  }
+
+  async callBatch(
+    fn: ExternalFn,
+    rows: readonly (readonly Value[])[],
+    options: BatchOptions,
+  ): Promise<RowResult[]> {
+    if (rows.length === 0) return [];
+    let compiled: CompiledModule;
+    try {
+      compiled = await this.#prepare(fn);
+    } catch (error) {
+      const failure = error as ExtFnError;
+      options.onProgress?.(rows.length, rows.length);
+      return rows.map(() => failure);
+    }
+    return runBatch(this.#pool, compiled, fn, rows, options);
+  }
+
+  async callColumns(
+    fn: ExternalFn,
+    columns: readonly Float64Array[],
+    options: BatchOptions,
+  ): Promise<ColumnsOutcome> {
+    const n = columns[0]?.length ?? 0;
+    if (
+      columns.length !== fn.argTypes.length ||
+      columns.some((c) => !(c instanceof Float64Array) || c.length !== n)
+    ) {
+      throw ExtFnError.runtime(
+        fn.name,
+        `callColumns needs ${fn.argTypes.length} Float64Array column(s) of equal length, got ${columns.length}`,
+      );
+    }
+    const compiled = await this.#prepare(fn);
+    if (n === 0) return { values: new Float64Array(0), errors: new Map() };
+    return runColumns(this.#pool, compiled, fn, copyColumns(columns, n), n, options);
+  }
+
+  async close(): Promise<void> {
+    const oneShot = [...this.#oneShot];
+    this.#oneShot.clear();
+    await Promise.all([
+      this.#pool.close(),
+      ...oneShot.map((w) => w.terminate(new PoolClosedError())),
+    ]);
+    this.#modules.clear();
+  }
+}
+
+/**
+ * The WebAssembly runner. Bodies are `wat:<text>` or `wasm:<base64>` modules
+ * that export `improv_call` (f64 per argument → f64) and import nothing.
+ */
+export function wasm(options: WasmRunnerOptions = {}): WasmRunner {
+  return new Runner(options);
+}
