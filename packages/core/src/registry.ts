@@ -15,6 +15,7 @@ import { ExtFnError, toExtFnError } from './errors.js';
 import type {
   BatchOptions,
   CallOptions,
+  ColumnResults,
   LanguageRunner,
   RowResult,
   RunnerProbe,
@@ -194,16 +195,17 @@ export class Registry {
     const { fn } = entry;
     const invalid = checkArguments(fn, args);
     if (invalid) throw invalid;
-    const cacheKey = this.#cacheKey(entry, args, options);
-    if (cacheKey !== undefined) {
-      const hit = this.cache!.get(entry.digest, cacheKey);
+    const cache = this.#cacheFor(entry, options);
+    const cacheKey = cache ? argumentsKey(args) : undefined;
+    if (cache) {
+      const hit = cache.get(entry.digest, cacheKey!);
       if (hit !== undefined) return hit;
     }
     const runner = this.#runnerFor(fn);
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const result = await invoke(runner, fn, args, { ...options, timeoutMs });
     if (ExtFnError.isInstance(result)) throw result;
-    if (cacheKey !== undefined) this.cache!.set(entry.digest, cacheKey, result);
+    cache?.set(entry.digest, cacheKey!, result);
     return result;
   }
 
@@ -221,47 +223,89 @@ export class Registry {
     const { fn } = entry;
     const runner = this.#runnerFor(fn);
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
-    const results: RowResult[] = new Array(rows.length);
-    const pending: number[] = [];
-    const keys: (ArgumentsKey | undefined)[] = [];
-    for (let i = 0; i < rows.length; i++) {
+    const total = rows.length;
+    const results: RowResult[] = new Array(total);
+    const cache = this.#cacheFor(entry, options);
+    // Typed arrays, not push(): this loop runs once per cell of a refresh.
+    const pending = new Int32Array(total);
+    const keys: ArgumentsKey[] | undefined = cache ? new Array(total) : undefined;
+    let count = 0;
+    for (let i = 0; i < total; i++) {
       const args = rows[i]!;
       const invalid = checkArguments(fn, args);
       if (invalid) {
         results[i] = invalid;
         continue;
       }
-      const key = this.#cacheKey(entry, args, options);
-      const hit = key === undefined ? undefined : this.cache!.get(entry.digest, key);
-      if (hit !== undefined) {
-        results[i] = hit;
-        continue;
+      if (cache) {
+        const key = argumentsKey(args);
+        const hit = cache.get(entry.digest, key);
+        if (hit !== undefined) {
+          results[i] = hit;
+          continue;
+        }
+        keys![count] = key;
       }
-      pending.push(i);
-      keys.push(key);
+      pending[count++] = i;
     }
-    const settled = rows.length - pending.length;
-    options.onProgress?.(settled, rows.length);
-    if (pending.length > 0) {
-      const batchOptions: BatchOptions = { ...options, timeoutMs };
-      if (options.onProgress) {
-        const report = options.onProgress;
-        batchOptions.onProgress = (done) => report(settled + done, rows.length);
-      }
-      const computed = await runner.callBatch(
-        fn,
-        pending.length === rows.length ? rows : pending.map((i) => rows[i]!),
-        batchOptions,
-      );
-      for (let j = 0; j < pending.length; j++) {
-        const result = checkResult(fn, computed[j]);
-        results[pending[j]!] = result;
-        const key = keys[j];
-        if (key !== undefined && !ExtFnError.isInstance(result))
-          this.cache!.set(entry.digest, key, result);
-      }
+    const settled = total - count;
+    options.onProgress?.(settled, total);
+    if (count === 0) return results;
+    const batchOptions: BatchOptions = { ...options, timeoutMs };
+    if (options.onProgress) {
+      const report = options.onProgress;
+      batchOptions.onProgress = (done) => report(settled + done, total);
+    }
+    const todo = count === total ? rows : Array.from(pending.subarray(0, count), (i) => rows[i]!);
+    const computed = await runner.callBatch(fn, todo, batchOptions);
+    for (let j = 0; j < count; j++) {
+      const result = checkResult(fn, computed[j]);
+      results[pending[j]!] = result;
+      if (cache && !ExtFnError.isInstance(result)) cache.set(entry.digest, keys![j]!, result);
     }
     return results;
+  }
+
+  /**
+   * The columnar fast path for functions whose arguments and result are all
+   * numbers: one Float64Array per argument in, one Float64Array of results
+   * out, and the failed rows' errors by index (their slot in `values` is NaN).
+   * Same per-row semantics as `evalBatch`, without a Value object per cell;
+   * it neither reads nor fills the pure-result cache.
+   */
+  async evalColumns(
+    name: string,
+    columns: readonly Float64Array[],
+    options: EvalBatchOptions = {},
+  ): Promise<ColumnResults> {
+    const entry = this.#lookup(name);
+    const { fn } = entry;
+    if (fn.returnType !== 'number' || fn.argTypes.some((t) => t !== 'number')) {
+      const declared = `(${fn.argTypes.join(', ')}) -> ${fn.returnType}`;
+      throw ExtFnError.runtime(
+        fn.name,
+        `evalColumns needs a function whose arguments and result are all numbers; this one is ${declared} — use evalBatch`,
+      );
+    }
+    if (columns.length !== fn.argTypes.length) {
+      throw ExtFnError.arityMismatch(fn.name, fn.argTypes.length, columns.length);
+    }
+    const rowCount = columns[0]?.length ?? 0;
+    columns.forEach((column, k) => {
+      if (!(column instanceof Float64Array) || column.length !== rowCount) {
+        throw ExtFnError.typeMismatch(
+          fn.name,
+          k + 1,
+          'number',
+          column instanceof Float64Array
+            ? `a column of ${column.length} rows (column 1 has ${rowCount})`
+            : 'something other than a Float64Array',
+        );
+      }
+    });
+    const runner = this.#runnerFor(fn);
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    return runner.callColumns(fn, columns, { ...options, timeoutMs });
   }
 
   /** Ends every runner's processes. The registry cannot be used afterwards. */
@@ -299,9 +343,8 @@ export class Registry {
     return runner;
   }
 
-  #cacheKey(entry: Entry, args: readonly Value[], options: EvalOptions): ArgumentsKey | undefined {
-    if (!this.cache || !entry.fn.pure || options.cache === false) return undefined;
-    return argumentsKey(args);
+  #cacheFor(entry: Entry, options: EvalOptions): ResultCache | undefined {
+    return entry.fn.pure && options.cache !== false ? this.cache : undefined;
   }
 }
 

@@ -9,11 +9,26 @@ import { ExtFnError, toExtFnError } from './errors.js';
 import type {
   BatchOptions,
   CallOptions,
+  ColumnResults,
   LanguageRunner,
   RowResult,
   RunnerProbe,
 } from './runner.js';
-import type { Value } from './value.js';
+import { Value } from './value.js';
+
+/** Failed rows read NaN, and every error is an ExtFnError addressed to the function. */
+function checkColumns(
+  fn: ExternalFn,
+  values: Float64Array,
+  errors: Map<number, unknown>,
+): ColumnResults {
+  const checked = new Map<number, ExtFnError>();
+  for (const [row, error] of errors) {
+    values[row] = Number.NaN;
+    checked.set(row, toExtFnError(error, fn.name));
+  }
+  return { values, errors: checked };
+}
 
 export class RunnerHandle {
   readonly language: string;
@@ -85,6 +100,48 @@ export class RunnerHandle {
       }
     }
     return this.#batchByCalls(fn, rows, options);
+  }
+
+  /** Never rejects for a row's failure: failed rows are NaN in `values` with their error in `errors`. */
+  async callColumns(
+    fn: ExternalFn,
+    columns: readonly Float64Array[],
+    options: BatchOptions,
+  ): Promise<ColumnResults> {
+    if (this.#closing) throw ExtFnError.runtime(fn.name, 'the runner is closed');
+    const rowCount = columns[0]?.length ?? 0;
+    if (!this.runner.callColumns) {
+      const rows = Array.from({ length: rowCount }, (_, i) =>
+        columns.map((column) => Value.number(column[i]!)),
+      );
+      const results = await this.callBatch(fn, rows, options);
+      const values = new Float64Array(rowCount);
+      const errors = new Map<number, ExtFnError>();
+      results.forEach((result, i) => {
+        if (ExtFnError.isInstance(result)) {
+          values[i] = Number.NaN;
+          errors.set(i, result);
+        } else values[i] = (result as { value: number }).value;
+      });
+      return checkColumns(fn, values, errors);
+    }
+    try {
+      const { values, errors } = await this.runner.callColumns(fn, columns, options);
+      if (
+        !(values instanceof Float64Array) ||
+        values.length !== rowCount ||
+        !(errors instanceof Map)
+      ) {
+        throw new Error(`callColumns returned a malformed result for ${rowCount} rows`);
+      }
+      return checkColumns(fn, values, errors);
+    } catch (error) {
+      const failure = toExtFnError(error, fn.name);
+      return {
+        values: new Float64Array(rowCount).fill(Number.NaN),
+        errors: new Map(Array.from({ length: rowCount }, (_, i) => [i, failure])),
+      };
+    }
   }
 
   /** A batch as individual calls, a few at a time. */

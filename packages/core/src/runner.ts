@@ -10,6 +10,13 @@ import type { Value } from './value.js';
 /** One call's outcome in a batch: its value, or its own error. */
 export type RowResult = Value | ExtFnError;
 
+/** What a columnar call gives: one f64 per row, and the failed rows' errors by row index. */
+export interface ColumnResults {
+  /** One result per row; the slot of a failed row is NaN. */
+  values: Float64Array;
+  errors: Map<number, ExtFnError>;
+}
+
 export interface CallOptions {
   /** Wall-clock deadline for this call, in milliseconds (per row in a batch). */
   timeoutMs: number;
@@ -76,6 +83,17 @@ export interface LanguageRunner {
     rows: readonly (readonly Value[])[],
     options: BatchOptions,
   ): Promise<RowResult[]>;
+
+  /**
+   * The columnar fast path, for functions whose arguments and result are all
+   * numbers: `columns[k][i]` is argument k of row i. Optional: core falls back
+   * to `callBatch`. Per-row semantics are those of `call`.
+   */
+  callColumns?(
+    fn: ExternalFn,
+    columns: readonly Float64Array[],
+    options: BatchOptions,
+  ): Promise<ColumnResults>;
 
   /** Ends every process and worker the runner started. Called once by core. */
   close?(): Promise<void>;

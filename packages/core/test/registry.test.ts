@@ -269,3 +269,61 @@ describe('eval(fn, args, options)', () => {
     );
   });
 });
+
+describe('evalColumns', () => {
+  test('falls back to callBatch for a runner without callColumns, with per-row errors', async () => {
+    const { runner } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    const out = await registry.evalColumns('add', [
+      new Float64Array([1, 2, Number.NaN]),
+      new Float64Array([10, 20, 1]),
+    ]);
+    expect([...out.values]).toEqual([11, 22, Number.NaN]);
+    expect(out.errors.size).toBe(0);
+    registry.register(fn('boom', 'throw-typed', ['number'], 'number'));
+    const failed = await registry.evalColumns('boom', [new Float64Array([1, 2])]);
+    expect(failed.errors.get(1)?.message).toBe('function boom: ValueError: nope');
+    expect(Number.isNaN(failed.values[0])).toBe(true);
+  });
+
+  test('uses the runner columnar path when it has one, and checks what comes back', async () => {
+    const { runner } = fakeRunner();
+    let seen: readonly Float64Array[] = [];
+    const columnar = {
+      ...runner,
+      callColumns: async (_fn: unknown, columns: readonly Float64Array[]) => {
+        seen = columns;
+        return {
+          values: columns[0]!.map((x) => x * 2),
+          errors: new Map([[1, new Error('plain')]]),
+        };
+      },
+    };
+    const registry = new Registry({ runners: [columnar] });
+    registry.register(fn('double', 'echo', ['number'], 'number'));
+    const input = new Float64Array([1, 2, 3]);
+    const out = await registry.evalColumns('double', [input]);
+    expect(seen[0]).toBe(input);
+    expect([...out.values]).toEqual([2, Number.NaN, 6]);
+    expect(out.errors.get(1)).toMatchObject({
+      kind: 'Runtime',
+      message: 'function double: runner failed: Error: plain',
+    });
+  });
+
+  test('refuses functions that are not all numbers, wrong column counts and ragged columns', async () => {
+    const registry = new Registry({ runners: [fakeRunner().runner] });
+    registry.register(fn('echo', 'echo', ['text'], 'text'));
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    await expect(registry.evalColumns('echo', [new Float64Array(1)])).rejects.toThrow(
+      /all numbers; this one is \(text\) -> text/,
+    );
+    await expect(registry.evalColumns('add', [new Float64Array(1)])).rejects.toMatchObject({
+      kind: 'ArityMismatch',
+    });
+    await expect(
+      registry.evalColumns('add', [new Float64Array(2), new Float64Array(3)]),
+    ).rejects.toMatchObject({ kind: 'TypeMismatch', position: 2 });
+  });
+});

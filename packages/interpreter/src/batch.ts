@@ -49,8 +49,9 @@ export async function runBatch(
   const lanes = Math.max(1, Math.min(ctx.pool.max, n));
   const singles: number[] = [];
   let next = 0;
-  let size = 1;
-  let perRowMs: number | undefined;
+  // What the last batch of this function learnt: start at its chunk size instead of ramping from 1.
+  let perRowMs: number | undefined = ctx.perRowMs.get(key);
+  let size = perRowMs === undefined ? 1 : MAX_CHUNK;
   let done = 0;
   let stopped: ExtFnError | undefined;
 
@@ -154,6 +155,11 @@ export async function runBatch(
   for (let i = 0; i < n; i++) {
     if (results[i] === undefined)
       results[i] = stopped ?? ExtFnError.runtime(fn.name, 'row was not evaluated');
+  }
+  if (perRowMs !== undefined) {
+    ctx.perRowMs.delete(key);
+    ctx.perRowMs.set(key, perRowMs); // most recent last; the oldest goes past a bound
+    if (ctx.perRowMs.size > 1024) ctx.perRowMs.delete(ctx.perRowMs.keys().next().value!);
   }
   if (done < n) options.onProgress?.(n, n); // the rest were settled at once (aborted, closed)
   return results as RowResult[];

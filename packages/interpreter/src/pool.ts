@@ -15,10 +15,13 @@ export type Launch = (
 ) => Promise<Worker>;
 
 interface Waiter {
-  key: string;
-  fn: ExternalFn;
+  /** The function a worker is wanted for; undefined for a bare slot (a one-shot process). */
+  key: string | undefined;
   signal: AbortSignal | undefined;
-  resolve(worker: Worker): void;
+  /** Takes a free slot and serves the waiter (starts its worker, or hands over the slot). */
+  grant(): void;
+  /** Hands over an idle worker of the waiter's function. */
+  reuse(worker: Worker): void;
   reject(error: unknown): void;
   onAbort?: () => void;
   timer?: NodeJS.Timeout;
@@ -26,6 +29,7 @@ interface Waiter {
 
 export interface PoolCounters {
   live: number;
+  /** Most slots taken at once (warm workers, starting ones and one-shot processes). */
   peak: number;
   killed: number;
   queued: number;
@@ -35,7 +39,7 @@ export class Pool {
   readonly max: number;
   readonly idleMs: number;
   #launch: Launch;
-  /** Slots taken: live workers plus workers being started. */
+  /** Slots taken: live workers, workers being started, and one-shot processes. */
   #slots = 0;
   #peak = 0;
   #killed = 0;
@@ -79,17 +83,61 @@ export class Pool {
     signal?: AbortSignal,
     maxWaitMs = Number.POSITIVE_INFINITY,
   ): Promise<Worker> {
+    const idle = this.#closed || signal?.aborted ? undefined : this.#takeIdle(key);
+    if (idle) return Promise.resolve(idle);
+    return this.#wait(key, signal, maxWaitMs, (resolve, reject) => ({
+      grant: () => this.#start(key, fn, signal).then(resolve, reject),
+      reuse: resolve,
+    }));
+  }
+
+  /**
+   * A slot without a warm worker, for a one-shot process: it counts against
+   * the same bound. Call the returned function when the process has ended.
+   */
+  acquireSlot(signal?: AbortSignal, maxWaitMs = Number.POSITIVE_INFINITY): Promise<() => void> {
+    return this.#wait<() => void>(undefined, signal, maxWaitMs, (resolve) => ({
+      grant: () => {
+        this.#slots++;
+        this.#peak = Math.max(this.#peak, this.#slots);
+        let released = false;
+        resolve(() => {
+          if (released) return;
+          released = true;
+          this.#slots--;
+          this.#pump();
+        });
+      },
+      reuse: () => {},
+    }));
+  }
+
+  #wait<T>(
+    key: string | undefined,
+    signal: AbortSignal | undefined,
+    maxWaitMs: number,
+    serve: (
+      resolve: (value: T) => void,
+      reject: (error: unknown) => void,
+    ) => Pick<Waiter, 'grant' | 'reuse'>,
+  ): Promise<T> {
     if (this.#closed) return Promise.reject(new WorkerFailure('closed', 'the runner is closed'));
     if (signal?.aborted) {
       return Promise.reject(
         new WorkerFailure('aborted', 'aborted', undefined, undefined, signal.reason),
       );
     }
-    const idle = this.#takeIdle(key);
-    if (idle) return Promise.resolve(idle);
-    if (this.#slots < this.max || this.#evictOne()) return this.#start(key, fn, signal);
-    return new Promise<Worker>((resolve, reject) => {
-      const waiter: Waiter = { key, fn, signal, resolve, reject };
+    return new Promise<T>((resolve, reject) => {
+      const waiter: Waiter = {
+        key,
+        signal,
+        reject,
+        ...(serve(resolve, reject) as Pick<Waiter, 'grant' | 'reuse'>),
+      };
+      if (this.#queue.length === 0 && (this.#slots < this.max || this.#evictOne())) {
+        waiter.grant(); // nobody waits and a slot is free: no queueing
+        return;
+      }
       if (Number.isFinite(maxWaitMs)) {
         waiter.timer = setTimeout(() => {
           this.#dequeue(waiter);
@@ -122,7 +170,7 @@ export class Pool {
       const waiter = this.#queue.find((w) => w.key === worker.key);
       if (waiter) {
         this.#dequeue(waiter);
-        waiter.resolve(worker);
+        waiter.reuse(worker);
         return;
       }
       this.#park(worker);
@@ -146,6 +194,7 @@ export class Pool {
 
   #start(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<Worker> {
     this.#slots++;
+    this.#peak = Math.max(this.#peak, this.#slots);
     return this.#launch(key, fn, signal).then(
       (worker) => {
         if (this.#closed) {
@@ -154,7 +203,6 @@ export class Pool {
           throw new WorkerFailure('closed', 'the runner is closed');
         }
         this.#all.add(worker);
-        this.#peak = Math.max(this.#peak, this.#all.size);
         return worker;
       },
       (error: unknown) => {
@@ -230,15 +278,15 @@ export class Pool {
   #pump(): void {
     for (const waiter of [...this.#queue]) {
       if (this.#closed) return;
-      const idle = this.#takeIdle(waiter.key);
+      const idle = waiter.key === undefined ? undefined : this.#takeIdle(waiter.key);
       if (idle) {
         this.#dequeue(waiter);
-        waiter.resolve(idle);
+        waiter.reuse(idle);
         continue;
       }
       if (this.#slots < this.max || this.#evictOne()) {
         this.#dequeue(waiter);
-        this.#start(waiter.key, waiter.fn, waiter.signal).then(waiter.resolve, waiter.reject);
+        waiter.grant();
         continue;
       }
       return;

@@ -80,6 +80,8 @@ export interface RunnerContext {
   readonly maxOutputBytes: number;
   readonly chunkMs: number;
   readonly f64: boolean;
+  /** Measured milliseconds per row by function key, so the next batch starts at the right chunk size. */
+  readonly perRowMs: Map<string, number>;
   /** Runs one request on a pooled worker for `fn`; see SubprocessRunner.request. */
   request(fn: ExternalFn, key: string, request: WorkerRequest): Promise<Frame>;
   /** A worker failure, load failure or anything else as the ExtFnError of `fn`. */
@@ -95,6 +97,7 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
   readonly maxOutputBytes: number;
   readonly chunkMs: number;
   readonly f64: boolean;
+  readonly perRowMs = new Map<string, number>();
   #spec: InterpreterSpec;
   #options: InterpreterRunnerOptions;
   #interpreter: Promise<ResolvedInterpreter | undefined> | undefined;
@@ -102,6 +105,8 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
   #oneShots = new Set<AbortController>();
   #started = 0;
   #closed = false;
+  /** The policy for which the interpreter was found and the sandbox proved usable. */
+  #preparedFor: SandboxPolicy | undefined;
 
   constructor(spec: InterpreterSpec, options: InterpreterRunnerOptions) {
     this.#spec = spec;
@@ -321,7 +326,7 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
   async #launch(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<Worker> {
     const interpreter = await this.#resolve();
     if (!interpreter) throw this.#unavailable(fn);
-    const limits = { ...this.#limits(), cpuSeconds: this.#workerCpuSeconds() };
+    const limits = { ...this.#limits(), cpuSeconds: Math.ceil(this.#workerCpuSeconds()) };
     const process = spawnSandboxed(this.#sandboxOptions(interpreter, fn.name, limits));
     this.#started++;
     const worker = new Worker(key, process, this.#spec.driverSource);
@@ -371,6 +376,13 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
 
   async #oneShot(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
     const interpreter = (await this.#resolve())!;
+    // A one-shot process takes a slot of the same bound as warm workers.
+    let release: () => void;
+    try {
+      release = await this.pool.acquireSlot(options.signal, options.timeoutMs + 2_000);
+    } catch (error) {
+      throw this.toError(fn, error, options.timeoutMs);
+    }
     const controller = new AbortController();
     this.#oneShots.add(controller);
     const signal = options.signal
@@ -403,6 +415,7 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
       throw this.toError(fn, error, options.timeoutMs);
     } finally {
       this.#oneShots.delete(controller);
+      release();
     }
     let frames: Frame[];
     try {
@@ -510,13 +523,12 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
 
   /** Interpreter found and sandbox usable, or a typed error — before any process for the body starts. */
   async #prepare(fn: ExternalFn): Promise<void> {
+    const policy = this.#policy();
+    if (this.#preparedFor === policy) return; // the hot path of warm calls: nothing to await
     const interpreter = await this.#resolve();
     if (!interpreter) throw this.#unavailable(fn);
-    await assertSandboxAvailable({
-      policy: this.#policy(),
-      ...this.#bwrap(),
-      functionName: fn.name,
-    });
+    await assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name });
+    this.#preparedFor = policy;
   }
 
   #resolve(): Promise<ResolvedInterpreter | undefined> {

@@ -48,7 +48,7 @@ export interface InterpreterSpec {
 }
 
 export interface InterpreterRunnerOptions {
-  /** Most live workers for this runner (all functions together). Default: one per core. */
+  /** Most interpreter processes at once for this runner: warm workers and one-shot calls, all functions together. Default: one per core. */
   maxWorkers?: number;
   /** A worker idle this long is shut down (default 30 000 ms). */
   idleMs?: number;
@@ -60,7 +60,8 @@ export interface InterpreterRunnerOptions {
    * CPU seconds a warm worker may use over its whole life (RLIMIT_CPU is
    * cumulative, so a per-call value would kill a healthy worker after a few
    * thousand calls). Per-call protection comes from the wall-clock deadline
-   * of each request. A worker is retired before it gets near this. Default 3 600.
+   * of each request. A worker is retired once its busy time reaches half of
+   * this. Whole seconds (rounded up). Default 3 600.
    */
   workerCpuSeconds?: number;
   /** Per-row output cap the driver enforces, in bytes (default: the sandbox's stdout cap, 1 MiB). */
@@ -84,7 +85,7 @@ export interface InterpreterStats {
   readonly started: number;
   /** Warm workers alive now. */
   readonly live: number;
-  /** Most warm workers alive at once so far. */
+  /** Most processes at once so far (warm workers, starting ones, one-shot calls). */
   readonly peak: number;
   /** Warm workers killed and replaced (timeout, crash, malformed frame, abort, output). */
   readonly killed: number;

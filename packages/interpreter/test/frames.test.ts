@@ -50,3 +50,23 @@ describe('frames', () => {
     expect(encodeFrame({ rows: new RawJson('[]') }).toString()).toBe('{"rows":[]}\n');
   });
 });
+
+describe('functionKey', () => {
+  test('covers name, body and types; a descriptor changed in place gets a new key', async () => {
+    const { functionKey } = await import('../src/index.js');
+    const fn = {
+      name: 'f',
+      language: 'python',
+      body: 'result = 1',
+      argTypes: ['number' as const],
+      returnType: 'number' as const,
+      pure: false,
+    };
+    const first = functionKey(fn);
+    expect(functionKey({ ...fn })).toBe(first);
+    expect(functionKey({ ...fn, name: 'g' })).not.toBe(first);
+    expect(functionKey({ ...fn, argTypes: ['text'] })).not.toBe(first);
+    fn.body = 'result = 2';
+    expect(functionKey(fn)).not.toBe(first);
+  });
+});

@@ -120,6 +120,23 @@ describe.skipIf(!hasPython)('warm workers with a fixture driver', () => {
     expect(runner.stats()).toMatchObject({ started: 2, peak: 1, live: 1 });
   });
 
+  test('one-shot processes count against the same bound as warm workers', async () => {
+    const { registry, runner } = make(
+      { add: ['result = args[0] + args[1]', ['number', 'number'], 'number'] },
+      { maxWorkers: 2 },
+    );
+    await registry.eval('add', [Value.number(0), Value.number(0)]); // one warm worker, idle
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        registry.eval('add', [Value.number(i), Value.number(1)], { mode: 'oneShot' }),
+      ),
+    );
+    expect(results.map((r) => (r as { value: number }).value)).toEqual(
+      Array.from({ length: 12 }, (_, i) => i + 1),
+    );
+    expect(runner.stats()).toMatchObject({ started: 13, peak: 2 });
+  });
+
   test('a batch of 10,000 rows is chunked over the workers and equals the per-row results', async () => {
     const { registry, runner } = make(
       { sq: ['result = args[0] * args[0]', ['number'], 'number'] },

@@ -5,12 +5,18 @@
  */
 import { readFileSync } from 'node:fs';
 import {
+  createInterpreterRunner,
   type InterpreterRunner,
   type InterpreterRunnerOptions,
-  createInterpreterRunner,
   resolveExecutable,
 } from '@improv/extfn-interpreter';
-import { JULIA_ARGS, JULIA_ENV, JULIA_IDLE_MS, JULIA_LIMITS, JULIA_STARTUP_TIMEOUT_MS } from './bootstrap.js';
+import {
+  JULIA_ARGS,
+  JULIA_ENV,
+  JULIA_IDLE_MS,
+  JULIA_LIMITS,
+  JULIA_STARTUP_TIMEOUT_MS,
+} from './bootstrap.js';
 
 export {
   BOOTSTRAP,
@@ -30,10 +36,17 @@ export interface JuliaRunnerOptions extends InterpreterRunnerOptions {
 }
 
 /** The driver program (drivers/driver.jl, shipped in the package). */
-export const DRIVER_SOURCE: string = readFileSync(new URL('../drivers/driver.jl', import.meta.url), 'utf8');
+export const DRIVER_SOURCE: string = readFileSync(
+  new URL('../drivers/driver.jl', import.meta.url),
+  'utf8',
+);
 
 /** Asked of the julia found, to see through launchers such as juliaup's. */
-const EXECUTABLE_PROBE = ['--startup-file=no', '-e', 'print(joinpath(Sys.BINDIR, Base.julia_exe_name))'];
+const EXECUTABLE_PROBE = [
+  '--startup-file=no',
+  '-e',
+  'print(joinpath(Sys.BINDIR, Base.julia_exe_name))',
+];
 
 /** Julia lives in its own prefix (/opt/julia-1.x, …): bind it, its lib/ and share/ are needed. */
 function prefixOutsideUsr(path: string): string[] {

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { ExtFnError, type ExternalFn, type Value, valueToJson } from '@improv/extfn-core';
+import { type ExternalFn, ExtFnError, type Value, valueToJson } from '@improv/extfn-core';
 import { encodeFrame } from '@improv/extfn-interpreter';
 import Parser from 'web-tree-sitter';
 
@@ -44,7 +44,9 @@ let parser: Parser | undefined;
 export async function juliaParser(): Promise<Parser> {
   if (parser) return parser;
   await Parser.init();
-  const wasm = readFileSync(new URL('../node_modules/tree-sitter-julia/tree-sitter-julia.wasm', import.meta.url));
+  const wasm = readFileSync(
+    new URL('../node_modules/tree-sitter-julia/tree-sitter-julia.wasm', import.meta.url),
+  );
   const language = await Parser.Language.load(wasm);
   parser = new Parser();
   parser.setLanguage(language);
@@ -57,7 +59,9 @@ export async function juliaSyntaxErrors(source: string): Promise<string[]> {
   const errors: string[] = [];
   const walk = (node: Parser.SyntaxNode) => {
     if (node.type === 'ERROR' || node.isMissing) {
-      errors.push(`${node.isMissing ? 'missing' : 'error'} at ${node.startPosition.row + 1}:${node.startPosition.column + 1}: ${node.text.slice(0, 60)}`);
+      errors.push(
+        `${node.isMissing ? 'missing' : 'error'} at ${node.startPosition.row + 1}:${node.startPosition.column + 1}: ${node.text.slice(0, 60)}`,
+      );
     }
     for (const child of node.children) walk(child);
   };

@@ -3,12 +3,12 @@
  * `julia` on PATH). Skipped here: Julia is not installable on our CI.
  */
 import { readFileSync } from 'node:fs';
-import { Registry, Value, parseExternalFns, sameValue } from '@improv/extfn-core';
+import { parseExternalFns, Registry, sameValue, Value } from '@improv/extfn-core';
 import { runnerConformanceSuite } from '@improv/extfn-core/testing';
 import fc from 'fast-check';
 import { afterAll, describe, expect, test } from 'vitest';
 import { julia } from '../src/index.js';
-import { JULIA, failure, juliaFound, noJulia } from './helpers.js';
+import { failure, JULIA, juliaFound, noJulia } from './helpers.js';
 
 const runner = () => julia({ ...(JULIA ? { interpreter: JULIA } : {}), policy: 'restricted' });
 
@@ -27,8 +27,18 @@ if (juliaFound) {
     loopTimeoutMs: 3_000,
     testTimeoutMs: 180_000,
     verbatim: [
-      { name: '$ is not interpolated from data', body: 'x = "a\\$b"\nresult = x', returnType: 'text', expected: Value.text('a$b') },
-      { name: 'triple-quoted strings', body: 'result = """q "x" """', returnType: 'text', expected: Value.text('q "x" ') },
+      {
+        name: '$ is not interpolated from data',
+        body: 'x = "a\\$b"\nresult = x',
+        returnType: 'text',
+        expected: Value.text('a$b'),
+      },
+      {
+        name: 'triple-quoted strings',
+        body: 'result = """q "x" """',
+        returnType: 'text',
+        expected: Value.text('q "x" '),
+      },
     ],
     prefix: `julia (${JULIA}, Restricted) conformance:`,
   });
@@ -40,20 +50,49 @@ describe.skipIf(!juliaFound)(`julia specifics${juliaFound ? '' : ` (${noJulia})`
   const registry = new Registry({ runners: [runner()], timeoutMs: 60_000 });
   afterAll(() => registry.close());
   const fixtures = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
-  for (const fn of parseExternalFns(fixtures.external_fns).filter((f) => f.language === 'julia')) registry.register(fn);
-  registry.register({ name: 'id_text', language: 'julia', body: 'result = args[1]', argTypes: ['text'], returnType: 'text' });
-  registry.register({ name: 'modules', language: 'julia', body: 'using Base.Math\nresult = args[1] * 2', argTypes: ['number'], returnType: 'number' });
+  for (const fn of parseExternalFns(fixtures.external_fns).filter((f) => f.language === 'julia'))
+    registry.register(fn);
+  registry.register({
+    name: 'id_text',
+    language: 'julia',
+    body: 'result = args[1]',
+    argTypes: ['text'],
+    returnType: 'text',
+  });
+  registry.register({
+    name: 'modules',
+    language: 'julia',
+    body: 'using Base.Math\nresult = args[1] * 2',
+    argTypes: ['number'],
+    returnType: 'number',
+  });
 
   test('the engine fixture add_jl: 2 + 3 = 5, warm and as a batch', async () => {
-    expect(await registry.eval('add_jl', [Value.number(2), Value.number(3)])).toEqual(Value.number(5));
+    expect(await registry.eval('add_jl', [Value.number(2), Value.number(3)])).toEqual(
+      Value.number(5),
+    );
     const rows = Array.from({ length: 1_000 }, (_, i) => [Value.number(i), Value.number(0.5)]);
     const batch = await registry.evalBatch('add_jl', rows);
-    batch.forEach((v, i) => expect(v).toEqual(Value.number(i + 0.5)));
+    for (const [i, v] of batch.entries()) expect(v).toEqual(Value.number(i + 0.5));
   });
 
   test('text with quotes, backslashes, newlines, $, #{}, NUL and non-BMP characters arrives unchanged', async () => {
-    const nasty = fc.constantFrom('$x', '$(error("no"))', '#{y}', '"', '\\', '\n', '\r\n', '\u0000', '😀', '𝄞', '\ud800');
-    const text = fc.array(fc.oneof(nasty, fc.string({ maxLength: 4 })), { maxLength: 12 }).map((p) => p.join(''));
+    const nasty = fc.constantFrom(
+      '$x',
+      '$(error("no"))',
+      '#{y}',
+      '"',
+      '\\',
+      '\n',
+      '\r\n',
+      '\u0000',
+      '😀',
+      '𝄞',
+      '\ud800',
+    );
+    const text = fc
+      .array(fc.oneof(nasty, fc.string({ maxLength: 4 })), { maxLength: 12 })
+      .map((p) => p.join(''));
     await fc.assert(
       fc.asyncProperty(text, async (s) => {
         const back = await registry.eval('id_text', [Value.text(s)], { cache: false });
@@ -68,7 +107,13 @@ describe.skipIf(!juliaFound)(`julia specifics${juliaFound ? '' : ` (${noJulia})`
   });
 
   test('a missing result is a Runtime error', async () => {
-    registry.register({ name: 'unset', language: 'julia', body: 'x = 1', argTypes: [], returnType: 'number' });
+    registry.register({
+      name: 'unset',
+      language: 'julia',
+      body: 'x = 1',
+      argTypes: [],
+      returnType: 'number',
+    });
     expect((await failure(registry.eval('unset', []))).message).toMatch(/did not set result/);
   });
 });

@@ -5,7 +5,7 @@
  * only as JSON data, never as program text.
  */
 import { readFileSync } from 'node:fs';
-import { type ExternalFn, Value, parseExternalFns } from '@improv/extfn-core';
+import { type ExternalFn, parseExternalFns, Value } from '@improv/extfn-core';
 import { FrameReader } from '@improv/extfn-interpreter';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
@@ -36,10 +36,17 @@ describe('the programs julia runs', () => {
   });
 
   test('the driver defines the entry points the bootstrap and the protocol need', () => {
-    for (const name of ['function main()', 'function serve()', 'function load!(', 'function call_json(', 'function call_f64(']) {
+    for (const name of [
+      'function main()',
+      'function serve()',
+      'function load!(',
+      'function call_json(',
+      'function call_f64(',
+    ]) {
       expect(DRIVER_SOURCE).toContain(name);
     }
-    for (const op of ['"load"', '"call"', '"callf64"', '"exit"']) expect(DRIVER_SOURCE).toContain(`op == ${op}`);
+    for (const op of ['"load"', '"call"', '"callf64"', '"exit"'])
+      expect(DRIVER_SOURCE).toContain(`op == ${op}`);
     expect(DRIVER_SOURCE).toContain('{\\"ready\\":1,\\"protocol\\":1,\\"version\\":');
   });
 
@@ -52,8 +59,10 @@ describe('bodies', () => {
   const bodies: Record<string, string> = {
     'the engine fixture add_jl (indented)': addJl.body,
     'several indented statements': '    x = args[1]\n    y = args[2]\n    result = x * y',
-    'a loop and a local function': 'f(x) = 2x\nresult = 0.0\nfor a in args\n    result += f(a)\nend',
-    'a $ and #{} inside a string literal': 'result = string("cost: \\$", args[1], " #{not interpolated}")',
+    'a loop and a local function':
+      'f(x) = 2x\nresult = 0.0\nfor a in args\n    result += f(a)\nend',
+    'a $ and #{} inside a string literal':
+      'result = string("cost: \\$", args[1], " #{not interpolated}")',
     'tabs and CRLF line ends': '\tx = args[1]\r\n\tresult = x\r\n',
     'an early return': 'args[1] < 0 && return 0.0\nresult = sqrt(args[1])',
   };
@@ -70,7 +79,13 @@ describe('bodies', () => {
 });
 
 describe('what a one-shot call writes to julia', () => {
-  const fn: ExternalFn = { ...addJl, name: 'echo', argTypes: ['text', 'number'], returnType: 'text', body: 'result = args[1]' };
+  const fn: ExternalFn = {
+    ...addJl,
+    name: 'echo',
+    argTypes: ['text', 'number'],
+    returnType: 'text',
+    body: 'result = args[1]',
+  };
   const frames = (input: Buffer) => {
     const preamble = Buffer.from(`${Buffer.byteLength(DRIVER_SOURCE)}\n${DRIVER_SOURCE}`);
     expect(input.subarray(0, preamble.length).equals(preamble)).toBe(true);
@@ -79,13 +94,30 @@ describe('what a one-shot call writes to julia', () => {
 
   test('the body reaches the driver byte for byte, inside the load frame', () => {
     const body = '    result = "$(args[1]) \\" \\\\ \u0000 😀"\r\n';
-    const [load] = frames(oneShotInput(DRIVER_SOURCE, { ...fn, body }, [Value.text('x'), Value.number(1)]));
+    const [load] = frames(
+      oneShotInput(DRIVER_SOURCE, { ...fn, body }, [Value.text('x'), Value.number(1)]),
+    );
     expect((load!.fn as { body: string }).body).toBe(body);
   });
 
   test('text arguments with $, #{}, quotes, backslashes, newlines, NUL and non-BMP characters are data', () => {
-    const nasty = fc.constantFrom('$x', '$(run(`id`))', '#{y}', '"', '\\', '\n', '\r\n', '\u0000', '😀', '𝄞', '"""', '\\u0041');
-    const text = fc.array(fc.oneof(nasty, fc.string({ maxLength: 4 })), { maxLength: 12 }).map((p) => p.join(''));
+    const nasty = fc.constantFrom(
+      '$x',
+      '$(run(`id`))',
+      '#{y}',
+      '"',
+      '\\',
+      '\n',
+      '\r\n',
+      '\u0000',
+      '😀',
+      '𝄞',
+      '"""',
+      '\\u0041',
+    );
+    const text = fc
+      .array(fc.oneof(nasty, fc.string({ maxLength: 4 })), { maxLength: 12 })
+      .map((p) => p.join(''));
     fc.assert(
       fc.property(text, fc.double(), (s, n) => {
         const input = oneShotInput(DRIVER_SOURCE, fn, [Value.text(s), Value.number(n)]);
@@ -94,7 +126,9 @@ describe('what a one-shot call writes to julia', () => {
         expect(row[0]).toBe(s);
         expect(exit).toEqual({ op: 'exit' });
         // Every newline in the frames is a frame end: a value never adds a line of code.
-        expect(input.toString('utf8').split('\n').length).toBe(DRIVER_SOURCE.split('\n').length + 1 + 3);
+        expect(input.toString('utf8').split('\n').length).toBe(
+          DRIVER_SOURCE.split('\n').length + 1 + 3,
+        );
       }),
       { numRuns: 300 },
     );
@@ -108,7 +142,9 @@ describe('finding julia', () => {
     expect(probe.available).toBe(false);
     expect(probe.fix).toMatch(/IMPROV_EXTFN_JULIA/);
     await expect(
-      runner.call({ ...addJl, pure: false }, [Value.number(1), Value.number(2)], { timeoutMs: 1_000 }),
+      runner.call({ ...addJl, pure: false }, [Value.number(1), Value.number(2)], {
+        timeoutMs: 1_000,
+      }),
     ).rejects.toMatchObject({ kind: 'LanguageUnavailable' });
     expect(runner.stats().started).toBe(0);
     await runner.close();

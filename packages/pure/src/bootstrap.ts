@@ -9,10 +9,15 @@ import { fileURLToPath } from 'node:url';
  * protocol's `N\n` + driver preamble from stdin with fgets, evaluates it, and
  * serves frames from the same C stdin stream.
  */
-export const BOOTSTRAP_PATH: string = fileURLToPath(new URL('../drivers/bootstrap.pure', import.meta.url));
+export const BOOTSTRAP_PATH: string = fileURLToPath(
+  new URL('../drivers/bootstrap.pure', import.meta.url),
+);
 
 /** The directory holding the bootstrap, bound read-only into the sandbox. */
-export const DRIVERS_DIR: string = fileURLToPath(new URL('../drivers/', import.meta.url)).replace(/\/$/, '');
+export const DRIVERS_DIR: string = fileURLToPath(new URL('../drivers/', import.meta.url)).replace(
+  /\/$/,
+  '',
+);
 
 /** `-q`: no sign-on message; then the bootstrap script. */
 export const PURE_ARGS: readonly string[] = ['-q', BOOTSTRAP_PATH];

@@ -6,9 +6,9 @@
  */
 import { readFileSync } from 'node:fs';
 import {
+  createInterpreterRunner,
   type InterpreterRunner,
   type InterpreterRunnerOptions,
-  createInterpreterRunner,
   resolveExecutable,
 } from '@improv/extfn-interpreter';
 import { DRIVERS_DIR, PURE_ARGS, PURE_ENV, PURE_LIMITS } from './bootstrap.js';
@@ -24,7 +24,10 @@ export interface PureRunnerOptions extends InterpreterRunnerOptions {
 }
 
 /** The driver program (drivers/driver.pure, shipped in the package; ASCII). */
-export const DRIVER_SOURCE: string = readFileSync(new URL('../drivers/driver.pure', import.meta.url), 'utf8');
+export const DRIVER_SOURCE: string = readFileSync(
+  new URL('../drivers/driver.pure', import.meta.url),
+  'utf8',
+);
 
 /** Pure installs under a prefix (/usr/local by default): bind it for lib/pure, plus our drivers. */
 function sandboxPaths(path: string): string[] {

@@ -78,7 +78,8 @@ export function statements(source: string): Token[][] {
       if (stack.pop() !== t) throw new SyntaxError(`line ${token.line}: unbalanced ${t}`);
     } else if (token.kind === 'id' && BLOCKS.has(t)) stack.push('end');
     else if (token.kind === 'id' && t === 'end') {
-      if (stack.pop() !== 'end') throw new SyntaxError(`line ${token.line}: end without when/with/case`);
+      if (stack.pop() !== 'end')
+        throw new SyntaxError(`line ${token.line}: end without when/with/case`);
     }
     if (token.kind === 'op' && t === ';' && stack.length === 0) {
       if (current.length === 0) throw new SyntaxError(`line ${token.line}: empty statement`);
@@ -115,5 +116,9 @@ export function definedNames(source: string): Set<string> {
 
 /** Every identifier with the given prefix used anywhere in the source. */
 export function usedNames(source: string, prefix: string): Set<string> {
-  return new Set(tokenize(source).filter((t) => t.kind === 'id' && t.text.startsWith(prefix)).map((t) => t.text));
+  return new Set(
+    tokenize(source)
+      .filter((t) => t.kind === 'id' && t.text.startsWith(prefix))
+      .map((t) => t.text),
+  );
 }

@@ -131,22 +131,29 @@ let rss = [];
   await registry.close();
 }
 
-// 3 and 4. evalBatch over JSON frames, then binary f64 columns.
+// 3 and 4. evalBatch over JSON frames, then binary f64 columns; each also
+// straight through runner.callBatch, to show what core's per-row checks cost.
 const workers = availableParallelism();
 for (const [label, options] of [
-  ['evalBatch, JSON frames', { f64: false }],
-  ['evalBatch, binary f64 columns', {}],
+  ['JSON frames', { f64: false }],
+  ['binary f64 columns', {}],
 ]) {
   const { registry, runner } = makeRegistry(options);
   verify(await registry.evalBatch('add', rows)); // warm-up: workers started, chunk size learnt
-  const times = [];
-  for (let i = 0; i < RUNS; i++) {
-    const t = performance.now();
-    verify(await registry.evalBatch('add', rows));
-    times.push(performance.now() - t);
+  const fn = registry.get('add');
+  for (const [how, run] of [
+    ['evalBatch', () => registry.evalBatch('add', rows)],
+    ['runner.callBatch', () => runner.callBatch(fn, rows, { timeoutMs: 10_000 })],
+  ]) {
+    const times = [];
+    for (let i = 0; i < RUNS; i++) {
+      const t = performance.now();
+      verify(await run());
+      times.push(performance.now() - t);
+    }
+    const ms = median(times);
+    table.push({ path: `${how}, ${label} (${workers} workers)`, perRow: ms / ROWS, total: ms });
   }
-  const ms = median(times);
-  table.push({ path: `${label} (${workers} workers)`, perRow: ms / ROWS, total: ms });
   if (options.f64 === undefined) rss = treeRss(runner.workerPids());
   await registry.close();
 }

@@ -1,6 +1,6 @@
 # The @improv/extfn Python driver, protocol v1 (docs/protocol.md).
 #
-# Started as `python3 -I -S -c <bootstrap>`; the bootstrap reads this file's
+# Started as `python3 -s -S -B -c <bootstrap>`; the bootstrap reads this file's
 # length and text from stdin and runs it. It then serves frames on stdin:
 # `load` compiles the body once, `call`/`callf64` run it per row, `exit` ends.
 # Frames go out on a private copy of the original stdout; fd 1 and sys.stdout
@@ -290,7 +290,7 @@ class _Capture(object):
 
 _capture = _Capture()
 sys.stdout = _capture
-sys.stdin = open(os.devnull, 'r')
+_stdin = sys.stdin = open(os.devnull, 'r')
 
 
 # ---- compiling the body ------------------------------------------------------------
@@ -439,13 +439,15 @@ def _row_failed(fn, e, capture):
     if capture.size or over:
         tail = capture.take()
     if isinstance(e, NameError) and fn.body.mode == 'function' and fn.body.unset(e):
-        e = _ResultTypeError('result was not set (assign it, e.g. `result = args[0]`)', 'nothing')
+        e = _not_set()
     if over or isinstance(e, _OutputTooLarge):
         e = _OutputTooLarge()
     return _error(e, fn.body.filename, tail)
 
 
-_NOT_SET = _ResultTypeError('result was not set (assign it, e.g. `result = args[0]`)', 'nothing')
+def _not_set():
+    # A fresh exception each time: re-raising one instance would grow its traceback chain.
+    return _ResultTypeError('result was not set (assign it, e.g. `result = args[0]`)', 'nothing')
 
 
 def _call(fn, rows, plain=False):
@@ -480,7 +482,7 @@ def _call(fn, rows, plain=False):
             if plain_float and type(r) is float and -inf < r < inf and r != 0.0:
                 append(r)
             elif r is _UNSET:
-                raise _NOT_SET
+                raise _not_set()
             else:
                 append(out(r))
         except BaseException as e:
@@ -517,7 +519,7 @@ def _callf64(fn, n, payload):
             if type(r) is float:
                 out[i] = r
             elif r is _UNSET:
-                raise _NOT_SET
+                raise _not_set()
             else:
                 out[i] = _f64_out(r)
         except BaseException as e:
@@ -547,6 +549,9 @@ def _serve():
         payload = _read_exact(request['bytes']) if 'bytes' in request else None
         op = request.get('op')
         rid = request.get('id')
+        # A body may have replaced them; each request starts with the driver's own.
+        sys.stdout = _capture
+        sys.stdin = _stdin
         if op == 'call':
             values, errors = _call(fn, request['rows'], request.get('plain') is True)
             response = {'id': rid, 'values': values}

@@ -295,6 +295,34 @@ describe.skipIf(!restrictedOk)(
       expect(await waitFor(() => !alive(pid!))).toBe(true);
     });
 
+    test('a warm worker outlives the CPU a single call may use: the limit is per worker life, the deadline per call', async () => {
+      const burn =
+        'import time\nend = time.process_time() + 0.1\nwhile time.process_time() < end:\n    pass\nresult = args[0]';
+      const { registry, runner } = restricted(
+        { burn: [burn, ['number'], 'number'] },
+        { maxWorkers: 1 },
+      );
+      // 30 calls of 0.1 s CPU each: 3 s in one process, past the 2 s RLIMIT_CPU a 1 s one-shot call gets.
+      for (let i = 0; i < 30; i++) {
+        expect(await registry.eval('burn', [Value.number(i)], { timeoutMs: 1_000 })).toEqual(
+          Value.number(i),
+        );
+      }
+      expect(runner.stats()).toMatchObject({ started: 1, killed: 0 });
+    });
+
+    test('a warm worker is retired once its busy time nears its lifetime CPU budget', async () => {
+      const { registry, runner } = restricted(
+        { nap: ['import time\ntime.sleep(0.3)\nresult = 1', [], 'number'] },
+        { workerCpuSeconds: 1 },
+      );
+      await registry.eval('nap', []);
+      await registry.eval('nap', []); // 0.6 s busy: past half of the 1 s budget
+      expect(runner.stats()).toMatchObject({ started: 1, live: 0 });
+      await registry.eval('nap', []);
+      expect(runner.stats().started).toBe(2);
+    });
+
     test('a worker serves one function: two functions with the same body never share one', async () => {
       const { registry, runner } = restricted({
         first: ['import sys\nresult = id(sys)', [], 'number'],

@@ -422,6 +422,26 @@ describe.skipIf(!hasPython)(
       expect(out).toEqual(Value.text('float bool str datetime int'));
     });
 
+    test('tracebacks keep the line numbers as written: CRLF bodies, exec-mode bodies, nested calls', async () => {
+      const { registry } = trusted({
+        crlf: ['x = 1\r\n\r\ny = 0\r\nresult = x / y\r\n', [], 'number'],
+        execMode: [
+          'total = 0\ndef f():\n    global total\n    raise KeyError("k")\nf()',
+          [],
+          'number',
+        ],
+        nested: ['def g(v):\n    return int(v)\n\nresult = g("x")', [], 'number'],
+      });
+      const crlf = await failure(registry.eval('crlf', []));
+      expect(crlf.message).toBe('function crlf: ZeroDivisionError: division by zero');
+      expect(crlf.stderr).toMatch(/line 4, in <module>/);
+      const execMode = await failure(registry.eval('execMode', []));
+      expect(execMode.message).toBe("function execMode: KeyError: 'k'");
+      expect(execMode.stderr).toMatch(/line 5, in <module>[\s\S]*line 4, in f/);
+      const nested = await failure(registry.eval('nested', []));
+      expect(nested.stderr).toMatch(/line 4, in <module>[\s\S]*line 2, in g/);
+    });
+
     test('syntax errors, unset results and exec-mode bodies (global, locals(), shadowed builtins)', async () => {
       const { registry } = trusted({
         syntax: ['result = (1 +\n', [], 'number'],

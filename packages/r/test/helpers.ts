@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { ExtFnError, Registry, type Value } from '@improv/extfn-core';
-import { type SandboxPolicy, probeSandbox } from '@improv/extfn-sandbox';
+import { probeSandbox } from '@improv/extfn-sandbox';
 import { type RRunnerOptions, r } from '../src/index.js';
 
 /** Debian's Rscript (`.ci/run` installs r-base-core); IMPROV_EXTFN_R points elsewhere. */

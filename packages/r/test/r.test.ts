@@ -5,16 +5,19 @@
  * interpreter is found.
  */
 import { readFileSync } from 'node:fs';
-import { ExtFnError, Registry, Value, parseExternalFns } from '@improv/extfn-core';
+import { ExtFnError, parseExternalFns, Registry, Value } from '@improv/extfn-core';
 import { afterEach, describe, expect, test } from 'vitest';
 import { r } from '../src/index.js';
-import { RSCRIPT, failure, registryWith, restrictedOk, skipReason } from './helpers.js';
+import { failure, RSCRIPT, registryWith, restrictedOk, skipReason } from './helpers.js';
 
 const closers: Registry[] = [];
 afterEach(async () => {
   for (const registry of closers.splice(0)) await registry.close();
 });
-function registry(fns: Parameters<typeof registryWith>[0], options: Parameters<typeof registryWith>[1] = {}) {
+function registry(
+  fns: Parameters<typeof registryWith>[0],
+  options: Parameters<typeof registryWith>[1] = {},
+) {
   const made = registryWith(fns, options);
   closers.push(made.registry);
   return made;
@@ -25,7 +28,13 @@ describe('finding R (no interpreter needed)', () => {
     const runner = r({ interpreter: '/nonexistent/Rscript' });
     const reg = new Registry({ runners: [runner] });
     closers.push(reg);
-    reg.register({ name: 'f', language: 'r', body: 'result <- 1', argTypes: [], returnType: 'number' });
+    reg.register({
+      name: 'f',
+      language: 'r',
+      body: 'result <- 1',
+      argTypes: [],
+      returnType: 'number',
+    });
     const error = await failure(reg.eval('f', []));
     expect(error.kind).toBe('LanguageUnavailable');
     expect(error.message).toMatch(/IMPROV_EXTFN_R/);
@@ -49,182 +58,251 @@ describe('finding R (no interpreter needed)', () => {
   });
 });
 
-describe.skipIf(!restrictedOk)(`R under Restricted (${restrictedOk ? RSCRIPT : skipReason})`, () => {
-  test('the engine fixture hyp_r: hypot on 3, 4 is 5, warm and one-shot', async () => {
-    const fixtures = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
-    const hyp = parseExternalFns(fixtures.external_fns).find((fn) => fn.name === 'hyp_r')!;
-    expect(hyp.body).toBe('result <- sqrt(args[[1]]^2 + args[[2]]^2)');
-    const reg = new Registry({ runners: [r({ interpreter: RSCRIPT, policy: 'restricted' })], functions: [hyp] });
-    closers.push(reg);
-    expect(await reg.eval('hyp_r', [Value.number(3), Value.number(4)])).toEqual(Value.number(5));
-    expect(await reg.eval('hyp_r', [Value.number(3), Value.number(4)], { mode: 'oneShot', cache: false })).toEqual(
-      Value.number(5),
-    );
-  });
-
-  test("stop() is a Runtime error with R's message; a custom condition keeps its class", async () => {
-    const { registry: reg } = registry({
-      boom: ['stop("x went wrong")', [], 'number'],
-      custom: ['stop(structure(class = c("myError", "error", "condition"), list(message = "mine", call = NULL)))', [], 'number'],
-      deep: ['f <- function(n) if (n == 0) stop("bottom") else f(n - 1)\nresult <- f(3)', [], 'number'],
+describe.skipIf(!restrictedOk)(
+  `R under Restricted (${restrictedOk ? RSCRIPT : skipReason})`,
+  () => {
+    test('the engine fixture hyp_r: hypot on 3, 4 is 5, warm and one-shot', async () => {
+      const fixtures = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
+      const hyp = parseExternalFns(fixtures.external_fns).find((fn) => fn.name === 'hyp_r')!;
+      expect(hyp.body).toBe('result <- sqrt(args[[1]]^2 + args[[2]]^2)');
+      const reg = new Registry({
+        runners: [r({ interpreter: RSCRIPT, policy: 'restricted' })],
+        functions: [hyp],
+      });
+      closers.push(reg);
+      expect(await reg.eval('hyp_r', [Value.number(3), Value.number(4)])).toEqual(Value.number(5));
+      expect(
+        await reg.eval('hyp_r', [Value.number(3), Value.number(4)], {
+          mode: 'oneShot',
+          cache: false,
+        }),
+      ).toEqual(Value.number(5));
     });
-    const boom = await failure(reg.eval('boom', []));
-    expect(boom.kind).toBe('Runtime');
-    expect(boom.message).toBe('function boom: Error: x went wrong');
-    expect((await failure(reg.eval('custom', []))).message).toBe('function custom: myError: mine');
-    const deep = await failure(reg.eval('deep', []));
-    expect(deep.message).toBe('function deep: Error: bottom');
-    expect(deep.stderr).toMatch(/Error in f\(n - 1\): bottom/);
-  });
 
-  test('a syntax error is reported at load with the parser message', async () => {
-    const { registry: reg } = registry({ bad: ['result <- (1 +', [], 'number'] });
-    const error = await failure(reg.eval('bad', []));
-    expect(error.kind).toBe('Runtime');
-    expect(error.message).toMatch(/unexpected end of input/);
-  });
-
-  test('a runaway loop is a Timeout and the next call works', async () => {
-    const { registry: reg } = registry({
-      spin: ['while (TRUE) {}', [], 'number'],
-      one: ['result <- 1', [], 'number'],
+    test("stop() is a Runtime error with R's message; a custom condition keeps its class", async () => {
+      const { registry: reg } = registry({
+        boom: ['stop("x went wrong")', [], 'number'],
+        custom: [
+          'stop(structure(class = c("myError", "error", "condition"), list(message = "mine", call = NULL)))',
+          [],
+          'number',
+        ],
+        deep: [
+          'f <- function(n) if (n == 0) stop("bottom") else f(n - 1)\nresult <- f(3)',
+          [],
+          'number',
+        ],
+      });
+      const boom = await failure(reg.eval('boom', []));
+      expect(boom.kind).toBe('Runtime');
+      expect(boom.message).toBe('function boom: Error: x went wrong');
+      expect((await failure(reg.eval('custom', []))).message).toBe(
+        'function custom: myError: mine',
+      );
+      const deep = await failure(reg.eval('deep', []));
+      expect(deep.message).toBe('function deep: Error: bottom');
+      expect(deep.stderr).toMatch(/Error in f\(n - 1\): bottom/);
     });
-    const error = await failure(reg.eval('spin', [], { timeoutMs: 800 }));
-    expect(error.kind).toBe('Timeout');
-    expect(error.ms).toBe(800);
-    expect(await reg.eval('one', [])).toEqual(Value.number(1));
-  });
 
-  test('NA is never a number: an NA result is a Runtime error, NaN comes back as NaN', async () => {
-    const { registry: reg } = registry({
-      na: ['result <- NA_real_', [], 'number'],
-      nan: ['result <- args[[1]] * 0', ['number'], 'number'],
-      missing: ['result <- c(1, 2)[5]', [], 'number'],
+    test('a syntax error is reported at load with the parser message', async () => {
+      const { registry: reg } = registry({ bad: ['result <- (1 +', [], 'number'] });
+      const error = await failure(reg.eval('bad', []));
+      expect(error.kind).toBe('Runtime');
+      expect(error.message).toMatch(/unexpected end of input/);
     });
-    const na = await failure(reg.eval('na', []));
-    expect(na.message).toBe("function na: result expected number, got NA (double, R's missing value)");
-    expect(await reg.eval('nan', [Value.number(Number.POSITIVE_INFINITY)])).toEqual(Value.number(Number.NaN));
-    expect((await failure(reg.eval('missing', []))).message).toMatch(/got NA/);
-  });
 
-  test('a text with NUL is that row’s Runtime error before the body runs (R strings cannot hold NUL)', async () => {
-    const { registry: reg } = registry({ len: ['result <- nchar(args[[1]])', ['text'], 'number'] });
-    const error = await failure(reg.eval('len', [Value.text('a\u0000b')]));
-    expect(error.message).toBe(
-      'function len: ValueError: text argument 1 contains a NUL character, which R strings cannot hold',
-    );
-    const batch = await reg.evalBatch('len', [[Value.text('ab')], [Value.text('\u0000')], [Value.text('😀')]]);
-    expect(batch[0]).toEqual(Value.number(2));
-    expect(ExtFnError.isInstance(batch[1])).toBe(true);
-    expect(batch[2]).toEqual(Value.number(1));
-  });
-
-  test('types as R sees them: numeric, logical, character, POSIXct in UTC, integer enums', async () => {
-    const { registry: reg } = registry({
-      kinds: [
-        'result <- paste(class(args[[1]]), typeof(args[[2]]), class(args[[3]])[1], attr(args[[3]], "tzone"), typeof(args[[4]]), typeof(args[[5]]), class(args[[6]]), sep = ",")',
-        ['number', 'enum', 'datetime', 'datetime', 'boolean', 'enum'],
-        'text',
-      ],
-      year: ['result <- as.numeric(format(args[[1]], "%Y"))', ['datetime'], 'number'],
-      later: ['result <- args[[1]] + 0.25', ['datetime'], 'datetime'],
-      date: ['result <- as.Date("2024-02-29")', [], 'datetime'],
-      bigEnum: ['result <- args[[1]] - 1', ['enum'], 'enum'],
+    test('a runaway loop is a Timeout and the next call works', async () => {
+      const { registry: reg } = registry({
+        spin: ['while (TRUE) {}', [], 'number'],
+        one: ['result <- 1', [], 'number'],
+      });
+      const error = await failure(reg.eval('spin', [], { timeoutMs: 800 }));
+      expect(error.kind).toBe('Timeout');
+      expect(error.ms).toBe(800);
+      expect(await reg.eval('one', [])).toEqual(Value.number(1));
     });
-    const kinds = await reg.eval('kinds', [
-      Value.number(1),
-      Value.enum(3),
-      Value.datetime('2025-01-01T00:00:00Z'),
-      Value.datetime('2025-01-01T00:00:00Z'),
-      Value.boolean(true),
-      Value.enum(4_294_967_295),
-    ]);
-    expect(kinds).toEqual(Value.text('numeric,integer,POSIXct,UTC,double,logical,numeric'));
-    expect(await reg.eval('year', [Value.datetime('1969-12-31T23:59:59.999Z')])).toEqual(Value.number(1969));
-    expect(await reg.eval('later', [Value.datetime('2025-03-31T23:59:59.875Z')])).toEqual(
-      Value.datetime('2025-04-01T00:00:00.125Z'),
-    );
-    expect(await reg.eval('date', [])).toEqual(Value.datetime('2024-02-29T00:00:00Z'));
-    expect(await reg.eval('bigEnum', [Value.enum(4_294_967_295)])).toEqual(Value.enum(4_294_967_294));
-    expect((await failure(reg.eval('bigEnum', [Value.enum(0)]))).message).toMatch(/result expected enum, got double -1/);
-  });
 
-  // POSIXct is a double count of seconds: about 0.24 µs of precision near 2025,
-  // coarser far from 1970 (about 8 µs around the year 1, so five digits there).
-  test('datetimes keep microseconds: nanoseconds are rounded to the microsecond', async () => {
-    const { registry: reg } = registry({ id: ['result <- args[[1]]', ['datetime'], 'datetime'] });
-    expect(await reg.eval('id', [Value.datetime('2025-03-31T23:59:59.123456789Z')])).toEqual(
-      Value.datetime('2025-03-31T23:59:59.123457Z'),
-    );
-    expect(await reg.eval('id', [Value.datetime('1900-01-01T00:00:00.000001Z')])).toEqual(
-      Value.datetime('1900-01-01T00:00:00.000001Z'),
-    );
-    expect(await reg.eval('id', [Value.datetime('0001-01-01T00:00:00.123Z')])).toEqual(
-      Value.datetime('0001-01-01T00:00:00.123Z'),
-    );
-    expect(await reg.eval('id', [Value.datetime('0001-01-01T00:00:00.123456Z')])).toEqual(
-      Value.datetime('0001-01-01T00:00:00.12346Z'),
-    );
-  });
-
-  test('each row gets fresh variables, the same random seed, and its own output', async () => {
-    const { registry: reg } = registry({
-      leak: ['if (exists("seen", inherits = FALSE)) stop("leaked")\nseen <- TRUE\nresult <- args[[1]]', ['number'], 'number'],
-      draw: ['result <- runif(1)', ['number'], 'number'],
-      chatty: ['print(args[[1]])\nmessage("to stderr")\nwarning("careful")\nresult <- args[[1]]', ['number'], 'number'],
+    test('NA is never a number: an NA result is a Runtime error, NaN comes back as NaN', async () => {
+      const { registry: reg } = registry({
+        na: ['result <- NA_real_', [], 'number'],
+        nan: ['result <- args[[1]] * 0', ['number'], 'number'],
+        missing: ['result <- c(1, 2)[5]', [], 'number'],
+      });
+      const na = await failure(reg.eval('na', []));
+      expect(na.message).toBe(
+        "function na: result expected number, got NA (double, R's missing value)",
+      );
+      expect(await reg.eval('nan', [Value.number(Number.POSITIVE_INFINITY)])).toEqual(
+        Value.number(Number.NaN),
+      );
+      expect((await failure(reg.eval('missing', []))).message).toMatch(/got NA/);
     });
-    const rows = [1, 2, 3].map((n) => [Value.number(n)]);
-    expect(await reg.evalBatch('leak', rows)).toEqual(rows.map((row) => row[0]));
-    const draws = await reg.evalBatch('draw', rows);
-    expect(new Set(draws.map((v) => (v as { value: number }).value)).size).toBe(1);
-    expect(await reg.eval('draw', [Value.number(9)])).toEqual(draws[0]);
-    expect(await reg.evalBatch('chatty', rows)).toEqual(rows.map((row) => row[0]));
-  });
 
-  test('a result that is not one value is a Runtime error naming what came back', async () => {
-    const { registry: reg } = registry({
-      vec: ['result <- c(1, 2, 3)', [], 'number'],
-      unset: ['x <- 1', [], 'number'],
-      factor: ['result <- factor("a")', [], 'enum'],
-      text: ['result <- 1L', [], 'text'],
-      bool: ['result <- NA', [], 'boolean'],
+    test('a text with NUL is that row’s Runtime error before the body runs (R strings cannot hold NUL)', async () => {
+      const { registry: reg } = registry({
+        len: ['result <- nchar(args[[1]])', ['text'], 'number'],
+      });
+      const error = await failure(reg.eval('len', [Value.text('a\u0000b')]));
+      expect(error.message).toBe(
+        'function len: ValueError: text argument 1 contains a NUL character, which R strings cannot hold',
+      );
+      const batch = await reg.evalBatch('len', [
+        [Value.text('ab')],
+        [Value.text('\u0000')],
+        [Value.text('😀')],
+      ]);
+      expect(batch[0]).toEqual(Value.number(2));
+      expect(ExtFnError.isInstance(batch[1])).toBe(true);
+      expect(batch[2]).toEqual(Value.number(1));
     });
-    expect((await failure(reg.eval('vec', []))).message).toBe('function vec: result expected number, got double of length 3');
-    expect((await failure(reg.eval('unset', []))).message).toBe('function unset: NameError: the body did not set result');
-    expect((await failure(reg.eval('factor', []))).message).toMatch(/result expected enum, got factor/);
-    expect((await failure(reg.eval('text', []))).message).toBe('function text: result expected text, got integer 1');
-    expect((await failure(reg.eval('bool', []))).message).toMatch(/result expected boolean, got NA/);
-  });
 
-  test('evalBatch equals eval on each row: values, R errors, wrong types and a hanging row', async () => {
-    const body = [
-      'x <- args[[1]]',
-      'if (x == 3) stop("three")',
-      'if (x == 5) repeat {}',
-      'result <- if (x == 7) "seven" else x * 2',
-    ].join('\n');
-    const { registry: reg } = registry({ mixed: [body, ['number'], 'number'] });
-    const rows = Array.from({ length: 10 }, (_, i) => [Value.number(i)]);
-    const batch = await reg.evalBatch('mixed', rows, { timeoutMs: 1_500 });
-    for (let i = 0; i < rows.length; i++) {
-      const got = batch[i];
-      if (i === 5) {
-        expect(ExtFnError.isInstance(got) && got.kind).toBe('Timeout');
-        continue;
+    test('types as R sees them: numeric, logical, character, POSIXct in UTC, integer enums', async () => {
+      const { registry: reg } = registry({
+        kinds: [
+          'result <- paste(class(args[[1]]), typeof(args[[2]]), class(args[[3]])[1], attr(args[[3]], "tzone"), typeof(args[[4]]), typeof(args[[5]]), class(args[[6]]), sep = ",")',
+          ['number', 'enum', 'datetime', 'datetime', 'boolean', 'enum'],
+          'text',
+        ],
+        year: ['result <- as.numeric(format(args[[1]], "%Y"))', ['datetime'], 'number'],
+        later: ['result <- args[[1]] + 0.25', ['datetime'], 'datetime'],
+        date: ['result <- as.Date("2024-02-29")', [], 'datetime'],
+        bigEnum: ['result <- args[[1]] - 1', ['enum'], 'enum'],
+      });
+      const kinds = await reg.eval('kinds', [
+        Value.number(1),
+        Value.enum(3),
+        Value.datetime('2025-01-01T00:00:00Z'),
+        Value.datetime('2025-01-01T00:00:00Z'),
+        Value.boolean(true),
+        Value.enum(4_294_967_295),
+      ]);
+      expect(kinds).toEqual(Value.text('numeric,integer,POSIXct,UTC,double,logical,numeric'));
+      expect(await reg.eval('year', [Value.datetime('1969-12-31T23:59:59.999Z')])).toEqual(
+        Value.number(1969),
+      );
+      expect(await reg.eval('later', [Value.datetime('2025-03-31T23:59:59.875Z')])).toEqual(
+        Value.datetime('2025-04-01T00:00:00.125Z'),
+      );
+      expect(await reg.eval('date', [])).toEqual(Value.datetime('2024-02-29T00:00:00Z'));
+      expect(await reg.eval('bigEnum', [Value.enum(4_294_967_295)])).toEqual(
+        Value.enum(4_294_967_294),
+      );
+      expect((await failure(reg.eval('bigEnum', [Value.enum(0)]))).message).toMatch(
+        /result expected enum, got double -1/,
+      );
+    });
+
+    // POSIXct is a double count of seconds: about 0.24 µs of precision near 2025,
+    // coarser far from 1970 (about 8 µs around the year 1, so five digits there).
+    test('datetimes keep microseconds: nanoseconds are rounded to the microsecond', async () => {
+      const { registry: reg } = registry({ id: ['result <- args[[1]]', ['datetime'], 'datetime'] });
+      expect(await reg.eval('id', [Value.datetime('2025-03-31T23:59:59.123456789Z')])).toEqual(
+        Value.datetime('2025-03-31T23:59:59.123457Z'),
+      );
+      expect(await reg.eval('id', [Value.datetime('1900-01-01T00:00:00.000001Z')])).toEqual(
+        Value.datetime('1900-01-01T00:00:00.000001Z'),
+      );
+      expect(await reg.eval('id', [Value.datetime('0001-01-01T00:00:00.123Z')])).toEqual(
+        Value.datetime('0001-01-01T00:00:00.123Z'),
+      );
+      expect(await reg.eval('id', [Value.datetime('0001-01-01T00:00:00.123456Z')])).toEqual(
+        Value.datetime('0001-01-01T00:00:00.12346Z'),
+      );
+    });
+
+    test('each row gets fresh variables, the same random seed, and its own output', async () => {
+      const { registry: reg } = registry({
+        leak: [
+          'if (exists("seen", inherits = FALSE)) stop("leaked")\nseen <- TRUE\nresult <- args[[1]]',
+          ['number'],
+          'number',
+        ],
+        draw: ['result <- runif(1)', ['number'], 'number'],
+        chatty: [
+          'print(args[[1]])\nmessage("to stderr")\nwarning("careful")\nresult <- args[[1]]',
+          ['number'],
+          'number',
+        ],
+      });
+      const rows = [1, 2, 3].map((n) => [Value.number(n)]);
+      expect(await reg.evalBatch('leak', rows)).toEqual(rows.map((row) => row[0]));
+      const draws = await reg.evalBatch('draw', rows);
+      expect(new Set(draws.map((v) => (v as { value: number }).value)).size).toBe(1);
+      expect(await reg.eval('draw', [Value.number(9)])).toEqual(draws[0]);
+      expect(await reg.evalBatch('chatty', rows)).toEqual(rows.map((row) => row[0]));
+    });
+
+    test('a result that is not one value is a Runtime error naming what came back', async () => {
+      const { registry: reg } = registry({
+        vec: ['result <- c(1, 2, 3)', [], 'number'],
+        unset: ['x <- 1', [], 'number'],
+        factor: ['result <- factor("a")', [], 'enum'],
+        text: ['result <- 1L', [], 'text'],
+        bool: ['result <- NA', [], 'boolean'],
+      });
+      expect((await failure(reg.eval('vec', []))).message).toBe(
+        'function vec: result expected number, got double of length 3',
+      );
+      expect((await failure(reg.eval('unset', []))).message).toBe(
+        'function unset: NameError: the body did not set result',
+      );
+      expect((await failure(reg.eval('factor', []))).message).toMatch(
+        /result expected enum, got factor/,
+      );
+      expect((await failure(reg.eval('text', []))).message).toBe(
+        'function text: result expected text, got integer 1',
+      );
+      expect((await failure(reg.eval('bool', []))).message).toMatch(
+        /result expected boolean, got NA/,
+      );
+    });
+
+    test('a body that writes to the protocol channel breaks only its own worker', async () => {
+      const { registry: reg, runner } = registry({
+        shell: ['system("echo \'{\\"id\\":99}\'")\nresult <- 1', [], 'number'],
+        unsink: ['sink()\ncat("{}\\n")\nresult <- 2', [], 'number'],
+        ok: ['result <- 3', [], 'number'],
+      });
+      expect((await failure(reg.eval('shell', []))).message).toMatch(/unexpected frame/);
+      expect(await reg.eval('ok', [])).toEqual(Value.number(3));
+      expect((await failure(reg.eval('unsink', []))).message).toMatch(/unexpected frame/);
+      expect(await reg.eval('ok', [])).toEqual(Value.number(3));
+      expect(runner.stats().killed).toBe(2);
+    });
+
+    test('evalBatch equals eval on each row: values, R errors, wrong types and a hanging row', async () => {
+      const body = [
+        'x <- args[[1]]',
+        'if (x == 3) stop("three")',
+        'if (x == 5) repeat {}',
+        'result <- if (x == 7) "seven" else x * 2',
+      ].join('\n');
+      const { registry: reg } = registry({ mixed: [body, ['number'], 'number'] });
+      const rows = Array.from({ length: 10 }, (_, i) => [Value.number(i)]);
+      const batch = await reg.evalBatch('mixed', rows, { timeoutMs: 1_500 });
+      for (let i = 0; i < rows.length; i++) {
+        const got = batch[i];
+        if (i === 5) {
+          expect(ExtFnError.isInstance(got) && got.kind).toBe('Timeout');
+          continue;
+        }
+        let single: unknown;
+        try {
+          single = await reg.eval('mixed', rows[i]!, { timeoutMs: 1_500 });
+        } catch (error) {
+          single = error;
+        }
+        if (ExtFnError.isInstance(single)) {
+          expect(ExtFnError.isInstance(got) && [got.kind, got.message]).toEqual([
+            single.kind,
+            single.message,
+          ]);
+        } else {
+          expect(got).toEqual(single);
+        }
       }
-      let single: unknown;
-      try {
-        single = await reg.eval('mixed', rows[i]!, { timeoutMs: 1_500 });
-      } catch (error) {
-        single = error;
-      }
-      if (ExtFnError.isInstance(single)) {
-        expect(ExtFnError.isInstance(got) && [got.kind, got.message]).toEqual([single.kind, single.message]);
-      } else {
-        expect(got).toEqual(single);
-      }
-    }
-    expect(batch[3] instanceof Error && batch[3].message).toBe('function mixed: Error: three');
-    expect(batch[4]).toEqual(Value.number(8));
-  });
-});
+      expect(batch[3] instanceof Error && batch[3].message).toBe('function mixed: Error: three');
+      expect(batch[4]).toEqual(Value.number(8));
+    });
+  },
+);

@@ -1,13 +1,14 @@
 // Cold start of `python3 -I -S -c pass`: plain spawn vs the sandbox policies,
 // interleaved in one run so machine noise hits every column alike.
-// Usage: pnpm --filter @improv/extfn-sandbox bench   (RUNS=30 by default)
+// Usage: pnpm --filter @improv/extfn-sandbox bench   (RUNS=60 by default)
+import { cpus, loadavg } from 'node:os';
 import { execa } from 'execa';
 import { leakingDescriptors } from '../dist/host.js';
 import { probeSandbox, runSandboxed } from '../dist/index.js';
 
 const PYTHON = '/usr/bin/python3';
 const ARGS = ['-I', '-S', '-c', 'pass'];
-const RUNS = Number(process.env.RUNS ?? 30);
+const RUNS = Number(process.env.RUNS ?? 60);
 const env = { HOME: '/tmp', PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' };
 
 const modes = {
@@ -46,6 +47,7 @@ const rows = Object.entries(samples).map(([name, values]) => {
   const median = quantile(values, 0.5);
   return {
     mode: name,
+    'min ms': quantile(values, 0).toFixed(2),
     'median ms': median.toFixed(2),
     'p90 ms': quantile(values, 0.9).toFixed(2),
     'vs plain': `${(median / base).toFixed(2)}x`,
@@ -59,3 +61,6 @@ console.log(
 );
 console.table(rows);
 console.log('budget: the sandbox may add at most 0.50 of a plain start ("added / start")');
+console.log(
+  `load average: ${loadavg()[0].toFixed(2)} on ${cpus().length} cores (noise grows with it)`,
+);

@@ -13,15 +13,16 @@ import {
  * When the host runs as root, every sandboxed process tree gets a uid of its
  * own from 0x70000000 (1879048192) up: a range systemd documents as unused,
  * far from subordinate-uid ranges (/etc/subuid hands out 100000 + 65536·n),
- * whose rootless containers a kill(-1) must never reach. Three things follow: RLIMIT_NPROC (counted per real
- * uid, ignored for uid 0) bounds one tree without starving the others; the
- * whole tree, setsid() children included, can be ended atomically with
- * kill(-1) sent as that uid; and trees cannot signal or ptrace each other.
+ * whose rootless containers a kill(-1) must never reach. Three things
+ * follow: RLIMIT_NPROC (counted per real uid, ignored for uid 0) bounds one
+ * tree without starving the others; the whole tree, setsid() children
+ * included, can be ended atomically with kill(-1) sent as that uid; and
+ * trees cannot signal or ptrace each other.
  *
  * Uids are leased in blocks of 64 through lock files in a root-only directory,
  * so two host processes on one machine never share a uid. A uid that still
- * owns a process after its tree ended (an orphan the host's init never
- * reaped: zombies count toward RLIMIT_NPROC) is never handed out again.
+ * owns a process after its tree ended (an orphan the host's init has
+ * not reaped yet: zombies count toward RLIMIT_NPROC) is set aside until it owns none.
  */
 
 const BASE_UID = 0x7000_0000;
@@ -30,6 +31,8 @@ const BLOCK_COUNT = 1024;
 const LOCK_DIR = '/run/improv-extfn-sandbox';
 
 const free: number[] = [];
+/** Uids whose tree left processes (zombies included); retried before a new block is leased. */
+const tainted = new Set<number>();
 const blocks: string[] = [];
 let exitHook = false;
 
@@ -109,6 +112,15 @@ function leaseBlock(): void {
 
 /** A uid no other live process tree uses. Only for a root host. */
 export function leaseUid(): number {
+  if (free.length === 0 && tainted.size > 0) {
+    const uids = [...tainted];
+    const busy = busyUids(Math.min(...uids), Math.max(...uids) + 1);
+    for (const uid of uids) {
+      if (busy.has(uid)) continue;
+      tainted.delete(uid);
+      free.push(uid);
+    }
+  }
   if (free.length === 0) leaseBlock();
   return free.shift()!;
 }
@@ -116,4 +128,5 @@ export function leaseUid(): number {
 /** Give the uid back once its tree is gone; `clean` false = something of it survives. */
 export function releaseUid(uid: number, clean: boolean): void {
   if (clean) free.push(uid);
+  else tainted.add(uid);
 }

@@ -7,10 +7,10 @@
 
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { hasBwrap, hasPython, isRoot, linux, pythonJson } from './helpers.js';
@@ -53,6 +53,15 @@ afterAll(async () => {
 });
 
 type Outcome = Record<string, unknown>;
+
+/** Whether a user other than the owner can traverse to and read `path`. */
+function othersCanRead(path: string): boolean {
+  if ((statSync(path).mode & 0o004) === 0) return false;
+  for (let dir = dirname(path); ; dir = dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) return false;
+    if (dir === '/') return true;
+  }
+}
 const READS = `print(json.dumps({
   'tmp': attempt(lambda: read(${JSON.stringify(tmpMarker)})),
   'tmpPrivate': attempt(lambda: read(${JSON.stringify(tmpMarkerPrivate)})),
@@ -60,7 +69,18 @@ const READS = `print(json.dumps({
   'home': attempt(lambda: read(${JSON.stringify(homeMarker)})),
   'listHome': attempt(lambda: len(os.listdir('/home')) >= 0),
   'listRoot': attempt(lambda: len(os.listdir('/root')) >= 0),
-  'usr': attempt(lambda: open('/usr/extfn-write-${id}', 'w').close()),
+}))`;
+
+/** Writes outside /tmp: never run under trusted (as root they would succeed on the host). */
+const WRITES = `
+def write(path):
+    with open(path, 'w') as f:
+        f.write('x')
+print(json.dumps({
+  'usr': attempt(lambda: write('/usr/extfn-write-${id}')),
+  'rootfs': attempt(lambda: write('/extfn-write-${id}')),
+  'dev': attempt(lambda: write('/dev/extfn-write-${id}')),
+  'devNull': attempt(lambda: write('/dev/null')),
 }))`;
 
 const canRestricted = linux && hasBwrap && hasPython;
@@ -87,7 +107,13 @@ describe('files of the host', () => {
         home: { errno: 'ENOENT' },
         listHome: { errno: 'ENOENT' },
         listRoot: { errno: 'ENOENT' },
+      });
+      // / and /dev are bwrap's own tmpfs, unbounded: read-only, or a body could fill memory
+      expect(await pythonJson<Outcome>(WRITES, 'restricted')).toEqual({
         usr: { errno: 'EROFS' },
+        rootfs: { errno: 'EROFS' },
+        dev: { errno: 'EROFS' },
+        devNull: { ok: null },
       });
     },
   );
@@ -99,11 +125,17 @@ describe('files of the host', () => {
       expect(out).toEqual({
         tmp: { ok: 'tmp-marker' }, // no namespaces: what every user may read stays readable
         tmpPrivate: { errno: 'EACCES' },
-        cwd: { ok: 'cwd-marker' },
+        // the checkout may sit where others cannot reach it; then the uid drop guards it too
+        cwd: othersCanRead(cwdMarker) ? { ok: 'cwd-marker' } : { errno: 'EACCES' },
         home: { errno: 'EACCES' },
-        listHome: { ok: true },
+        listHome: existsSync('/home') ? { ok: true } : { errno: 'ENOENT' },
         listRoot: { errno: 'EACCES' },
+      });
+      expect(await pythonJson<Outcome>(WRITES, 'unsandboxed')).toEqual({
         usr: { errno: 'EACCES' },
+        rootfs: { errno: 'EACCES' },
+        dev: { errno: 'EACCES' },
+        devNull: { ok: null },
       });
     },
   );
@@ -274,6 +306,7 @@ out = {
   'ptrace': sc('ptrace', 16, 999999999, 0, 0),      # PTRACE_ATTACH to no one: ESRCH unless denied first
   'keyctl': sc('keyctl', 0, -3, 0),                  # KEYCTL_GET_KEYRING_ID of the session keyring
   'unshare': sc('unshare', 0),                       # succeeds when allowed
+  'userns': sc('unshare', 0x10000000),               # CLONE_NEWUSER: a nested user namespace
   'setns': sc('setns', -1, 0),                       # EBADF unless denied first
   'io_uring_setup': sc('io_uring_setup', 1, 0),      # EFAULT unless denied first
   'perf_event_open': sc('perf_event_open', 0, 0, -1, -1, 0),
@@ -292,6 +325,7 @@ describe('seccomp', () => {
         ptrace: 'EPERM',
         keyctl: 'EPERM',
         unshare: 'EPERM',
+        userns: 'EPERM',
         setns: 'EPERM',
         io_uring_setup: 'EPERM',
         perf_event_open: 'EPERM',
@@ -309,6 +343,7 @@ describe('seccomp', () => {
         ptrace: 'ESRCH',
         keyctl: 'ok',
         unshare: 'ok',
+        userns: 'ok', // an unprivileged uid may create one where nothing forbids it
         setns: 'EBADF',
         io_uring_setup: 'EFAULT',
         TIOCSTI: 'ENOTTY',

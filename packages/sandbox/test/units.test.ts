@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { explainExit } from '../src/explain.js';
+import { interpreterPrefix } from '../src/host.js';
 import {
   DEFAULT_LIMITS,
   DENIED_SYSCALLS,
@@ -125,5 +126,20 @@ describe('probeSandbox', () => {
       cleanEnv: true,
     });
     expect(probe.summary).toMatch(/host’s privileges/);
+  });
+});
+
+describe('interpreterPrefix', () => {
+  test('binds a prefix outside /usr, never a home or top-level directory', () => {
+    expect(interpreterPrefix('/usr/bin/python3.11')).toBeUndefined();
+    expect(interpreterPrefix('/opt/python-3.12/bin/python3.12')).toBe('/opt/python-3.12');
+    expect(interpreterPrefix('/home/ada/.pyenv/versions/3.12.1/bin/python3.12')).toBe(
+      '/home/ada/.pyenv/versions/3.12.1',
+    );
+    expect(interpreterPrefix('/home/ada/bin/python')).toBe('/home/ada/bin');
+    expect(interpreterPrefix('/root/bin/python')).toBe('/root/bin');
+    expect(interpreterPrefix('/opt/bin/python')).toBe('/opt/bin');
+    expect(interpreterPrefix('/opt/python')).toBe('/opt/python');
+    expect(interpreterPrefix('/home/ada/python')).toBe('/home/ada/python');
   });
 });

@@ -127,8 +127,8 @@ function runCall(message) {
 /**
  * Rows [start, end) of a batch held in a SharedArrayBuffer: `arity` f64
  * columns of `rows` values, the result column, then one trap flag byte per
- * row. Results are written in
- * place; a trapped row's message is collected and its neighbours go on.
+ * row. Results are written in place; a trapped row's message is collected
+ * and its neighbours go on.
  * @param {any} message
  */
 function runBatch(message) {
@@ -157,11 +157,12 @@ function runBatch(message) {
   );
   const args = new Array(arity);
   const fresh = entry.fresh;
-  // One loop per arity so that the common cases call the export directly.
+  // A switch on the (loop-invariant, well predicted) arity lets the common cases call the export directly.
   for (let i = start; i < end; i++) {
     progress[0] = i;
     try {
       if (fresh) {
+        instance = undefined; // a failed instantiation must not report the previous row's message
         instance = instantiate(entry.module);
         fn = instance.call;
       }
@@ -185,7 +186,7 @@ function runBatch(message) {
     } catch (error) {
       out[i] = Number.NaN;
       trapped[i] = 1; // survives this worker being terminated later in the range
-      traps.push([i, describe(error, instance.exports)]);
+      traps.push([i, describe(error, instance?.exports)]);
       if (!fresh && entry.stateful) {
         afterTrap(entry);
         try {

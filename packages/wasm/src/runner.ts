@@ -208,6 +208,14 @@ class Runner implements WasmRunner {
         { cause: error },
       );
     }
+    if (signal?.aborted) {
+      // Aborted while waiting for a worker: give it back unused.
+      if (oneShot) {
+        this.#oneShot.delete(worker);
+        void worker.terminate(new WorkerExitError('aborted'));
+      } else this.#pool.release(worker);
+      throw ExtFnError.aborted(fn.name, signal.reason);
+    }
     let outcome = 'ok' as 'ok' | 'timeout' | 'aborted';
     const stop = (why: 'timeout' | 'aborted') => {
       outcome = why;

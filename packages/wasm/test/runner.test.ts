@@ -95,6 +95,20 @@ describe('calls', () => {
     expect(runner!.stats().compiledBodies).toBe(2);
   });
 
+  test('post-MVP features V8 enables by default work: SIMD, multi-value, reference types', async () => {
+    const body = wat(`(module
+      (global $g (mut v128) (v128.const f64x2 1 2))
+      (table 1 funcref)
+      (func $pair (param f64) (result f64 f64) local.get 0 local.get 0)
+      (func (export "improv_call") (param f64) (result f64)
+        (f64x2.extract_lane 1
+          (f64x2.add (global.get $g) (f64x2.splat (local.get 0))))
+        (call $pair (local.get 0))
+        f64.add
+        f64.add))`);
+    expect(await setup(body).eval('f', [n(10)])).toEqual(n(12 + 20));
+  });
+
   test('one-shot mode uses a worker that ends with the call', async () => {
     const r = setup(DOUBLE);
     expect(await r.eval('f', [n(2)], { mode: 'oneShot' })).toEqual(n(4));
