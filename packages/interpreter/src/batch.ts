@@ -25,6 +25,15 @@ import { WorkerFailure } from './worker.js';
 
 /** Largest chunk in rows, whatever the timing says. */
 const MAX_CHUNK = 32_768;
+/**
+ * A chunk is sized to take milliseconds, so it gets a deadline of its own:
+ * this many times its expected time, at least CHUNK_DEADLINE_FLOOR_MS, at
+ * most the per-row deadline. Past it the chunk's rows are re-run one by one
+ * with the full per-row deadline, so a hanging row costs about one deadline,
+ * not two, and no row gets less time than `timeoutMs`.
+ */
+const CHUNK_DEADLINE_FACTOR = 50;
+const CHUNK_DEADLINE_FLOOR_MS = 1_000;
 /** Failures that one of the chunk's rows may have caused: retry the rows one by one. */
 const ROW_FAILURES = new Set(['timeout', 'exited', 'malformed', 'output']);
 
@@ -72,12 +81,14 @@ export async function runBatch(
 
   const send = async (indices: number[], lease: Lease): Promise<RowResult[]> => {
     const subset = indices.map((i) => rows[i]!);
-    const request = {
-      rows: subset.length,
-      timeoutMs: options.timeoutMs,
-      signal: options.signal,
-      lease,
-    };
+    const timeoutMs =
+      indices.length > 1 && perRowMs !== undefined
+        ? Math.min(
+            options.timeoutMs,
+            Math.max(CHUNK_DEADLINE_FLOOR_MS, CHUNK_DEADLINE_FACTOR * perRowMs * indices.length),
+          )
+        : options.timeoutMs;
+    const request = { rows: subset.length, timeoutMs, signal: options.signal, lease };
     const frame: Frame = f64
       ? await ctx.request(fn, key, {
           ...request,

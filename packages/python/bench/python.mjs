@@ -254,3 +254,11 @@ for (const p of rss)
 console.log(
   '\ntargets (issue 7): warm call < 100 µs median; evalBatch ≥ 2 M rows/s (JSON), ≥ 10 M rows/s (f64)',
 );
+console.log(
+  `bounds: "driver alone" is one CPython process doing only decode, one call per row and encode
+(no sandbox, no Values, no core checks); ${workers} workers can at best multiply it by ${workers}, but on
+${workers} cores the JS thread (Values, row text or f64 packing, GC) shares the same cores. The gap
+between evalBatch and runner.callBatch is core's per-row work (argument checks, result checks).
+Warm sequential latency is two process wake-ups per call; it varies with whether the scheduler
+keeps node and python on one core.`,
+);

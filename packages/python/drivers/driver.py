@@ -8,6 +8,10 @@
 import sys
 import os
 
+if sys.version_info < (3, 8):
+    sys.stderr.write('@improv/extfn-python needs CPython 3.8 or later, this is %s\n' % sys.version.split()[0])
+    sys.exit(2)
+
 if sys.path and sys.path[0] in ('', '.'):
     del sys.path[0]  # never import from the working directory (what -P does on 3.11+)
 
