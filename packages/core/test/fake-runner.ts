@@ -3,6 +3,7 @@ import {
   type ExternalFn,
   ExtFnError,
   type LanguageRunner,
+  type NumberValue,
   Value as V,
   type Value,
 } from '../src/index.js';
@@ -27,7 +28,7 @@ export function fakeRunner(language = 'fake') {
       const [command, arg] = fn.body.split(':');
       switch (command) {
         case 'add':
-          return V.number((args[0]!.value as number) + (args[1]!.value as number));
+          return V.number((args[0] as NumberValue).value + (args[1] as NumberValue).value);
         case 'echo':
           return args[0]!;
         case 'throw-plain':

@@ -3,6 +3,7 @@ import {
   ExtFnError,
   eval as evalFn,
   evaluate,
+  type LanguageRunner,
   Registry,
   Value as V,
   type Value,
@@ -300,7 +301,8 @@ describe('evalColumns', () => {
         };
       },
     };
-    const registry = new Registry({ runners: [columnar] });
+    // A runner that breaks the contract (a plain Error in `errors`) is corrected by core.
+    const registry = new Registry({ runners: [columnar as unknown as LanguageRunner] });
     registry.register(fn('double', 'echo', ['number'], 'number'));
     const input = new Float64Array([1, 2, 3]);
     const out = await registry.evalColumns('double', [input]);
