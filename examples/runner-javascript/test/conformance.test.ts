@@ -14,6 +14,8 @@ runnerConformanceSuite(test, () => javascript(), {
     loop: 'for (;;) {}',
     largeResult: 'result = "x".repeat(200000);',
     flood: 'for (let i = 0; i < 100000; i++) print("y".repeat(50));',
+    mixedBatch:
+      'const x = args[0]; if (x < 0) throw new Error("nope"); while (x === 13) {} result = 2 * x;',
   },
   verbatim: [
     {

@@ -134,7 +134,8 @@ export class ResultCache {
       this.#currentCount--;
       this.#currentBytes -= sizeOf(key, existing);
     }
-    this.#insert(fnDigest, key, value);
+    // Every hit hands out this same object: freeze it so no caller can change another's cell.
+    this.#insert(fnDigest, key, Object.freeze(value));
   }
 
   #insert(fnDigest: string, key: ArgumentsKey, value: Value): void {

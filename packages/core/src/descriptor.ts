@@ -62,9 +62,9 @@ export const externalFnSchema = z.strictObject({
   pure: z.boolean().default(false),
 });
 
-/** The engine's serde form. */
+/** The engine's serde form. Unknown fields are ignored, as serde does by default. */
 export const engineExternalFnSchema = z
-  .strictObject({
+  .object({
     name,
     language,
     body: z.string(),

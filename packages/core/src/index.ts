@@ -17,3 +17,4 @@ export {
 } from './registry.js';
 export * from './runner.js';
 export * from './value.js';
+export * from './value-schema.js';

@@ -24,6 +24,18 @@ import { RunnerHandle } from './runner-handle.js';
 import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
+/** Node's timers hold at most 2^31 - 1 ms (about 24.8 days). */
+export const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/** A deadline in milliseconds, checked once here so no runner sees a nonsense one. */
+function checkTimeout(ms: number, where: string): number {
+  if (typeof ms !== 'number' || !(ms > 0) || ms > MAX_TIMEOUT_MS) {
+    throw new RangeError(
+      `${where}: timeoutMs must be a number of milliseconds in (0, ${MAX_TIMEOUT_MS}], got ${String(ms)}`,
+    );
+  }
+  return ms;
+}
 
 export interface RegistryOptions {
   /** The runners this engine installed, one per language. */
@@ -131,9 +143,7 @@ export class Registry {
   #closed = false;
 
   constructor(options: RegistryOptions = {}) {
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!(this.timeoutMs > 0))
-      throw new RangeError(`timeoutMs must be positive, got ${this.timeoutMs}`);
+    this.timeoutMs = checkTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS, 'new Registry');
     this.cache = options.cache === false ? undefined : new ResultCache(options.cache);
     for (const runner of options.runners ?? []) this.addRunner(runner);
     for (const fn of options.functions ?? []) this.register(fn);
@@ -195,6 +205,7 @@ export class Registry {
     const { fn } = entry;
     const invalid = checkArguments(fn, args);
     if (invalid) throw invalid;
+    const timeoutMs = checkTimeout(options.timeoutMs ?? this.timeoutMs, `function ${fn.name}`);
     const cache = this.#cacheFor(entry, options);
     const cacheKey = cache ? argumentsKey(args) : undefined;
     if (cache) {
@@ -202,7 +213,6 @@ export class Registry {
       if (hit !== undefined) return hit;
     }
     const runner = this.#runnerFor(fn);
-    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const result = await invoke(runner, fn, args, { ...options, timeoutMs });
     if (ExtFnError.isInstance(result)) throw result;
     cache?.set(entry.digest, cacheKey!, result);
@@ -222,7 +232,7 @@ export class Registry {
     const entry = this.#lookup(name);
     const { fn } = entry;
     const runner = this.#runnerFor(fn);
-    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const timeoutMs = checkTimeout(options.timeoutMs ?? this.timeoutMs, `function ${fn.name}`);
     const total = rows.length;
     const results: RowResult[] = new Array(total);
     const cache = this.#cacheFor(entry, options);
@@ -304,7 +314,7 @@ export class Registry {
       }
     });
     const runner = this.#runnerFor(fn);
-    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const timeoutMs = checkTimeout(options.timeoutMs ?? this.timeoutMs, `function ${fn.name}`);
     return runner.callColumns(fn, columns, { ...options, timeoutMs });
   }
 
@@ -396,7 +406,7 @@ export async function evaluate(
   }
   const handle = new RunnerHandle(runner, { owned: false });
   const result = await invoke(handle, fn, args, {
-    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    timeoutMs: checkTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS, `function ${fn.name}`),
     mode: options.mode ?? 'oneShot',
     ...(options.signal ? { signal: options.signal } : {}),
   });

@@ -67,17 +67,24 @@ export type Value = NumberValue | BooleanValue | TextValue | DatetimeValue | Enu
 const ISO_INSTANT =
   /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}(?::\d{2})?)(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})$/i;
 
-/** Parses an ISO-8601 instant (Z or an offset), keeping nanoseconds. */
+/**
+ * Parses an ISO-8601 instant (Z or an offset), keeping nanoseconds. Impossible
+ * fields (February 30th, hour 24, minute 60) are refused, not rolled over.
+ */
 export function parseInstant(text: string): { date: Date; nanos: number } | undefined {
   const match = ISO_INSTANT.exec(text.trim());
   if (!match) return undefined;
   const [, day, time, fraction = '', zone = 'Z'] = match;
+  const [year, month, dayOfMonth] = day!.split('-').map(Number) as [number, number, number];
+  const [hour, minute, second = 0] = time!.split(':').map(Number) as [number, number, number?];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (month < 1 || month > 12 || dayOfMonth < 1 || dayOfMonth > daysInMonth) return undefined;
+  if (hour > 23 || minute > 59 || second > 59) return undefined;
   const digits = fraction.padEnd(9, '0');
-  const millis = digits.slice(0, 3);
-  const nanos = Number(digits.slice(3));
-  const date = new Date(`${day}T${time}.${millis}${zone.toUpperCase()}`);
+  const seconds = time!.length === 5 ? `${time}:00` : time;
+  const date = new Date(`${day}T${seconds}.${digits.slice(0, 3)}${zone.toUpperCase()}`);
   if (Number.isNaN(date.getTime())) return undefined;
-  return { date, nanos };
+  return { date, nanos: Number(digits.slice(3)) };
 }
 
 /** Formats an instant as `YYYY-MM-DDTHH:MM:SS[.fffffffff]Z`, trailing zeros trimmed. */

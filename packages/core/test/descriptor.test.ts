@@ -79,3 +79,26 @@ describe('parseExternalFn', () => {
     expect(() => parseExternalFns({ ...good, body: undefined })).toThrow(/"hypot":\n {2}body:/);
   });
 });
+
+test("unknown fields are an error in our form but ignored in the engine's, as serde ignores them", () => {
+  const engine = {
+    name: 'f',
+    language: 'Wasm',
+    body: 'wat:(module)',
+    arg_types: [],
+    return_type: 'Number',
+    pure: true,
+    doc: 'added by a newer engine',
+  };
+  expect(parseExternalFn(engine)).toEqual({
+    name: 'f',
+    language: 'wasm',
+    body: 'wat:(module)',
+    argTypes: [],
+    returnType: 'number',
+    pure: true,
+  });
+  expect(() =>
+    parseExternalFn({ name: 'f', language: 'wasm', body: '', argtypes: [], returnType: 'number' }),
+  ).toThrow(/argtypes/);
+});

@@ -173,3 +173,35 @@ describe("the Rust engine's serde JSON", () => {
     expect(() => decodeValue(5)).toThrow(/must be an object, got number 5/);
   });
 });
+
+test('the fixture shipped in @improv/extfn-core/testing is the engine file, -0 included', async () => {
+  const { engineSerdeFixture } = await import('../src/testing/index.js');
+  expect(engineSerdeFixture).toEqual(fixture);
+  expect(Object.is(engineSerdeFixture.values[1].Number, -0)).toBe(true);
+});
+
+describe('zod value schemas', () => {
+  test('read both forms into the same Value', async () => {
+    const { valueSchema, engineValueSchema, encodedValueSchema } = await import('../src/index.js');
+    for (const json of fixture.values) {
+      const value = valueFromEngineJson(json);
+      expect(engineValueSchema.parse(json)).toEqual(value);
+      expect(valueSchema.parse(json)).toEqual(value);
+      expect(encodedValueSchema.parse(viaText(encodeValue(value)))).toEqual(value);
+    }
+  });
+
+  test('name the path of what is wrong', async () => {
+    const { valueSchema, encodedValueSchema } = await import('../src/index.js');
+    const bad = encodedValueSchema.safeParse({ type: 'enum', value: -1 });
+    expect(bad.success).toBe(false);
+    expect(bad.error!.issues[0]!.path).toEqual(['value']);
+    expect(
+      encodedValueSchema.safeParse({ type: 'datetime', value: '2025-02-30T00:00:00Z' }).success,
+    ).toBe(false);
+    expect(valueSchema.safeParse({ Float: 1 }).success).toBe(false);
+    expect(
+      valueSchema.safeParse({ Error: { kind: { Custom: 3 }, source_measure: null } }).success,
+    ).toBe(false);
+  });
+});

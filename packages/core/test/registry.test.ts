@@ -329,3 +329,89 @@ describe('evalColumns', () => {
     ).rejects.toMatchObject({ kind: 'TypeMismatch', position: 2 });
   });
 });
+
+describe('deadlines and misbehaving runners', () => {
+  test('the default deadline is 5 000 ms, and each call can override it', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    expect(registry.timeoutMs).toBe(5_000);
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    await registry.eval('add', [V.number(1), V.number(2)]);
+    await registry.evalBatch('add', [[V.number(1), V.number(2)]], { timeoutMs: 7 });
+    expect(calls.map((c) => c.options.timeoutMs)).toEqual([5_000, 7]);
+  });
+
+  test('a nonsense deadline is refused before anything runs', async () => {
+    const { runner, calls } = fakeRunner();
+    expect(() => new Registry({ timeoutMs: Infinity })).toThrow(
+      /timeoutMs must be a number of milliseconds in \(0, 2147483647\], got Infinity/,
+    );
+    expect(() => new Registry({ timeoutMs: 0 })).toThrow(RangeError);
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number', true));
+    const args = [V.number(1), V.number(2)];
+    for (const timeoutMs of [0, -1, Number.NaN, 2 ** 31, Infinity]) {
+      await expect(registry.eval('add', args, { timeoutMs })).rejects.toThrow(
+        /function add: timeoutMs must be/,
+      );
+      await expect(registry.evalBatch('add', [args], { timeoutMs })).rejects.toThrow(RangeError);
+      await expect(
+        evaluate(fn('add', 'add', ['number', 'number'], 'number'), args, {
+          runners: [runner],
+          timeoutMs,
+        }),
+      ).rejects.toThrow(RangeError);
+    }
+    expect(calls).toHaveLength(0);
+  });
+
+  test('a runner that throws synchronously, or throws a non-Error, gives a Runtime error', async () => {
+    const { runner } = fakeRunner();
+    const sync: LanguageRunner = {
+      ...runner,
+      call: (f) => {
+        if (f.body === 'sync') throw new RangeError('synchronous');
+        // biome-ignore lint/suspicious/noExplicitAny: deliberately not an Error
+        return Promise.reject('a bare string' as any);
+      },
+    };
+    const registry = new Registry({ runners: [sync] });
+    registry.register(fn('s', 'sync', [], 'number'));
+    registry.register(fn('b', 'bare', [], 'number'));
+    expect(await failure(registry.eval('s', []))).toMatchObject({
+      kind: 'Runtime',
+      message: 'function s: runner failed: RangeError: synchronous',
+    });
+    expect(await failure(registry.eval('b', []))).toMatchObject({
+      kind: 'Runtime',
+      message: 'function b: runner failed: a bare string',
+    });
+    const batch = await registry.evalBatch('s', [[], []]);
+    expect(batch.map((r) => (r as ExtFnError).kind)).toEqual(['Runtime', 'Runtime']);
+  });
+});
+
+describe('cache keys and shared values', () => {
+  test('the language is part of the key', async () => {
+    const a = fakeRunner('alpha');
+    const b = fakeRunner('beta');
+    const registry = new Registry({ runners: [a.runner, b.runner] });
+    registry.register(fn('ea', 'echo', ['number'], 'number', true, 'alpha'));
+    registry.register(fn('eb', 'echo', ['number'], 'number', true, 'beta'));
+    await registry.eval('ea', [V.number(1)]);
+    await registry.eval('eb', [V.number(1)]);
+    expect([a.calls.length, b.calls.length]).toEqual([1, 1]);
+  });
+
+  test('a cached value is frozen, so one caller cannot change what the next one gets', async () => {
+    const registry = new Registry({ runners: [fakeRunner().runner] });
+    registry.register(fn('echo', 'echo', ['number'], 'number', true));
+    await registry.eval('echo', [V.number(1)]);
+    const hit = await registry.eval('echo', [V.number(1)]);
+    expect(Object.isFrozen(hit)).toBe(true);
+    expect(() => {
+      (hit as { value: number }).value = 2;
+    }).toThrow(TypeError);
+    expect(await registry.eval('echo', [V.number(1)])).toEqual(V.number(1));
+  });
+});

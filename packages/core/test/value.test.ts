@@ -41,6 +41,24 @@ describe('Value constructors', () => {
     const offset = Value.datetime('2000-02-29T12:00:00+02:00');
     expect(formatInstant(offset.value)).toBe('2000-02-29T10:00:00Z');
     expect(parseInstant('1969-07-20T20:17:40Z')?.date.getTime()).toBe(-14182940000);
+    expect(parseInstant('2024-02-29T10:00Z')?.date.toISOString()).toBe('2024-02-29T10:00:00.000Z');
+  });
+
+  test('impossible dates and times are refused, never rolled over', () => {
+    for (const bad of [
+      '2025-02-29T00:00:00Z',
+      '2025-02-30T12:00:00Z',
+      '2025-04-31T00:00:00Z',
+      '2025-13-01T00:00:00Z',
+      '2025-00-10T00:00:00Z',
+      '2025-01-01T24:00:00Z',
+      '2025-01-01T23:60:00Z',
+      '2025-01-01T23:59:60Z',
+      '2025-01-01T00:00:00+25:00',
+    ]) {
+      expect(parseInstant(bad), bad).toBeUndefined();
+      expect(() => Value.datetime(bad), bad).toThrow(/ISO-8601/);
+    }
   });
 
   test('typeOf and the guards', () => {

@@ -4,6 +4,10 @@
  * writes a malformed frame or too much output is re-run one row per request
  * (hang isolation): only the row that really hangs gets Timeout, every
  * other row still gets exactly what `eval` would give it.
+ *
+ * The scheduler (`schedule`) knows rows only by index: a `RowSource` turns a
+ * range of rows into a request and stores a response, so rows of Values
+ * (`evalBatch`) and number columns (`evalColumns`) share every rule above.
  */
 import {
   type BatchOptions,
@@ -14,7 +18,9 @@ import {
 } from '@improv/extfn-core';
 import { type Frame, RawJson } from './frames.js';
 import {
-  isAllNumbers,
+  columnsJsonText,
+  columnsToF64,
+  f64Results,
   resultsFromF64Frame,
   resultsFromJsonFrame,
   rowsJsonText,
@@ -37,26 +43,121 @@ const CHUNK_DEADLINE_FLOOR_MS = 1_000;
 /** Failures that one of the chunk's rows may have caused: retry the rows one by one. */
 const ROW_FAILURES = new Set(['timeout', 'exited', 'malformed', 'output']);
 
+/** A request for a range of rows. */
+export interface Encoded {
+  header: Record<string, unknown>;
+  payload?: Uint8Array;
+}
+
+/**
+ * What a batch is made of, for the scheduler: how many rows, how rows
+ * `start…start+count` become one request, and where results go.
+ */
+export interface RowSource {
+  readonly count: number;
+  encode(start: number, count: number): Encoded;
+  /** Stores the response for rows `start…start+count`; throws ResponseShapeError when it does not fit. */
+  decode(frame: Frame, start: number, count: number): void;
+  /** Stores one row's error. */
+  fail(row: number, error: ExtFnError): void;
+}
+
 /** A `call` request for rows, rendered in one pass; `plain` lets a driver skip per-argument conversion. */
-export function callHeader(rows: readonly (readonly Value[])[]): Record<string, unknown> {
-  const { text, plain } = rowsJsonText(rows);
+export function callHeader(
+  rows: readonly (readonly Value[])[],
+  start = 0,
+  end = rows.length,
+): Record<string, unknown> {
+  return jsonCall(rowsJsonText(rows, start, end));
+}
+
+function jsonCall({ text, plain }: { text: string; plain: boolean }): Record<string, unknown> {
   return plain
     ? { op: 'call', plain: true, rows: new RawJson(text) }
     : { op: 'call', rows: new RawJson(text) };
 }
 
-export async function runBatch(
+/** Rows of Values (evalBatch): JSON frames, or f64 frames when `f64` (all-number functions). */
+export function valueRows(
+  fn: ExternalFn,
+  rows: readonly (readonly Value[])[],
+  results: RowResult[],
+  f64: boolean,
+): RowSource {
+  const arity = fn.argTypes.length;
+  return {
+    count: rows.length,
+    encode: (start, count) =>
+      f64
+        ? {
+            header: { op: 'callf64', rows: count },
+            payload: rowsToF64(rows, arity, start, count),
+          }
+        : { header: callHeader(rows, start, start + count) },
+    decode(frame, start, count) {
+      const out = f64
+        ? resultsFromF64Frame(fn, frame, count)
+        : resultsFromJsonFrame(fn, frame, count);
+      for (let k = 0; k < count; k++) results[start + k] = out[k]!;
+    },
+    fail(row, error) {
+      results[row] = error;
+    },
+  };
+}
+
+/**
+ * Number columns (evalColumns): f64 frames built from column slices and read
+ * straight into `values`, or JSON frames written from the columns when the
+ * driver has no f64 path. Failed rows are NaN in `values`, with their error in `errors`.
+ */
+export function columnRows(
+  fn: ExternalFn,
+  columns: readonly Float64Array[],
+  values: Float64Array,
+  errors: Map<number, ExtFnError>,
+  f64: boolean,
+): RowSource {
+  const fail = (row: number, error: ExtFnError) => {
+    values[row] = Number.NaN;
+    errors.set(row, error);
+  };
+  return {
+    count: values.length,
+    encode: (start, count) =>
+      f64
+        ? { header: { op: 'callf64', rows: count }, payload: columnsToF64(columns, start, count) }
+        : { header: jsonCall(columnsJsonText(columns, start, count)) },
+    decode(frame, start, count) {
+      if (f64) {
+        const { numbers, errors: failed } = f64Results(fn, frame, count);
+        values.set(numbers, start);
+        for (const [k, error] of failed) fail(start + k, error);
+        return;
+      }
+      const out = resultsFromJsonFrame(fn, frame, count);
+      for (let k = 0; k < count; k++) {
+        const result = out[k]!;
+        if (ExtFnError.isInstance(result)) fail(start + k, result);
+        else values[start + k] = (result as { value: number }).value;
+      }
+    },
+    fail,
+  };
+}
+
+/** Runs every row of `source` on warm workers for `fn`; each row ends with a result or its error. */
+export async function schedule(
   ctx: RunnerContext,
   fn: ExternalFn,
   key: string,
-  rows: readonly (readonly Value[])[],
+  source: RowSource,
   options: BatchOptions,
-): Promise<RowResult[]> {
-  const n = rows.length;
-  const results: (RowResult | undefined)[] = new Array(n);
-  const f64 = ctx.f64 && isAllNumbers(fn);
+): Promise<void> {
+  const n = source.count;
+  const settled = new Uint8Array(n);
   const lanes = Math.max(1, Math.min(ctx.pool.max, n));
-  const singles: number[] = [];
+  let singles: number[] = [];
   let next = 0;
   // What the last batch of this function learnt: start at its chunk size instead of ramping from 1.
   let perRowMs: number | undefined = ctx.perRowMs.get(key);
@@ -66,42 +167,40 @@ export async function runBatch(
 
   const hasWork = () => stopped === undefined && (singles.length > 0 || next < n);
 
-  const takeChunk = (): number[] => {
+  /** The next range: a row to retry alone, or a fresh chunk. */
+  const take = (): [start: number, count: number] => {
+    if (singles.length > 0) return [singles.shift()!, 1];
     if (perRowMs !== undefined) {
       const target = Math.max(1, Math.round(ctx.chunkMs / Math.max(perRowMs, 1e-6)));
       size = Math.min(target, size * 8, MAX_CHUNK);
     }
     const fair = Math.ceil((n - next) / lanes);
-    const count = Math.max(1, Math.min(size, fair));
-    const indices = new Array<number>(Math.min(count, n - next));
-    for (let k = 0; k < indices.length; k++) indices[k] = next + k;
-    next += indices.length;
-    return indices;
+    const count = Math.min(Math.max(1, Math.min(size, fair)), n - next);
+    const start = next;
+    next += count;
+    return [start, count];
   };
 
-  const send = async (indices: number[], lease: Lease): Promise<RowResult[]> => {
-    const subset = indices.map((i) => rows[i]!);
+  const send = async (start: number, count: number, lease: Lease): Promise<void> => {
     const timeoutMs =
-      indices.length > 1 && perRowMs !== undefined
+      count > 1 && perRowMs !== undefined
         ? Math.min(
             options.timeoutMs,
-            Math.max(CHUNK_DEADLINE_FLOOR_MS, CHUNK_DEADLINE_FACTOR * perRowMs * indices.length),
+            Math.max(CHUNK_DEADLINE_FLOOR_MS, CHUNK_DEADLINE_FACTOR * perRowMs * count),
           )
         : options.timeoutMs;
-    const request = { rows: subset.length, timeoutMs, signal: options.signal, lease };
-    const frame: Frame = f64
-      ? await ctx.request(fn, key, {
-          ...request,
-          header: { op: 'callf64', rows: subset.length },
-          payload: rowsToF64(subset, fn.argTypes.length),
-        })
-      : await ctx.request(fn, key, { ...request, header: callHeader(subset) });
+    const frame = await ctx.request(fn, key, {
+      ...source.encode(start, count),
+      rows: count,
+      timeoutMs,
+      signal: options.signal,
+      lease,
+    });
     // Request time only (not waiting for or starting a worker): what a chunk's size controls.
-    const sample = (frame.elapsedMs ?? 0) / indices.length;
+    const sample = (frame.elapsedMs ?? 0) / count;
     perRowMs = perRowMs === undefined ? sample : 0.5 * perRowMs + 0.5 * sample;
-    return f64
-      ? resultsFromF64Frame(fn, frame, subset.length)
-      : resultsFromJsonFrame(fn, frame, subset.length);
+    source.decode(frame, start, count);
+    settled.fill(1, start, start + count);
   };
 
   const lane = async () => {
@@ -114,11 +213,9 @@ export async function runBatch(
   };
   const laneLoop = async (lease: Lease) => {
     while (hasWork()) {
-      const single = singles.length > 0;
-      const indices = single ? [singles.shift()!] : takeChunk();
+      const [start, count] = take();
       try {
-        const out = await send(indices, lease);
-        for (let k = 0; k < indices.length; k++) results[indices[k]!] = out[k];
+        await send(start, count, lease);
       } catch (error) {
         if (
           options.signal?.aborted ||
@@ -127,28 +224,23 @@ export async function runBatch(
           stopped = ExtFnError.aborted(fn.name, options.signal?.reason);
           break;
         }
-        if (
-          indices.length > 1 &&
-          error instanceof WorkerFailure &&
-          ROW_FAILURES.has(error.reason)
-        ) {
-          singles.unshift(...indices); // hang isolation: one row per request, on fresh workers
+        const rowFailure = error instanceof WorkerFailure && ROW_FAILURES.has(error.reason);
+        if (count > 1 && rowFailure) {
+          // hang isolation: one row per request, on fresh workers
+          singles = Array.from({ length: count }, (_, k) => start + k).concat(singles);
           spawnLanes();
           continue;
         }
         const failure = ctx.toError(fn, error, options.timeoutMs);
-        if (
-          indices.length === 1 &&
-          error instanceof WorkerFailure &&
-          ROW_FAILURES.has(error.reason)
-        ) {
-          results[indices[0]!] = failure; // this row's own failure
+        if (count === 1 && rowFailure) {
+          source.fail(start, failure); // this row's own failure
+          settled[start] = 1;
         } else {
           stopped = failure; // cannot start workers at all: every remaining row gets it
           break;
         }
       }
-      done += indices.length;
+      done += count;
       options.onProgress?.(done, n);
     }
   };
@@ -163,9 +255,11 @@ export async function runBatch(
   spawnLanes();
   while (running.size > 0) await Promise.all([...running]);
 
-  for (let i = 0; i < n; i++) {
-    if (results[i] === undefined)
-      results[i] = stopped ?? ExtFnError.runtime(fn.name, 'row was not evaluated');
+  if (done < n) {
+    const failure = stopped ?? ExtFnError.runtime(fn.name, 'row was not evaluated');
+    for (let i = settled.indexOf(0); i >= 0 && i < n; i = settled.indexOf(0, i + 1)) {
+      source.fail(i, failure);
+    }
   }
   if (perRowMs !== undefined) {
     ctx.perRowMs.delete(key);
@@ -173,5 +267,4 @@ export async function runBatch(
     if (ctx.perRowMs.size > 1024) ctx.perRowMs.delete(ctx.perRowMs.keys().next().value!);
   }
   if (done < n) options.onProgress?.(n, n); // the rest were settled at once (aborted, closed)
-  return results as RowResult[];
 }

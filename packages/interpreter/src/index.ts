@@ -30,6 +30,7 @@ export { functionKey } from './key.js';
 export { type ResolveExecutableOptions, resolveExecutable } from './resolve.js';
 export { createInterpreterRunner } from './runner.js';
 export type {
+  InterpreterDefaults,
   InterpreterRunner,
   InterpreterRunnerOptions,
   InterpreterSpec,

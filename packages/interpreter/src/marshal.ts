@@ -6,7 +6,6 @@
 import {
   type ExternalFn,
   ExtFnError,
-  type Json,
   type RowResult,
   type Value,
   valueFromJson,
@@ -27,19 +26,21 @@ function numberText(n: number): string | undefined {
 }
 
 /**
- * Rows as the JSON text of an array of arrays, in one pass. `plain` is true
- * when every argument is a finite number written as a JSON float (no
- * "NaN"/"Infinity"/"-0" strings): a driver may then use the rows as they parse.
+ * Rows `start…end` as the JSON text of an array of arrays, in one pass.
+ * `plain` is true when every argument is a finite number written as a JSON
+ * float (no "NaN"/"Infinity"/"-0" strings): a driver may then use the rows
+ * as they parse.
  */
-export function rowsJsonText(rows: readonly (readonly Value[])[]): {
-  text: string;
-  plain: boolean;
-} {
+export function rowsJsonText(
+  rows: readonly (readonly Value[])[],
+  start = 0,
+  end = rows.length,
+): { text: string; plain: boolean } {
   // One short string per row, joined once: V8 flattens that far faster than
   // one long `+=` chain or JSON.stringify over freshly built arrays.
-  const parts = new Array<string>(rows.length);
+  const parts = new Array<string>(end - start);
   let plain = true;
-  for (let i = 0; i < rows.length; i++) {
+  for (let i = start; i < end; i++) {
     const row = rows[i]!;
     let text = '[';
     for (let j = 0; j < row.length; j++) {
@@ -53,26 +54,63 @@ export function rowsJsonText(rows: readonly (readonly Value[])[]): {
         text += JSON.stringify(valueToJson(value));
       }
     }
+    parts[i - start] = `${text}]`;
+  }
+  return { text: `[${parts.join(',')}]`, plain };
+}
+
+/** Rows `start…start+count` of number columns as the same JSON text `rowsJsonText` writes. */
+export function columnsJsonText(
+  columns: readonly Float64Array[],
+  start: number,
+  count: number,
+): { text: string; plain: boolean } {
+  const parts = new Array<string>(count);
+  let plain = true;
+  for (let i = 0; i < count; i++) {
+    let text = '[';
+    for (let j = 0; j < columns.length; j++) {
+      const n = columns[j]![start + i]!;
+      if (j > 0) text += ',';
+      const number = numberText(n);
+      if (number !== undefined) {
+        text += number;
+      } else {
+        plain = false;
+        text += JSON.stringify(valueToJson({ type: 'number', value: n }));
+      }
+    }
     parts[i] = `${text}]`;
   }
   return { text: `[${parts.join(',')}]`, plain };
 }
 
-export function rowsToJson(rows: readonly (readonly Value[])[]): Json[][] {
-  const out: Json[][] = new Array(rows.length);
-  for (let i = 0; i < rows.length; i++) out[i] = rows[i]!.map(valueToJson);
-  return out;
+/** Rows `start…start+count` as little-endian f64, column-major: all of argument 0, then all of argument 1… */
+export function rowsToF64(
+  rows: readonly (readonly Value[])[],
+  arity: number,
+  start = 0,
+  count = rows.length - start,
+): Uint8Array {
+  const columns = new Float64Array(count * arity);
+  for (let i = 0; i < count; i++) {
+    const row = rows[start + i]!;
+    for (let j = 0; j < arity; j++) columns[j * count + i] = (row[j] as { value: number }).value;
+  }
+  return new Uint8Array(columns.buffer, columns.byteOffset, columns.byteLength);
 }
 
-/** Arguments as little-endian f64, column-major: all of argument 0, then all of argument 1… */
-export function rowsToF64(rows: readonly (readonly Value[])[], arity: number): Buffer {
-  const n = rows.length;
-  const columns = new Float64Array(n * arity);
-  for (let i = 0; i < n; i++) {
-    const row = rows[i]!;
-    for (let j = 0; j < arity; j++) columns[j * n + i] = (row[j] as { value: number }).value;
+/** The same payload straight from number columns: one byte copy per column slice. */
+export function columnsToF64(
+  columns: readonly Float64Array[],
+  start: number,
+  count: number,
+): Uint8Array {
+  const out = new Float64Array(count * columns.length);
+  for (let j = 0; j < columns.length; j++) {
+    out.set(columns[j]!.subarray(start, start + count), j * count);
   }
-  return Buffer.from(columns.buffer, columns.byteOffset, columns.byteLength);
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
 }
 
 /** A driver's row error as the ExtFnError that `eval` gives for it. */
@@ -135,8 +173,15 @@ export function resultsFromJsonFrame(fn: ExternalFn, frame: Frame, count: number
   return out;
 }
 
-/** Reads a `callf64` response: `count` f64 results plus a side channel of row errors. */
-export function resultsFromF64Frame(fn: ExternalFn, frame: Frame, count: number): RowResult[] {
+/**
+ * Reads a `callf64` response: `count` f64 results (a view of the payload,
+ * copied only when misaligned) and the rows' errors by index in the request.
+ */
+export function f64Results(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+): { numbers: Float64Array; errors: [number, ExtFnError][] } {
   const payload = frame.payload;
   if (frame.header.rows !== count || !payload || payload.length !== count * 8) {
     throw new ResponseShapeError(
@@ -145,14 +190,22 @@ export function resultsFromF64Frame(fn: ExternalFn, frame: Frame, count: number)
   }
   const aligned = payload.byteOffset % 8 === 0 ? payload : Buffer.from(payload);
   const numbers = new Float64Array(aligned.buffer, aligned.byteOffset, count);
-  const errors = (frame.header.errors ?? {}) as Record<string, unknown>;
-  const out: RowResult[] = new Array(count);
-  for (let i = 0; i < count; i++) out[i] = { type: 'number', value: numbers[i]! };
-  for (const key of Object.keys(errors)) {
+  const raw = (frame.header.errors ?? {}) as Record<string, unknown>;
+  const errors: [number, ExtFnError][] = [];
+  for (const key of Object.keys(raw)) {
     const i = Number(key);
     if (Number.isInteger(i) && i >= 0 && i < count) {
-      out[i] = driverErrorToExtFnError(fn, readDriverError(errors[key]));
+      errors.push([i, driverErrorToExtFnError(fn, readDriverError(raw[key]))]);
     }
   }
+  return { numbers, errors };
+}
+
+/** A `callf64` response as one RowResult per row. */
+export function resultsFromF64Frame(fn: ExternalFn, frame: Frame, count: number): RowResult[] {
+  const { numbers, errors } = f64Results(fn, frame, count);
+  const out: RowResult[] = new Array(count);
+  for (let i = 0; i < count; i++) out[i] = { type: 'number', value: numbers[i]! };
+  for (const [i, error] of errors) out[i] = error;
   return out;
 }

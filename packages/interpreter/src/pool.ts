@@ -4,9 +4,17 @@
  * (`key`) for its whole life; callers beyond the bound wait in FIFO order;
  * idle workers end after `idleMs`; an idle worker of another function is
  * evicted when a waiting caller needs the slot.
+ *
+ * A healthy worker that ends (idle, evicted, retired, closed) is asked to
+ * exit and given EXIT_GRACE_MS before its tree is killed, so an interpreter
+ * can clean up after itself (R's /tmp/RtmpXXXX under unsandboxed policies);
+ * its slot stays taken until it is gone, so the bound counts processes.
  */
 import type { ExternalFn } from '@improv/extfn-core';
 import { type Worker, WorkerFailure } from './worker.js';
+
+/** How long a healthy worker may take to exit on its own before it is killed. */
+export const EXIT_GRACE_MS = 200;
 
 export type Launch = (
   key: string,
@@ -46,6 +54,8 @@ export class Pool {
   #idle = new Map<string, Worker[]>();
   #idleTimers = new Map<Worker, NodeJS.Timeout>();
   #all = new Set<Worker>();
+  /** Workers exiting gracefully: their slots are still taken. */
+  #stopping = new Set<Worker>();
   #queue: Waiter[] = [];
   #closed = false;
 
@@ -65,7 +75,9 @@ export class Pool {
   }
 
   pids(): number[] {
-    return [...this.#all].map((w) => w.pid).filter((p): p is number => p !== undefined);
+    return [...this.#all, ...this.#stopping]
+      .map((w) => w.pid)
+      .filter((p): p is number => p !== undefined);
   }
 
   /** Whether callers are waiting for a worker. */
@@ -134,7 +146,7 @@ export class Pool {
         reject,
         ...(serve(resolve, reject) as Pick<Waiter, 'grant' | 'reuse'>),
       };
-      if (this.#queue.length === 0 && (this.#slots < this.max || this.#evictOne())) {
+      if (this.#queue.length === 0 && this.#slots < this.max) {
         waiter.grant(); // nobody waits and a slot is free: no queueing
         return;
       }
@@ -159,10 +171,11 @@ export class Pool {
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
       this.#queue.push(waiter);
+      this.#pump(); // may evict an idle worker of another function for it
     });
   }
 
-  /** Gives a worker back: kept warm when `reusable` and alive, otherwise killed. */
+  /** Gives a worker back: kept warm when `reusable` and alive, otherwise ended (a healthy one gracefully). */
   release(worker: Worker, reusable: boolean): void {
     if (!reusable || !worker.alive || this.#closed) {
       this.#discard(worker);
@@ -188,8 +201,10 @@ export class Pool {
     for (const timer of this.#idleTimers.values()) clearTimeout(timer);
     this.#idleTimers.clear();
     this.#idle.clear();
-    await Promise.all([...this.#all].map((w) => w.kill()));
+    // Idle workers exit on their own (bounded by the grace); busy ones are killed at once.
+    const all = [...this.#all, ...this.#stopping];
     this.#all.clear();
+    await Promise.all(all.map((w) => w.stop(EXIT_GRACE_MS)));
   }
 
   #start(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<Worker> {
@@ -213,12 +228,27 @@ export class Pool {
     );
   }
 
-  #discard(worker: Worker): void {
-    if (!this.#all.delete(worker)) return;
+  /**
+   * Ends a worker and frees its slot: at once for a dead or failed one,
+   * once it has exited (or been killed after the grace) for a healthy one.
+   * Returns whether the slot is free now.
+   */
+  #discard(worker: Worker): boolean {
+    if (!this.#all.delete(worker)) return false;
     this.#unpark(worker);
-    if (!worker.alive) this.#killed++;
-    this.#slots--;
-    void worker.kill();
+    if (!worker.alive) {
+      this.#killed++;
+      this.#slots--;
+      void worker.kill();
+      return true;
+    }
+    this.#stopping.add(worker);
+    void worker.stop(EXIT_GRACE_MS).then(() => {
+      if (!this.#stopping.delete(worker)) return;
+      this.#slots--;
+      this.#pump();
+    });
+    return false;
   }
 
   #park(worker: Worker): void {
@@ -255,16 +285,13 @@ export class Pool {
     return undefined;
   }
 
-  /** Frees a slot held by an idle worker (of any function). */
-  #evictOne(): boolean {
+  /** Ends an idle worker (of any function) for a waiting caller: `freed` now, or `stopping` (free soon). */
+  #evictOne(): 'freed' | 'stopping' | undefined {
     for (const list of this.#idle.values()) {
       const worker = list[0];
-      if (worker) {
-        this.#discard(worker);
-        return true;
-      }
+      if (worker) return this.#discard(worker) ? 'freed' : 'stopping';
     }
-    return false;
+    return undefined;
   }
 
   #dequeue(waiter: Waiter): void {
@@ -274,22 +301,35 @@ export class Pool {
     clearTimeout(waiter.timer);
   }
 
-  /** Serves waiting callers with idle workers or free slots, oldest first. */
+  /**
+   * Serves waiting callers with idle workers or free slots, oldest first.
+   * A slot being freed by an exiting worker is promised to the oldest
+   * waiter without one; past those, idle workers of other functions are evicted.
+   */
   #pump(): void {
-    for (const waiter of [...this.#queue]) {
-      if (this.#closed) return;
+    let coming = this.#stopping.size;
+    let i = 0;
+    while (i < this.#queue.length && !this.#closed) {
+      const waiter = this.#queue[i]!;
       const idle = waiter.key === undefined ? undefined : this.#takeIdle(waiter.key);
       if (idle) {
         this.#dequeue(waiter);
         waiter.reuse(idle);
         continue;
       }
-      if (this.#slots < this.max || this.#evictOne()) {
+      if (this.#slots < this.max) {
         this.#dequeue(waiter);
         waiter.grant();
         continue;
       }
-      return;
+      if (coming > 0) {
+        coming--; // this waiter gets the next slot that frees up
+        i++;
+        continue;
+      }
+      const evicted = this.#evictOne();
+      if (evicted === undefined) return;
+      if (evicted === 'stopping') coming++; // then look at the same waiter again
     }
   }
 }

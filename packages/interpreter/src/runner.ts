@@ -7,6 +7,7 @@ import { availableParallelism, endianness } from 'node:os';
 import {
   type BatchOptions,
   type CallOptions,
+  type ColumnResults,
   type ExternalFn,
   ExtFnError,
   type RowResult,
@@ -23,12 +24,13 @@ import {
   type SandboxPolicy,
   spawnSandboxed,
 } from '@improv/extfn-sandbox';
-import { callHeader, runBatch } from './batch.js';
+import { callHeader, columnRows, schedule, valueRows } from './batch.js';
 import { type DriverError, encodeFrame, type Frame, FrameReader } from './frames.js';
 import { functionKey } from './key.js';
-import { driverErrorToExtFnError, resultsFromJsonFrame } from './marshal.js';
+import { driverErrorToExtFnError, isAllNumbers, resultsFromJsonFrame } from './marshal.js';
 import { Pool } from './pool.js';
 import type {
+  InterpreterDefaults,
   InterpreterRunner,
   InterpreterRunnerOptions,
   InterpreterSpec,
@@ -48,6 +50,18 @@ export function createInterpreterRunner(
   options: InterpreterRunnerOptions = {},
 ): InterpreterRunner {
   return new SubprocessRunner(spec, options);
+}
+
+/** The spec's defaults under the caller's options; an option set to `undefined` counts as not set. */
+function withDefaults(
+  defaults: InterpreterDefaults | undefined,
+  options: InterpreterRunnerOptions,
+): InterpreterRunnerOptions {
+  const merged: Record<string, unknown> = { ...defaults };
+  for (const [name, value] of Object.entries(options)) {
+    if (value !== undefined) merged[name] = value;
+  }
+  return merged as InterpreterRunnerOptions;
 }
 
 /** One request for `SubprocessRunner.request`. */
@@ -108,8 +122,9 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
   /** The policy for which the interpreter was found and the sandbox proved usable. */
   #preparedFor: SandboxPolicy | undefined;
 
-  constructor(spec: InterpreterSpec, options: InterpreterRunnerOptions) {
+  constructor(spec: InterpreterSpec, callerOptions: InterpreterRunnerOptions) {
     this.#spec = spec;
+    const options = withDefaults(spec.defaults, callerOptions);
     this.#options = options;
     this.language = spec.language;
     this.packageName = spec.packageName;
@@ -235,7 +250,63 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
       const error = driverErrorToExtFnError(fn, loadError);
       return rows.map(() => error);
     }
-    return runBatch(this, fn, key, rows, options);
+    const results: RowResult[] = new Array(rows.length);
+    const source = valueRows(fn, rows, results, this.f64 && isAllNumbers(fn));
+    await schedule(this, fn, key, source, options);
+    return results;
+  }
+
+  /**
+   * The columnar path: `callf64` frames built from column slices, results
+   * written straight into one Float64Array. A driver without f64 gets JSON
+   * frames written from the columns, so R gains the same API with no Value per cell.
+   */
+  async callColumns(
+    fn: ExternalFn,
+    columns: readonly Float64Array[],
+    options: BatchOptions,
+  ): Promise<ColumnResults> {
+    this.#assertOpen(fn);
+    const n = columns[0]?.length ?? 0;
+    if (!isAllNumbers(fn)) {
+      throw ExtFnError.runtime(
+        fn.name,
+        'callColumns needs a function whose arguments and result are all numbers',
+      );
+    }
+    if (
+      columns.length !== fn.argTypes.length ||
+      columns.some((c) => !(c instanceof Float64Array) || c.length !== n)
+    ) {
+      throw ExtFnError.runtime(
+        fn.name,
+        `callColumns needs ${fn.argTypes.length} Float64Array column(s) of equal length`,
+      );
+    }
+    await this.#prepare(fn);
+    const values = new Float64Array(n);
+    const errors = new Map<number, ExtFnError>();
+    if (n === 0) return { values, errors };
+    const mode = options.mode ?? this.#options.mode ?? 'warm';
+    const key = functionKey(fn);
+    const loadError = this.#loadErrors.get(key);
+    if (mode === 'oneShot' || loadError) {
+      // Rare paths: a process per row, or every row the same load error.
+      const error = loadError ? driverErrorToExtFnError(fn, loadError) : undefined;
+      const rows = Array.from({ length: n }, (_, i) =>
+        columns.map((column) => ({ type: 'number' as const, value: column[i]! })),
+      );
+      const results = error ? rows.map(() => error) : await this.#oneShotBatch(fn, rows, options);
+      results.forEach((result, i) => {
+        if (ExtFnError.isInstance(result)) {
+          values[i] = Number.NaN;
+          errors.set(i, result);
+        } else values[i] = (result as { value: number }).value;
+      });
+      return { values, errors };
+    }
+    await schedule(this, fn, key, columnRows(fn, columns, values, errors, this.f64), options);
+    return { values, errors };
   }
 
   async close(): Promise<void> {

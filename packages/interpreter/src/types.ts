@@ -45,7 +45,18 @@ export interface InterpreterSpec {
   readonly startupTimeoutMs?: number;
   /** One line telling a user how to install the interpreter, for probe and LanguageUnavailable. */
   readonly installHint?: string;
+  /**
+   * This language's own defaults for tuning options (R: longer chunks, Julia:
+   * a longer idle time), applied under the caller's options: an option the
+   * caller sets (not `undefined`) wins.
+   */
+  readonly defaults?: InterpreterDefaults;
 }
+
+/** The runner options a language may give a default of its own: tuning only, never the policy or limits. */
+export type InterpreterDefaults = Readonly<
+  Partial<Pick<InterpreterRunnerOptions, 'chunkMs' | 'idleMs' | 'maxWorkers' | 'workerCpuSeconds'>>
+>;
 
 export interface InterpreterRunnerOptions {
   /** Most interpreter processes at once for this runner: warm workers and one-shot calls, all functions together. Default: one per core. */

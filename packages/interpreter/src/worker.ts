@@ -146,7 +146,13 @@ export class Worker {
     const id = this.#nextId++;
     const started = performance.now();
     const reply = this.#await(id, options, 'timeout');
-    this.process.stdin.write(encodeFrame({ ...header, id }, payload));
+    // Header and payload as two writes: no copy of a large payload into one buffer.
+    if (payload) {
+      this.process.stdin.write(encodeFrame({ ...header, id, bytes: payload.byteLength }));
+      this.process.stdin.write(payload);
+    } else {
+      this.process.stdin.write(encodeFrame({ ...header, id }));
+    }
     try {
       const frame = await reply;
       frame.elapsedMs = performance.now() - started;
@@ -155,6 +161,32 @@ export class Worker {
       this.busyMs += performance.now() - started;
       this.requests++;
     }
+  }
+
+  /**
+   * Ends a worker that is not answering a request the polite way: sends
+   * `exit`, lets the interpreter end on its own for up to `graceMs` (R
+   * removes its temp directory then), and kills whatever is left of the tree.
+   * A busy worker is killed at once. Idempotent, and never takes much longer than `graceMs`.
+   */
+  stop(graceMs: number): Promise<void> {
+    if (this.#killing) return this.#killing;
+    if (this.#failure || this.#waiting) return this.kill();
+    this.#fail(new WorkerFailure('closed', 'the runner is closed'));
+    this.#killing = (async () => {
+      this.process.stdin.write(encodeFrame({ op: 'exit' }));
+      this.process.stdin.end();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        this.process.exited.catch(() => {}),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, graceMs);
+        }),
+      ]);
+      clearTimeout(timer);
+      await this.process.kill(); // grandchildren the body left behind, and a driver that did not exit
+    })().catch(() => {});
+    return this.#killing;
   }
 
   /** Kills the process tree (idempotent) and waits for it to be gone. */

@@ -81,7 +81,8 @@ export function julia(options: JuliaRunnerOptions = {}): InterpreterRunner {
       startupTimeoutMs: JULIA_STARTUP_TIMEOUT_MS,
       installHint:
         'install Julia (https://julialang.org/downloads/, e.g. under /opt — a launcher under a home directory is not readable in the sandbox), or set IMPROV_EXTFN_JULIA or the `interpreter` option to its path',
+      defaults: { idleMs: JULIA_IDLE_MS },
     },
-    { ...runnerOptions, idleMs: runnerOptions.idleMs ?? JULIA_IDLE_MS },
+    runnerOptions,
   );
 }

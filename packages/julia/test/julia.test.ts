@@ -2,9 +2,9 @@
  * Real runs of julia, for a machine that has it (IMPROV_EXTFN_JULIA or
  * `julia` on PATH). Skipped here: Julia is not installable on our CI.
  */
-import { readFileSync } from 'node:fs';
+
 import { parseExternalFns, Registry, sameValue, Value } from '@improv/extfn-core';
-import { runnerConformanceSuite } from '@improv/extfn-core/testing';
+import { engineSerdeFixture, runnerConformanceSuite } from '@improv/extfn-core/testing';
 import fc from 'fast-check';
 import { afterAll, describe, expect, test } from 'vitest';
 import { julia } from '../src/index.js';
@@ -22,6 +22,7 @@ if (juliaFound) {
       loop: 'while true\nend',
       largeResult: 'result = "x"^200000',
       flood: 'for i in 1:60000\n    println("z"^99)\nend\nresult = 0.0',
+      mixedBatch: 'x = args[1]\nif x < 0\n    error("nope")\nend\nwhile x == 13\nend\nresult = 2x',
     },
     datetimeDigits: 3,
     loopTimeoutMs: 3_000,
@@ -49,7 +50,7 @@ if (juliaFound) {
 describe.skipIf(!juliaFound)(`julia specifics${juliaFound ? '' : ` (${noJulia})`}`, () => {
   const registry = new Registry({ runners: [runner()], timeoutMs: 60_000 });
   afterAll(() => registry.close());
-  const fixtures = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
+  const fixtures = JSON.parse(JSON.stringify(engineSerdeFixture));
   for (const fn of parseExternalFns(fixtures.external_fns).filter((f) => f.language === 'julia'))
     registry.register(fn);
   registry.register({

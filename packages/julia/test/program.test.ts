@@ -4,15 +4,16 @@
  * them, and what a call sends to the interpreter carries bodies and values
  * only as JSON data, never as program text.
  */
-import { readFileSync } from 'node:fs';
+
 import { type ExternalFn, parseExternalFns, Value } from '@improv/extfn-core';
+import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { FrameReader } from '@improv/extfn-interpreter';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { BOOTSTRAP, DRIVER_SOURCE, JULIA_ARGS, JULIA_LIMITS, julia } from '../src/index.js';
 import { bodyAsFunction, juliaSyntaxErrors, oneShotInput } from './helpers.js';
 
-const fixtures = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
+const fixtures = JSON.parse(JSON.stringify(engineSerdeFixture));
 const addJl = parseExternalFns(fixtures.external_fns).find((fn) => fn.name === 'add_jl')!;
 
 describe('the parser used for these checks', () => {

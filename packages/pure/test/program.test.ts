@@ -4,8 +4,10 @@
  * exists for Node), every driver function they use is defined, and what a
  * call sends carries bodies and values only as JSON data.
  */
+
 import { readFileSync } from 'node:fs';
 import { type ExternalFn, parseExternalFns, Value } from '@improv/extfn-core';
+import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { encodeFrame, FrameReader } from '@improv/extfn-interpreter';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
@@ -13,7 +15,7 @@ import { BOOTSTRAP_PATH, DRIVER_SOURCE, DRIVERS_DIR, PURE_ARGS, pure } from '../
 import { definedNames, statements, tokenize, usedNames } from './pure-syntax.js';
 
 const BOOTSTRAP_SOURCE = readFileSync(BOOTSTRAP_PATH, 'utf8');
-const fixtures = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
+const fixtures = JSON.parse(JSON.stringify(engineSerdeFixture));
 const addPure = parseExternalFns(fixtures.external_fns).find((fn) => fn.name === 'add_pure')!;
 
 /** Constructors: symbols the driver applies but never defines (Pure keeps such terms as data). */

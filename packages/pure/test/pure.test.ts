@@ -2,10 +2,10 @@
  * Real runs of pure, for a machine that has it (IMPROV_EXTFN_PURE or
  * `pure` on PATH). Skipped here: Pure is not installable on our CI.
  */
+
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { parseExternalFns, Registry, Value } from '@improv/extfn-core';
-import { runnerConformanceSuite } from '@improv/extfn-core/testing';
+import { engineSerdeFixture, runnerConformanceSuite } from '@improv/extfn-core/testing';
 import { afterAll, describe, expect, test } from 'vitest';
 import { pure } from '../src/index.js';
 
@@ -44,7 +44,7 @@ if (pureFound) {
 describe.skipIf(!pureFound)(`pure specifics${pureFound ? '' : ` (${noPure})`}`, () => {
   const registry = new Registry({ runners: [runner()], timeoutMs: 30_000 });
   afterAll(() => registry.close());
-  const fixtures = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
+  const fixtures = JSON.parse(JSON.stringify(engineSerdeFixture));
   for (const fn of parseExternalFns(fixtures.external_fns).filter((f) => f.language === 'pure'))
     registry.register(fn);
   registry.register({

@@ -11,6 +11,8 @@ const bodies = {
   loop: 'while True:\n    pass',
   largeResult: 'result = "x" * 200000',
   flood: 'for i in range(60000):\n    print("z" * 99)\nresult = 0',
+  mixedBatch:
+    'x = args[0]\nif x < 0:\n    raise ValueError("nope")\nwhile x == 13:\n    pass\nresult = 2 * x',
 };
 
 const verbatim = [

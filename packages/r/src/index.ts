@@ -75,9 +75,10 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
       f64: false,
       installHint:
         'install R (e.g. apt-get install r-base-core), or set IMPROV_EXTFN_R or the `interpreter` option to the path of Rscript',
+      // A request costs R about 0.1 ms before its first row: chunks of 25 ms
+      // of rows keep that under a few percent of a batch.
+      defaults: { chunkMs: R_CHUNK_MS },
     },
-    // A request costs R about 0.1 ms before its first row: chunks of 25 ms
-    // of rows keep that under a few percent of a batch.
-    { ...runnerOptions, chunkMs: runnerOptions.chunkMs ?? R_CHUNK_MS },
+    runnerOptions,
   );
 }

@@ -11,6 +11,7 @@ const bodies = {
   loop: 'repeat {}',
   largeResult: 'result <- strrep("x", 200000)',
   flood: 'for (i in 1:60000) cat(strrep("z", 99), "\\n")\nresult <- 0',
+  mixedBatch: 'x <- args[[1]]\nif (x < 0) stop("nope")\nwhile (x == 13) {}\nresult <- 2 * x',
 };
 
 const verbatim = [

@@ -4,8 +4,9 @@
  * NA, NUL, enums past R's integers and datetime precision, and how the
  * interpreter is found.
  */
-import { readFileSync } from 'node:fs';
+
 import { ExtFnError, parseExternalFns, Registry, Value } from '@improv/extfn-core';
+import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { afterEach, describe, expect, test } from 'vitest';
 import { r } from '../src/index.js';
 import { failure, RSCRIPT, registryWith, restrictedOk, skipReason } from './helpers.js';
@@ -62,7 +63,7 @@ describe.skipIf(!restrictedOk)(
   `R under Restricted (${restrictedOk ? RSCRIPT : skipReason})`,
   () => {
     test('the engine fixture hyp_r: hypot on 3, 4 is 5, warm and one-shot', async () => {
-      const fixtures = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
+      const fixtures = JSON.parse(JSON.stringify(engineSerdeFixture));
       const hyp = parseExternalFns(fixtures.external_fns).find((fn) => fn.name === 'hyp_r')!;
       expect(hyp.body).toBe('result <- sqrt(args[[1]]^2 + args[[2]]^2)');
       const reg = new Registry({

@@ -1,12 +1,38 @@
+import { Value } from '@improv/extfn-core';
 import { runnerConformanceSuite } from '@improv/extfn-core/testing';
 import { test } from 'vitest';
 import { wasm } from '../src/index.js';
-import { ADD, IDENTITY, LOOP, RAISE_NOPE, RETURNS_I32 } from './fixtures/bodies.js';
+import { ADD, fnBody, IDENTITY, LOOP, RAISE_NOPE, RETURNS_I32, wat } from './fixtures/bodies.js';
+
+// Fails (traps) on a negative argument, loops forever on 13, else doubles.
+const MIXED = fnBody(
+  1,
+  `local.get 0 f64.const 0 f64.lt (if (then unreachable))
+   (loop $spin local.get 0 f64.const 13 f64.eq br_if $spin)
+   local.get 0 local.get 0 f64.add`,
+);
 
 // Wasm speaks numbers only (f64 ABI), so the kit runs with types: ['number'].
 runnerConformanceSuite(test, () => wasm({ workers: 2 }), {
   types: ['number'],
-  bodies: { identity: IDENTITY, add: ADD, raise: RAISE_NOPE, wrongReturn: RETURNS_I32, loop: LOOP },
+  bodies: {
+    identity: IDENTITY,
+    add: ADD,
+    raise: RAISE_NOPE,
+    wrongReturn: RETURNS_I32,
+    loop: LOOP,
+    mixedBatch: MIXED,
+  },
+  verbatim: [
+    {
+      name: 'CRLF, tabs and non-ASCII comments in WAT',
+      body: wat(
+        '(module ;; résumé "quoted" \\ 𝄞\r\n\t(func (export "improv_call") (result f64)\r\n\t\tf64.const 42.5))',
+      ),
+      returnType: 'number',
+      expected: Value.number(42.5),
+    },
+  ],
   loopTimeoutMs: 1_000,
   prefix: 'wasm runner conformance:',
 });

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { ExtFnError, Registry, Value } from '@improv/extfn-core';
+import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { afterEach, describe, expect, test } from 'vitest';
 import { type WasmRunner, wasm } from '../src/index.js';
 import {
@@ -52,7 +52,7 @@ describe('calls', () => {
   });
 
   test("the engine's fixture (fn double, serde form) loads and runs", async () => {
-    const fixture = JSON.parse(readFileSync('/work/shared/fixtures/engine-serde.json', 'utf8'));
+    const fixture = JSON.parse(JSON.stringify(engineSerdeFixture));
     runner = wasm({ workers: 1 });
     registry = new Registry({ runners: [runner] });
     registry.register(fixture.external_fns.double);

@@ -9,6 +9,9 @@ import { strict as assert } from 'node:assert';
 import { ExtFnError } from '../errors.js';
 import { Registry } from '../registry.js';
 import type { LanguageRunner } from '../runner.js';
+
+export { engineSerdeFixture } from './engine-fixture.js';
+
 import { sameValue, Value as V, type Value, type ValueType } from '../value.js';
 
 /** Registers one test; `timeout` is in milliseconds. */
@@ -37,6 +40,12 @@ export interface ConformanceBodies {
   largeResult?: string;
   /** Writes at least 5 MB to standard output (runners that cap output). */
   flood?: string;
+  /**
+   * One number argument: sets the result to 2 × args[0] when args[0] ≥ 0,
+   * fails when args[0] < 0, and never finishes when args[0] is 13. Checks
+   * that a batch isolates failing and hanging rows exactly as `eval` does.
+   */
+  mixedBatch?: string;
 }
 
 export interface ConformanceOptions {
@@ -51,8 +60,8 @@ export interface ConformanceOptions {
   loopTimeoutMs?: number;
   /** How far past the deadline a Timeout may arrive (default 3 000 ms). */
   timeoutSlackMs?: number;
-  /** Bodies that must reach the interpreter byte for byte. */
-  verbatim?: readonly VerbatimCase[];
+  /** Bodies that must reach the interpreter byte for byte: at least one. */
+  verbatim: readonly VerbatimCase[];
   /** Prefix for test names (default `<language> runner conformance:`). */
   prefix?: string;
   /** Per-test timeout passed to `test` (default 60 000 ms). */
@@ -433,7 +442,64 @@ export function runnerConformanceSuite(
     );
   }
 
-  for (const verbatim of options.verbatim ?? []) {
+  if (bodies.mixedBatch && types.includes('number')) {
+    const body = bodies.mixedBatch;
+    const loopMs = options.loopTimeoutMs ?? 1_000;
+    test(
+      name('a batch with failing and hanging rows gives each row what eval gives it'),
+      () =>
+        withRegistry(async (registry, language) => {
+          registry.register({
+            name: 'mixed',
+            language,
+            body,
+            argTypes: ['number'],
+            returnType: 'number',
+            pure: false,
+          });
+          const inputs = [1, -1, 13, 2, 3.5, -2, 4];
+          const rows = inputs.map((x) => [V.number(x)]);
+          const batch = await registry.evalBatch('mixed', rows, { timeoutMs: loopMs });
+          assert.equal(batch.length, rows.length);
+          for (let i = 0; i < rows.length; i++) {
+            const x = inputs[i]!;
+            const got = batch[i];
+            if (x === 13) {
+              if (!ExtFnError.isInstance(got))
+                assert.fail(`row ${i} (13): expected Timeout, got ${show(got)}`);
+              assert.equal(got.kind, 'Timeout', `row ${i}: ${got.message}`);
+              continue;
+            }
+            let single: Value | ExtFnError;
+            try {
+              single = await registry.eval('mixed', rows[i]!, { timeoutMs: loopMs });
+            } catch (error) {
+              single = error as ExtFnError;
+            }
+            if (x < 0) {
+              if (!ExtFnError.isInstance(got) || !ExtFnError.isInstance(single)) {
+                assert.fail(
+                  `row ${i} (${x}): expected failures, got ${show(got)} and ${show(single)}`,
+                );
+              }
+              assert.equal(got.kind, 'Runtime');
+              assert.equal(got.message, single.message, `row ${i}: batch and eval disagree`);
+            } else {
+              assertSame(got, V.number(2 * x), `row ${i}`);
+              assertSame(single, V.number(2 * x), `eval of row ${i}`);
+            }
+          }
+        }),
+      perTest,
+    );
+  }
+
+  if (!options.verbatim?.length) {
+    throw new TypeError(
+      'runnerConformanceSuite: give at least one `verbatim` case (a body that must arrive byte for byte)',
+    );
+  }
+  for (const verbatim of options.verbatim) {
     test(
       name(`the body reaches the interpreter byte for byte: ${verbatim.name}`),
       () =>
