@@ -69,7 +69,8 @@ function parseOne(input: unknown, file: string, where: string): ExternalFn {
 export function parseDescriptorText(text: string, file: string): ExternalFn[] {
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    // Editors on Windows save UTF-8 with a byte-order mark; JSON.parse refuses it.
+    json = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   } catch (error) {
     throw badInput(`${file} is not valid JSON: ${(error as Error).message}`, FORMAT_HINT);
   }

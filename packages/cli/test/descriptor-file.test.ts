@@ -24,6 +24,7 @@ function failure(text: string): CliError {
 describe('parseDescriptorText', () => {
   test('our form, the engine form, an array and the engine map', () => {
     expect(parseDescriptorText(JSON.stringify(hypot), 'f')).toEqual([hypot]);
+    expect(parseDescriptorText(`\uFEFF${JSON.stringify(hypot)}`, 'f')).toEqual([hypot]);
     const engine = {
       name: 'hyp_r',
       language: 'R',
