@@ -3,7 +3,14 @@
  * describes (`InterpreterSpec`) and what an engine may tune (`InterpreterRunnerOptions`).
  * Everything else (framing, workers, the pool, batches) is written once here.
  */
-import type { LanguageRunner } from '@improv/extfn-core';
+import type {
+  BatchOptions,
+  ColumnResults,
+  ExternalFn,
+  LanguageRunner,
+  RowResult,
+  Value,
+} from '@improv/extfn-core';
 import type { SandboxLimits, SandboxPolicy } from '@improv/extfn-sandbox';
 
 /** A resolved interpreter: an absolute, real (symlink-free) path the sandbox can read. */
@@ -80,8 +87,8 @@ export interface InterpreterRunnerOptions {
   /** Default mode when a call does not say (default `warm`). */
   mode?: 'warm' | 'oneShot';
   /**
-   * Use binary f64 columns (`callf64`) for batches of all-number functions
-   * when the driver supports them (default true). False sends JSON frames.
+   * Use binary f64 frames (`callf64`) for batches and columns of all-number
+   * functions when the driver supports them (default true). False sends JSON frames.
    */
   f64?: boolean;
   /** Target time per batch chunk in milliseconds (default 5). */
@@ -106,6 +113,21 @@ export interface InterpreterStats {
 
 /** A LanguageRunner backed by sandboxed interpreter processes. */
 export interface InterpreterRunner extends LanguageRunner {
+  /** Always present: rows through warm workers in chunks, with hang isolation. */
+  callBatch(
+    fn: ExternalFn,
+    rows: readonly (readonly Value[])[],
+    options: BatchOptions,
+  ): Promise<RowResult[]>;
+  /**
+   * Always present: number columns through the same scheduler as `callBatch`,
+   * over `callf64` frames when the driver has them (JSON frames otherwise).
+   */
+  callColumns(
+    fn: ExternalFn,
+    columns: readonly Float64Array[],
+    options: BatchOptions,
+  ): Promise<ColumnResults>;
   /** Counters (never blocks). */
   stats(): InterpreterStats;
   /** Host pids of the live warm workers' sandbox processes (for tests that check nothing survives). */

@@ -59,6 +59,33 @@ describe.skipIf(!hasPython)('graceful exits (trusted policy: the host /tmp is vi
     expect(runner.stats()).toMatchObject({ live: 0, killed: 0 });
   });
 
+  test('an evicted worker exits gracefully, and its slot is taken until it is gone', async () => {
+    const { registry, runner } = fixtureRegistry(
+      {
+        mark: [MARK_AT_EXIT, ['text'], 'number'],
+        other: ['result = 2', [], 'number'],
+      },
+      { policy: 'trusted', maxWorkers: 1 },
+    );
+    cleanups.push(() => registry.close());
+    const marker = join(scratch(), 'evicted');
+    await registry.eval('mark', [Value.text(marker)]);
+    const [first] = runner.workerPids();
+    let most = 0;
+    const sampler = setInterval(() => {
+      most = Math.max(most, runner.workerPids().length);
+    }, 1);
+    try {
+      expect(await registry.eval('other', [])).toEqual(Value.number(2));
+    } finally {
+      clearInterval(sampler);
+    }
+    expect(readFileSync(marker, 'utf8')).toBe('bye');
+    expect(alive(first!)).toBe(false);
+    expect(most).toBeLessThanOrEqual(1);
+    expect(runner.stats()).toMatchObject({ peak: 1, live: 1, killed: 0 });
+  });
+
   test('a driver that does not exit is killed after the grace: close() still returns promptly', async () => {
     const { registry, runner } = fixtureRegistry(
       {

@@ -100,7 +100,7 @@ describe.skipIf(!hasPython)('callColumns over a driver without f64', () => {
     cleanups.push(() => registry.close());
     const fn = registry.get('t')!;
     await expect(
-      runner.callColumns!(fn, [Float64Array.of(1)], { timeoutMs: 1_000 }),
+      runner.callColumns(fn, [Float64Array.of(1)], { timeoutMs: 1_000 }),
     ).rejects.toThrow(/all numbers/);
     expect(runner.stats().started).toBe(0);
   });

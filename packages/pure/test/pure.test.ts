@@ -34,6 +34,14 @@ if (pureFound) {
     },
     textNul: false,
     datetimeDigits: 6,
+    verbatim: [
+      {
+        name: 'escapes, quotes and a CRLF line end',
+        body: 'let result = "a\\\\b \\"q\\" \\t";\r\n',
+        returnType: 'text',
+        expected: Value.text('a\\b "q" \t'),
+      },
+    ],
     testTimeoutMs: 120_000,
     prefix: `pure (${PURE}, Restricted) conformance:`,
   });

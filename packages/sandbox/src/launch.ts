@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { ExtFnError, type ResourceLimit } from '@improv/extfn-core';
 import { execa } from 'execa';
@@ -122,9 +123,12 @@ export interface Launched {
   stdin: Writable;
   stdout: Readable;
   stderr: Readable;
-  exited: Promise<SandboxExit & { setupError?: string }>;
+  exited: Promise<LaunchExit>;
   kill(): Promise<void>;
 }
+
+/** The exit as launch sees it: the chain's own failure, and the guest's CPU time as last sampled. */
+export type LaunchExit = SandboxExit & { setupError?: string; cpuUsedSeconds?: number };
 
 function sandboxError(message: string, fix: string, functionName: string, cause?: unknown) {
   return ExtFnError.sandbox(message, fix, { functionName, cause });
@@ -179,6 +183,51 @@ function childrenOf(pid: number): number[] {
     } catch {}
   }
   return out;
+}
+
+/**
+ * CPU time (user + system, all threads) of a live process in seconds, from
+ * /proc/PID/stat; USER_HZ is 100 on every Linux ABI Node runs on.
+ */
+export function cpuSecondsOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return Number.isFinite(ticks) ? ticks / 100 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How often the guest's CPU time is sampled once RLIMIT_CPU could bind. */
+const CPU_SAMPLE_MS = 100;
+
+/**
+ * Samples the guest's CPU time, so a death by SIGXCPU/SIGKILL is called a CPU
+ * limit only when the host saw the CPU spent (a guest can signal itself or exit
+ * with 137). CPU time cannot outrun wall time times the cores, so sampling
+ * starts only when the limit could first bind: for most calls, never.
+ */
+function sampleCpu(guest: () => number | undefined, cpuSeconds: number) {
+  let used: number | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const tick = () => {
+    const pid = guest();
+    const seconds = pid === undefined ? undefined : cpuSecondsOf(pid);
+    if (seconds !== undefined) used = seconds;
+    timer = setTimeout(tick, CPU_SAMPLE_MS);
+    timer.unref();
+  };
+  const startMs = Math.max(0, (cpuSeconds * 1000) / availableParallelism() - 2 * CPU_SAMPLE_MS);
+  timer = setTimeout(tick, startMs);
+  timer.unref();
+  return {
+    stop: () => clearTimeout(timer),
+    get used() {
+      return used;
+    },
+  };
 }
 
 type ExecaChild = ReturnType<typeof execa>;
@@ -311,6 +360,16 @@ export function launch(options: LaunchOptions): Launched {
   const pid = child.pid;
 
   let exitedFlag = false;
+  // the guest: bwrap's one child (the namespace's pid 1), else the child itself after its execs
+  let guestPid: number | undefined;
+  const guest = () => {
+    if (pid === undefined || exitedFlag) return undefined;
+    if (!restricted) return pid;
+    guestPid ??= childrenOf(pid)[0];
+    return guestPid;
+  };
+  const cpu =
+    policy !== 'trusted' && limits.cpuSeconds > 0 ? sampleCpu(guest, limits.cpuSeconds) : undefined;
   const killTree = async (): Promise<void> => {
     if (pid === undefined) return;
     const pending: Array<Promise<unknown>> = [];
@@ -365,6 +424,7 @@ export function launch(options: LaunchOptions): Launched {
   const exited = (async () => {
     await Promise.race([exitEvent, child]);
     exitedFlag = true;
+    cpu?.stop();
     // the direct child is gone; make sure nothing it started survives it
     if (!restricted) await killTree();
     const result = await settleStreams(child);
@@ -387,7 +447,8 @@ export function launch(options: LaunchOptions): Launched {
       signalName = signalFromBwrapStatus(exitCode);
       if (signalName !== null) exitCode = null;
     }
-    const out: SandboxExit & { setupError?: string } = { exitCode, signal: signalName };
+    const out: LaunchExit = { exitCode, signal: signalName };
+    if (cpu?.used !== undefined) out.cpuUsedSeconds = cpu.used;
     const spawnFailure = result.failed && exitCode === null && signalName === null;
     if (spawnFailure || /^(bwrap|setpriv|prlimit|exec \/):? /.test(setupHead)) {
       // the chain failed before the interpreter ran (a status of 1 from bwrap, 126/127 from exec)

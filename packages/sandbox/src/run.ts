@@ -174,10 +174,14 @@ export async function runUnchecked(
     stderr: tail,
     durationMs,
   };
-  const limit = explainExit(exit.exitCode, exit.signal, tail, {
-    seconds: limits.cpuSeconds,
-    elapsedMs: durationMs,
-  });
+  // trusted sets no rlimits, so no exit of it is a limit's doing
+  const limit =
+    policy === 'trusted'
+      ? undefined
+      : explainExit(exit.exitCode, exit.signal, tail, {
+          seconds: limits.cpuSeconds,
+          usedSeconds: exit.cpuUsedSeconds,
+        });
   if (limit) result.limit = limit;
   return result;
 }
@@ -201,7 +205,6 @@ export function spawnSandboxed(
       functionName: name,
     });
   }
-  const began = performance.now();
   const { launched, limits } = start(options, policy, name);
   const stderr = new TailBuffer(limits.stderrTailBytes);
   launched.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
@@ -209,10 +212,10 @@ export function spawnSandboxed(
   const exited = launched.exited.then((exit): SandboxExit => {
     if (exit.setupError) throw setupFailure(options.command, exit.setupError, name);
     const out: SandboxExit = { exitCode: exit.exitCode, signal: exit.signal };
-    const cpu = killed
-      ? undefined
-      : { seconds: limits.cpuSeconds, elapsedMs: performance.now() - began };
-    const limit = explainExit(exit.exitCode, exit.signal, stderr.text(), cpu);
+    // a SIGKILL of our own kill() is no CPU limit; trusted sets no rlimits at all
+    const cpu = killed ? undefined : { seconds: limits.cpuSeconds, usedSeconds: exit.cpuUsedSeconds };
+    const limit =
+      policy === 'trusted' ? undefined : explainExit(exit.exitCode, exit.signal, stderr.text(), cpu);
     if (limit) out.limit = limit;
     return out;
   });

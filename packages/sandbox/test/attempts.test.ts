@@ -5,15 +5,24 @@
  * attempt works when nothing stops it (so a broken probe cannot pass a test).
  */
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { hasBwrap, hasPython, isRoot, linux, pythonJson } from './helpers.js';
+import { type SandboxPolicy, spawnSandboxed } from '../src/index.js';
+import { hasBwrap, hasPython, isRoot, linux, PYTHON, pythonJson } from './helpers.js';
 
 const id = randomBytes(6).toString('hex');
 const secret = `s3cr3t-${id}`;
@@ -21,6 +30,10 @@ const tmpMarker = `/tmp/extfn-marker-${id}`;
 const tmpMarkerPrivate = `/tmp/extfn-marker-private-${id}`;
 const cwdMarker = join(process.cwd(), `.extfn-marker-${id}`);
 const homeMarker = join(homedir(), `.extfn-marker-${id}`);
+// /srv and /var/tmp: host directories an interpreter never needs; /mnt is only listed
+const varTmpMarker = `/var/tmp/extfn-marker-${id}`;
+const srvMarker = `/srv/extfn-marker-${id}`;
+const sharedMarkers = [varTmpMarker, ...(isRoot && existsSync('/srv') ? [srvMarker] : [])];
 let server: Server;
 let port = 0;
 let accepted = 0;
@@ -34,6 +47,10 @@ beforeAll(async () => {
   writeFileSync(cwdMarker, 'cwd-marker', { mode: 0o644 });
   chmodSync(cwdMarker, 0o644);
   writeFileSync(homeMarker, 'home-marker', { mode: 0o600 });
+  for (const path of sharedMarkers) {
+    writeFileSync(path, 'shared-marker', { mode: 0o644 });
+    chmodSync(path, 0o644);
+  }
   server = createServer((socket) => {
     accepted++;
     socket.end('hello');
@@ -45,7 +62,7 @@ beforeAll(async () => {
 afterAll(async () => {
   delete process.env.IMPROV_TEST_SECRET;
   delete process.env.AWS_SECRET_ACCESS_KEY;
-  for (const path of [tmpMarker, tmpMarkerPrivate, cwdMarker, homeMarker])
+  for (const path of [tmpMarker, tmpMarkerPrivate, cwdMarker, homeMarker, ...sharedMarkers])
     rmSync(path, { force: true });
   for (const name of ['tmp', 'shm'])
     rmSync(`/${name === 'tmp' ? 'tmp' : 'dev/shm'}/extfn-prev-${id}`, { force: true });
@@ -137,6 +154,127 @@ describe('files of the host', () => {
         dev: { errno: 'EACCES' },
         devNull: { ok: null },
       });
+    },
+  );
+});
+
+const SHARED_DIRS = `print(json.dumps({
+  'varTmp': attempt(lambda: read(${JSON.stringify(varTmpMarker)})),
+  'srv': attempt(lambda: read(${JSON.stringify(srvMarker)})),
+  'listVarTmp': attempt(lambda: ${JSON.stringify(`extfn-marker-${id}`)} in os.listdir('/var/tmp')),
+  'listSrv': attempt(lambda: len(os.listdir('/srv')) >= 0),
+  'listMnt': attempt(lambda: len(os.listdir('/mnt')) >= 0),
+}))`;
+
+describe('/srv, /mnt and /var/tmp of the host', () => {
+  const hostHas = (dir: string) => existsSync(dir);
+  test.skipIf(!canUnsandboxed)('control: trusted reads and lists them', async () => {
+    const out = await pythonJson<Outcome>(SHARED_DIRS, 'trusted');
+    expect(out.varTmp).toEqual({ ok: 'shared-marker' });
+    expect(out.listVarTmp).toEqual({ ok: true });
+    if (sharedMarkers.includes(srvMarker)) expect(out.srv).toEqual({ ok: 'shared-marker' });
+    if (hostHas('/srv')) expect(out.listSrv).toEqual({ ok: true });
+    if (hostHas('/mnt')) expect(out.listMnt).toEqual({ ok: true });
+  });
+
+  test.skipIf(!canRestricted)('restricted: none of them exists inside', async () => {
+    expect(await pythonJson<Outcome>(SHARED_DIRS, 'restricted')).toEqual({
+      varTmp: { errno: 'ENOENT' },
+      srv: { errno: 'ENOENT' },
+      listVarTmp: { errno: 'ENOENT' },
+      listSrv: { errno: 'ENOENT' },
+      listMnt: { errno: 'ENOENT' },
+    });
+  });
+
+  test.skipIf(!canUnsandboxed)(
+    'unsandboxed: no namespaces, so what every user may read stays readable',
+    async () => {
+      const out = await pythonJson<Outcome>(SHARED_DIRS, 'unsandboxed');
+      expect(out.varTmp).toEqual({ ok: 'shared-marker' });
+      expect(out.listVarTmp).toEqual({ ok: true });
+    },
+  );
+});
+
+const NAMESPACES = ['cgroup', 'ipc', 'mnt', 'net', 'pid', 'user', 'uts'] as const;
+const NS_LINKS = `print(json.dumps({n: os.readlink('/proc/self/ns/' + n) for n in ${JSON.stringify(NAMESPACES)}}))`;
+const hostNamespaces = () =>
+  Object.fromEntries(NAMESPACES.map((n) => [n, readlinkSync(`/proc/self/ns/${n}`)]));
+
+/** A guest that creates a SysV shared memory segment and holds it until told to remove it. */
+const SHM_GUEST = (key: number) => `
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+shmid = libc.shmget(${key}, 4096, 0o1000 | 0o600)  # IPC_CREAT
+print(shmid if shmid >= 0 else -ctypes.get_errno(), flush=True)
+sys.stdin.readline()
+libc.shmctl(shmid, 0, None)  # IPC_RMID
+`;
+
+/** Whether the host's IPC namespace holds a shared memory segment with `key`. */
+function hostShmKeys(): Set<number> {
+  const lines = readFileSync('/proc/sysvipc/shm', 'utf8').trim().split('\n').slice(1);
+  return new Set(lines.map((line) => Number(line.trim().split(/\s+/)[0])));
+}
+
+/** Runs SHM_GUEST and reports whether the host saw the segment while the guest held it. */
+async function shmSeenByHost(policy: SandboxPolicy): Promise<{ shmid: number; seen: boolean }> {
+  const key = 0x3e000000 + Math.floor(Math.random() * 0xffffff);
+  const guest = spawnSandboxed({
+    command: PYTHON,
+    args: ['-I', '-S', '-c', SHM_GUEST(key)],
+    policy,
+    timeoutMs: 10_000,
+  });
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      guest.stdout.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+        if (text.includes('\n')) resolve(text.trim());
+      });
+      guest.exited.then(() => reject(new Error(`guest exited: ${guest.stderrTail()}`)), reject);
+    });
+    const seen = hostShmKeys().has(key);
+    guest.stdin.end('\n');
+    await guest.exited;
+    return { shmid: Number(line), seen };
+  } finally {
+    await guest.kill();
+    if (hostShmKeys().has(key)) execFileSync('ipcrm', ['-M', String(key)]);
+  }
+}
+
+describe('namespaces', () => {
+  test.skipIf(!canUnsandboxed)('control: trusted shares every namespace of the host', async () => {
+    expect(await pythonJson(NS_LINKS, 'trusted')).toEqual(hostNamespaces());
+  });
+
+  test.skipIf(!canRestricted)(
+    'restricted: new cgroup, ipc, mount, net, pid, user and uts namespaces',
+    async () => {
+      const inside = await pythonJson<Record<string, string>>(NS_LINKS, 'restricted');
+      const host = hostNamespaces();
+      for (const n of NAMESPACES) expect(inside[n], n).not.toBe(host[n]);
+      expect(inside.ipc).toMatch(/^ipc:\[\d+\]$/);
+    },
+  );
+
+  test.skipIf(!canRestricted || !existsSync('/proc/sysvipc/shm'))(
+    'restricted: a SysV shared memory segment made inside is not the host’s',
+    async () => {
+      const { shmid, seen } = await shmSeenByHost('restricted');
+      expect(shmid).toBeGreaterThanOrEqual(0); // made for real, in the sandbox's own IPC namespace
+      expect(seen).toBe(false);
+    },
+  );
+
+  test.skipIf(!canUnsandboxed || !existsSync('/proc/sysvipc/shm'))(
+    'unsandboxed (control): without an IPC namespace the host sees the segment',
+    async () => {
+      expect(await shmSeenByHost('unsandboxed')).toMatchObject({ seen: true });
     },
   );
 });

@@ -63,6 +63,27 @@ print(json.dumps({'children': children, 'error': error}), flush=True)`;
     expect((await pythonJson('print(json.dumps(1))', policy)) as unknown).toBe(1);
   });
 
+  t('a fork bomb that lets the error escape: the exit is named a processes limit', async () => {
+    // the children sleep, so each fork holds a process slot until the limit refuses one
+    const program = `
+while True:
+    if os.fork() == 0:
+        time.sleep(30)
+        os._exit(0)`;
+    const result = await python(program, { policy, limits: { processes: 16 } });
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toMatch(/BlockingIOError: \[Errno 11\]/);
+    expect(result.limit).toBe('processes');
+    // threads count against the same limit
+    const threads = await python(
+      'import threading\nfor i in range(64): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()',
+      { policy, limits: { processes: 16 } },
+    );
+    expect(threads.stderr).toMatch(/can't start new thread/);
+    expect(threads.limit).toBe('processes');
+    expect((await pythonJson('print(json.dumps(1))', policy)) as unknown).toBe(1);
+  });
+
   t('allocate 2 GB: fails and is reported as a memory limit', async () => {
     const result = await python('x = bytearray(2 * 1024 ** 3)\nprint(len(x))', { policy });
     expect(result.exitCode).not.toBe(0);
@@ -232,5 +253,76 @@ print(json.dumps({'children': children, 'allocated': len(x), 'written': written}
       { limits: { processes: 24, fileSizeBytes: 1024 * 1024 } }, // ignored by trusted
     );
     expect(out).toEqual({ children: 30, allocated: 2 * 1024 ** 3, written: 2 * 1024 * 1024 });
+  });
+});
+
+/**
+ * The limit label must not be the guest's to choose where the host can know
+ * better: exit statuses dressed as signals, self-sent signals and idling are
+ * no CPU or file-size limit; stderr text counts only as the guest's last words,
+ * and never under trusted, which sets no limits.
+ */
+describe('limit labels a guest cannot forge', () => {
+  const restricted = test.skipIf(!(linux && hasBwrap && hasPython));
+  const unsandboxed = test.skipIf(!(linux && isRoot && hasPython));
+  const anyPolicy = test.skipIf(!(linux && hasPython));
+
+  restricted('restricted: exit(152) and exit(153) are exits, not SIGXCPU or SIGXFSZ', async () => {
+    for (const code of [152, 153, 143]) {
+      const result = await python(`sys.exit(${code})`, { policy: 'restricted' });
+      expect(result).toMatchObject({ exitCode: code, signal: null });
+      expect(result.limit).toBeUndefined();
+    }
+  });
+
+  restricted('restricted: exit(137) after idling past the CPU limit is no cpu-time', async () => {
+    const result = await python('time.sleep(1.4)\nsys.exit(137)', {
+      policy: 'restricted',
+      timeoutMs: 10_000,
+      limits: { cpuSeconds: 1 },
+    });
+    // bwrap reports it as 137 either way, so the signal stays ambiguous; the label does not
+    expect(result.signal).toBe('SIGKILL');
+    expect(result.limit).toBeUndefined();
+  });
+
+  unsandboxed('unsandboxed: a self-sent SIGXCPU or SIGKILL is no cpu-time', async () => {
+    for (const [name, wait] of [
+      ['SIGXCPU', 0],
+      ['SIGKILL', 1.4],
+    ] as const) {
+      const result = await python(`time.sleep(${wait})\nos.kill(os.getpid(), signal.${name})`, {
+        policy: 'unsandboxed',
+        timeoutMs: 10_000,
+        limits: { cpuSeconds: 1 },
+      });
+      expect(result.signal).toBe(name);
+      expect(result.limit).toBeUndefined();
+    }
+  });
+
+  anyPolicy('earlier stderr text does not label an unrelated failure', async () => {
+    const policy: SandboxPolicy = linux && hasBwrap ? 'restricted' : 'trusted';
+    const program = `
+sys.stderr.write('MemoryError\\nCannot allocate memory\\n[Errno 11] Resource temporarily unavailable\\n')
+sys.stderr.write('File too large\\n')
+1 / 0`;
+    const result = await python(program, { policy });
+    expect(result.stderr).toMatch(/MemoryError[\s\S]*ZeroDivisionError/);
+    expect(result.limit).toBeUndefined();
+  });
+
+  anyPolicy('last words never label a clean exit; trusted sets no limits, so never a label', async () => {
+    const policy: SandboxPolicy = linux && hasBwrap ? 'restricted' : 'trusted';
+    const clean = await python("sys.stderr.write('MemoryError\\n')", { policy });
+    expect(clean.exitCode).toBe(0);
+    expect(clean.limit).toBeUndefined();
+    const trusted = await python('raise MemoryError()', { policy: 'trusted' });
+    expect(trusted.exitCode).toBe(1);
+    expect(trusted.stderr).toMatch(/MemoryError/);
+    expect(trusted.limit).toBeUndefined();
+    const selfKilled = await python('os.kill(os.getpid(), signal.SIGXCPU)', { policy: 'trusted' });
+    expect(selfKilled.signal).toBe('SIGXCPU');
+    expect(selfKilled.limit).toBeUndefined();
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { explainExit } from '../src/explain.js';
+import { explainExit, signalFromBwrapStatus } from '../src/explain.js';
 import { interpreterPrefix } from '../src/host.js';
 import {
   DEFAULT_LIMITS,
@@ -38,14 +38,47 @@ describe('limits', () => {
   test('explainExit names the limit only for a failed exit', () => {
     expect(explainExit(0, null, 'MemoryError')).toBeUndefined();
     expect(explainExit(1, null, 'Traceback…\nMemoryError\n')).toBe('memory');
-    expect(explainExit(null, 'SIGXCPU', '')).toBe('cpu-time');
     expect(explainExit(1, null, 'OSError: [Errno 27] File too large')).toBe('file-size');
+    expect(explainExit(null, 'SIGXFSZ', '')).toBe('file-size');
     expect(
       explainExit(1, null, 'BlockingIOError: [Errno 11] Resource temporarily unavailable'),
     ).toBe('processes');
+    expect(explainExit(1, null, "RuntimeError: can't start new thread\n")).toBe('processes');
     expect(explainExit(1, null, 'ZeroDivisionError')).toBeUndefined();
-    expect(explainExit(null, 'SIGKILL', '', { seconds: 2, elapsedMs: 1000 })).toBeUndefined();
-    expect(explainExit(null, 'SIGKILL', '', { seconds: 2, elapsedMs: 3100 })).toBe('cpu-time');
+  });
+
+  test('cpu-time needs CPU the host saw spent, not just the signal', () => {
+    const cpu = (usedSeconds: number | undefined) => ({ seconds: 2, usedSeconds });
+    expect(explainExit(null, 'SIGXCPU', '')).toBeUndefined();
+    expect(explainExit(null, 'SIGXCPU', '', cpu(undefined))).toBeUndefined();
+    expect(explainExit(null, 'SIGXCPU', '', cpu(0.02))).toBeUndefined();
+    expect(explainExit(null, 'SIGXCPU', '', cpu(1.9))).toBe('cpu-time');
+    expect(explainExit(null, 'SIGKILL', '', cpu(1.0))).toBeUndefined();
+    expect(explainExit(null, 'SIGKILL', '', cpu(2.9))).toBe('cpu-time');
+    expect(explainExit(null, 'SIGKILL', '', { seconds: 0, usedSeconds: 9 })).toBeUndefined();
+  });
+
+  test('stderr labels come from the last words only', () => {
+    // logged earlier, then an unrelated failure: no label
+    const logged = 'retrying after MemoryError\nCannot allocate memory, shrinking\n';
+    const unrelated = 'Traceback (most recent call last):\n  File "<string>", line 3\nZeroDivisionError: division by zero\n';
+    expect(explainExit(1, null, logged + unrelated)).toBeUndefined();
+    // R ends with "Execution halted" after the error line
+    expect(
+      explainExit(1, null, 'Error: cannot allocate vector of size 7.5 Gb\nExecution halted\n\n'),
+    ).toBe('memory');
+  });
+
+  test('bwrap statuses read as signals only for signals that can kill the namespace init', () => {
+    expect(signalFromBwrapStatus(137)).toBe('SIGKILL');
+    expect(signalFromBwrapStatus(139)).toBe('SIGSEGV');
+    expect(signalFromBwrapStatus(159)).toBe('SIGSYS');
+    // init ignores SIGXCPU, SIGXFSZ, SIGTERM…: these are plain exit(128 + N)
+    expect(signalFromBwrapStatus(152)).toBeNull(); // SIGXCPU
+    expect(signalFromBwrapStatus(153)).toBeNull(); // SIGXFSZ
+    expect(signalFromBwrapStatus(143)).toBeNull(); // SIGTERM
+    expect(signalFromBwrapStatus(1)).toBeNull();
+    expect(signalFromBwrapStatus(200)).toBeNull();
   });
 });
 

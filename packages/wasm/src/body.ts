@@ -1,6 +1,9 @@
 /**
  * Turns a function body into the bytes of a WebAssembly module:
  * `wat:<text>` is assembled with wabt, `wasm:<base64>` is decoded.
+ * `screenBody` runs on the host's main thread, so it does no work in
+ * proportion to a body beyond a few times the size cap; the rest runs in the
+ * compile worker, under the call's deadline.
  */
 
 /** The body prefixes this runner accepts. */
@@ -16,7 +19,7 @@ type Wabt = Awaited<ReturnType<WabtInit>>;
 let wabtReady: Promise<Wabt> | undefined;
 
 /** wabt is ~1 MB of Emscripten output: loaded on the first `wat:` body, once. */
-function loadWabt(): Promise<Wabt> {
+export function loadWabt(): Promise<Wabt> {
   wabtReady ??=
     // wabt is CommonJS (`export =`): Node hands it over as the namespace's default export.
     (import('wabt') as unknown as Promise<{ default: WabtInit }>)
@@ -28,6 +31,8 @@ function loadWabt(): Promise<Wabt> {
   return wabtReady;
 }
 
+const MAX_MESSAGE_CHARS = 2_000;
+
 /** Assembles WebAssembly text; errors keep wabt's `body.wat:line:col` messages. */
 export async function assembleWat(text: string): Promise<Uint8Array> {
   const wabt = await loadWabt();
@@ -38,8 +43,11 @@ export async function assembleWat(text: string): Promise<Uint8Array> {
     module.validate();
     return module.toBinary({ log: false, write_debug_names: false }).buffer.slice();
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    throw new BodyError(`invalid WebAssembly text: ${message.trim()}`);
+    const message = (error instanceof Error ? error.message : String(error)).trim();
+    // A large body can give thousands of errors; the first ones say what is wrong.
+    const shown =
+      message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)} …` : message;
+    throw new BodyError(`invalid WebAssembly text: ${shown}`);
   } finally {
     module?.destroy();
   }
@@ -57,13 +65,72 @@ export function decodeBase64(text: string): Uint8Array {
   return new Uint8Array(Buffer.from(compact, 'base64'));
 }
 
+/** The default of the maxBodyBytes option: 1 MiB of WebAssembly text, or of binary module. */
+export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
+
+export function formatBytes(bytes: number): string {
+  if (bytes >= 1_048_576) {
+    const mib = bytes / 1_048_576;
+    return `${Number.isInteger(mib) ? mib : mib.toFixed(1)} MiB`;
+  }
+  if (bytes >= 1_024) {
+    const kib = bytes / 1_024;
+    return `${Number.isInteger(kib) ? kib : kib.toFixed(1)} KiB`;
+  }
+  return `${bytes} bytes`;
+}
+
+function tooLarge(what: string, size: string, maxBodyBytes: number): BodyError {
+  return new BodyError(
+    `${what} is ${size}, above the limit of ${formatBytes(maxBodyBytes)}; a host that trusts its models can raise it with the maxBodyBytes option of wasm()`,
+  );
+}
+
+/**
+ * Checks a body's prefix and size before any work is sent to a worker: `wat:`
+ * text at most `maxBodyBytes` of UTF-8, a `wasm:` binary at most
+ * `maxBodyBytes` once decoded. Looks at no more than about three times the
+ * cap, however long the body is. Throws BodyError.
+ */
+export function screenBody(body: string, maxBodyBytes: number): void {
+  // Base64 takes 4 characters per 3 bytes; the rest is room for line breaks.
+  if (body.length > 3 * maxBodyBytes + 64) {
+    throw tooLarge(
+      'the body',
+      `${body.length.toLocaleString('en')} characters long`,
+      maxBodyBytes,
+    );
+  }
+  const trimmed = body.trimStart();
+  if (trimmed.startsWith('wat:')) {
+    const bytes = Buffer.byteLength(trimmed) - 4;
+    if (bytes > maxBodyBytes)
+      throw tooLarge('the wat: body', `${formatBytes(bytes)} of text`, maxBodyBytes);
+  } else if (trimmed.startsWith('wasm:')) {
+    const text = trimmed.slice(5);
+    if ((text.length * 3) / 4 > maxBodyBytes) {
+      const compact = text.replace(/\s+/g, '');
+      const padding = compact.endsWith('==') ? 2 : compact.endsWith('=') ? 1 : 0;
+      const bytes = Math.floor((compact.length * 3) / 4) - padding;
+      if (bytes > maxBodyBytes)
+        throw tooLarge('the wasm: body', `a binary of ${formatBytes(bytes)}`, maxBodyBytes);
+    }
+  } else {
+    throw prefixError(trimmed);
+  }
+}
+
+function prefixError(trimmed: string): BodyError {
+  const start = JSON.stringify(trimmed.slice(0, 20));
+  return new BodyError(
+    `a wasm body must start with "wat:" (WebAssembly text) or "wasm:" (a base64 binary module); this one starts with ${start}`,
+  );
+}
+
 /** The module bytes of a body, or a BodyError naming the accepted prefixes. */
 export async function moduleBytes(body: string): Promise<Uint8Array> {
   const trimmed = body.trimStart();
   if (trimmed.startsWith('wat:')) return assembleWat(trimmed.slice(4));
   if (trimmed.startsWith('wasm:')) return decodeBase64(trimmed.slice(5));
-  const start = JSON.stringify(trimmed.slice(0, 20));
-  throw new BodyError(
-    `a wasm body must start with "wat:" (WebAssembly text) or "wasm:" (a base64 binary module); this one starts with ${start}`,
-  );
+  throw prefixError(trimmed);
 }

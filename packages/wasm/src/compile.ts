@@ -1,12 +1,14 @@
 /**
- * From a body to a checked, compiled WebAssembly.Module — once per distinct
- * body. The checks here are the runner's whole security boundary: no
- * imports (so a module reaches nothing outside its own memory), memory and
- * tables capped, and the export that will be called has the numeric ABI.
+ * From a body to a checked, compiled WebAssembly.Module. The checks here are
+ * the runner's whole security boundary: no imports (so a module reaches
+ * nothing outside its own memory), memory and tables capped, and the export
+ * that will be called has the numeric ABI. `compileBody` runs in a compile
+ * worker (src/compile-worker.ts), never on the host's main thread: how long
+ * it takes depends on the body.
  */
 import { createHash } from 'node:crypto';
 import { capLimits, type FuncType, formatFuncType, type ModuleInfo, readModule } from './binary.js';
-import { BodyError, moduleBytes } from './body.js';
+import { BodyError, moduleBytes, screenBody } from './body.js';
 import { type CompiledWasmModule, compileWasm } from './webassembly.js';
 
 export const WASM_PAGE_BYTES = 65_536;
@@ -19,6 +21,8 @@ export interface Ceilings {
 export interface CompileOptions extends Ceilings {
   /** Keep one instance per worker even for stateful modules (see WasmRunnerOptions.reuseInstances). */
   reuseInstances: boolean;
+  /** Largest `wat:` text or decoded `wasm:` binary, in bytes (see WasmRunnerOptions.maxBodyBytes). */
+  maxBodyBytes: number;
 }
 
 /** A module ready to post to a worker. */
@@ -97,10 +101,11 @@ function formatBytes(bytes: number): string {
   return bytes % (1 << 20) === 0 ? `${bytes / (1 << 20)} MiB` : `${bytes} bytes`;
 }
 
-/** Compiles a body through every check; never throws. */
+/** Compiles a body through every check; throws only on a failure of this program itself. */
 export async function compileBody(body: string, options: CompileOptions): Promise<Compiled> {
   let bytes: Uint8Array;
   try {
+    screenBody(body, options.maxBodyBytes);
     bytes = await moduleBytes(body);
   } catch (error) {
     if (error instanceof BodyError) return { ok: false, message: error.message };
@@ -135,46 +140,5 @@ export async function compileBody(body: string, options: CompileOptions): Promis
     };
   } catch (error) {
     return { ok: false, message: `invalid WebAssembly module: ${(error as Error).message}` };
-  }
-}
-
-/**
- * Compiled modules by body text (an exact-content key; the sha256 travels to
- * workers). Bounded, least recently used first out; failures are kept too,
- * since the same body fails the same way.
- */
-export class ModuleCache {
-  #entries = new Map<string, Promise<Compiled>>();
-  /** Bodies compiled (or refused) so far: a cache hit does not count. */
-  compiles = 0;
-
-  constructor(
-    readonly options: CompileOptions,
-    readonly maxEntries = 256,
-  ) {}
-
-  get(body: string): Promise<Compiled> {
-    let entry = this.#entries.get(body);
-    if (entry) {
-      this.#entries.delete(body);
-      this.#entries.set(body, entry);
-      return entry;
-    }
-    this.compiles++;
-    entry = compileBody(body, this.options);
-    this.#entries.set(body, entry);
-    entry.catch(() => this.#entries.delete(body)); // an unexpected failure is not remembered
-    if (this.#entries.size > this.maxEntries) {
-      this.#entries.delete(this.#entries.keys().next().value!);
-    }
-    return entry;
-  }
-
-  get size(): number {
-    return this.#entries.size;
-  }
-
-  clear(): void {
-    this.#entries.clear();
   }
 }

@@ -9,6 +9,10 @@ import type { CompiledModule } from './compile.js';
 
 export interface PoolOptions {
   size: number;
+  /** The worker program (default: the WebAssembly driver, `drivers/wasm-worker.mjs`). */
+  url?: URL;
+  /** What its errors call a worker, e.g. `wasm worker` or `wasm compile worker`. */
+  label?: string;
   idleTimeoutMs: number;
   /** Stack of each worker thread, in MiB (deep recursion traps as a stack overflow). */
   stackSizeMb: number;
@@ -51,7 +55,8 @@ export class PoolWorker {
     workerModule ??= import('node:worker_threads');
     const { Worker } = await workerModule;
     const pw = new PoolWorker();
-    const worker = new Worker(workerUrl, {
+    const label = options.label ?? 'wasm worker';
+    const worker = new Worker(options.url ?? workerUrl, {
       workerData: { progress: pw.progress },
       resourceLimits: { stackSizeMb: options.stackSizeMb },
       execArgv: [],
@@ -70,10 +75,10 @@ export class PoolWorker {
       await new Promise<void>((resolve, reject) => {
         listeners.error = (error) => reject(error);
         listeners.exit = (code) =>
-          reject(new WorkerExitError(`the wasm worker exited during start-up (code ${code})`));
+          reject(new WorkerExitError(`the ${label} exited during start-up (code ${code})`));
         listeners.message = (m) => {
           if ((m as { op?: string })?.op === 'ready') resolve();
-          else reject(new Error(`the wasm worker sent ${JSON.stringify(m)} before it was ready`));
+          else reject(new Error(`the ${label} sent ${JSON.stringify(m)} before it was ready`));
         };
         worker.once('error', listeners.error);
         worker.once('exit', listeners.exit);
@@ -90,11 +95,11 @@ export class PoolWorker {
       waiter?.resolve(reply);
     });
     worker.on('error', (error) => {
-      pw.#exitReason = new WorkerExitError(`the wasm worker failed: ${error.message}`);
+      pw.#exitReason = new WorkerExitError(`the ${label} failed: ${error.message}`);
     });
     worker.on('exit', (code) => {
       pw.dead = true;
-      const reason = pw.#exitReason ?? new WorkerExitError(`the wasm worker exited (code ${code})`);
+      const reason = pw.#exitReason ?? new WorkerExitError(`the ${label} exited (code ${code})`);
       for (const waiter of pw.#pending.values()) waiter.reject(reason);
       pw.#pending.clear();
       onExit(pw);
@@ -103,19 +108,18 @@ export class PoolWorker {
     return pw;
   }
 
-  /** Sends one request; the module travels with it the first time this worker needs it. */
-  request(message: Record<string, unknown>, compiled: CompiledModule): Promise<Reply> {
+  /** Sends one request; a module travels with it the first time this worker needs it. */
+  request(message: Record<string, unknown>, compiled?: CompiledModule): Promise<Reply> {
     if (this.dead)
       return Promise.reject(this.#exitReason ?? new WorkerExitError('the wasm worker is gone'));
     const id = this.#nextId++;
-    const payload: Record<string, unknown> = {
-      ...message,
-      id,
-      key: compiled.key,
-      stateful: compiled.stateful,
-      fresh: compiled.fresh,
-    };
-    if (!this.modules.has(compiled.key)) {
+    const payload: Record<string, unknown> = { ...message, id };
+    if (compiled) {
+      payload.key = compiled.key;
+      payload.stateful = compiled.stateful;
+      payload.fresh = compiled.fresh;
+    }
+    if (compiled && !this.modules.has(compiled.key)) {
       payload.module = compiled.module;
       this.modules.add(compiled.key);
       if (this.modules.size > MAX_MODULES_PER_WORKER)

@@ -15,7 +15,14 @@ import type {
 } from '@improv/extfn-core';
 import { ExtFnError } from '@improv/extfn-core';
 import { type ColumnsOutcome, copyColumns, runBatch, runColumns } from './batch.js';
-import { type CompiledModule, ENTRY_POINT, ModuleCache, WASM_PAGE_BYTES } from './compile.js';
+import { DEFAULT_MAX_BODY_BYTES, formatBytes } from './body.js';
+import { type Compiled, type CompiledModule, ENTRY_POINT, WASM_PAGE_BYTES } from './compile.js';
+import {
+  CompileAbortedError,
+  CompileTimeoutError,
+  compileWorkerUrl,
+  ModuleCache,
+} from './module-cache.js';
 import {
   PoolClosedError,
   type PoolWorker,
@@ -41,6 +48,12 @@ export interface WasmRunnerOptions {
   /** Distinct compiled bodies kept (default 256, least recently used out). */
   maxModules?: number;
   /**
+   * Largest body accepted, in bytes: the UTF-8 text after `wat:`, or the
+   * decoded binary of a `wasm:` body (default 1 MiB). Larger bodies are a
+   * Runtime error before any work is done on them.
+   */
+  maxBodyBytes?: number;
+  /**
    * Keep one instance per worker for modules with memory, tables or mutable
    * globals too (default false: such a module gets a fresh instance per call,
    * about 65 µs with a memory). Faster, but a body that keeps state between
@@ -52,6 +65,7 @@ export interface WasmRunnerOptions {
 
 export const DEFAULT_MAX_MEMORY_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_MAX_TABLE_ELEMENTS = 65_536;
+export { DEFAULT_MAX_BODY_BYTES };
 
 /** Counters for tests, `doctor` and benchmarks. */
 export interface WasmRunnerStats {
@@ -63,6 +77,10 @@ export interface WasmRunnerStats {
   workersAlive: number;
   /** Worker threads running a call or a batch range right now. */
   workersBusy: number;
+  /** Compile worker threads ever started (they assemble and compile new bodies). */
+  compileWorkersStarted: number;
+  /** Compile worker threads alive now. */
+  compileWorkersAlive: number;
 }
 
 export interface WasmRunner extends LanguageRunner {
@@ -117,38 +135,52 @@ class Runner implements WasmRunner {
     const tableElements = Math.floor(
       positive('maxTableElements', options.maxTableElements, DEFAULT_MAX_TABLE_ELEMENTS),
     );
-    this.#modules = new ModuleCache(
-      { memoryPages, tableElements, reuseInstances: options.reuseInstances === true },
-      Math.floor(positive('maxModules', options.maxModules, 256)),
-    );
+    const idleTimeoutMs = positive('idleTimeoutMs', options.idleTimeoutMs, 30_000);
+    const workers = Math.floor(positive('workers', options.workers, availableParallelism()));
+    this.#modules = new ModuleCache({
+      compile: {
+        memoryPages,
+        tableElements,
+        reuseInstances: options.reuseInstances === true,
+        maxBodyBytes: Math.floor(
+          positive('maxBodyBytes', options.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
+        ),
+      },
+      maxEntries: Math.floor(positive('maxModules', options.maxModules, 256)),
+      // New bodies are rare (once per distinct body): two threads keep one slow body from holding up the rest.
+      workers: Math.min(2, workers),
+      idleTimeoutMs,
+    });
     this.#pool = new WorkerPool({
-      size: Math.floor(positive('workers', options.workers, availableParallelism())),
-      idleTimeoutMs: positive('idleTimeoutMs', options.idleTimeoutMs, 30_000),
+      size: workers,
+      idleTimeoutMs,
       stackSizeMb: positive('stackSizeMb', options.stackSizeMb, 4),
     });
   }
 
   async probe(): Promise<RunnerProbe> {
     const { access } = await import('node:fs/promises');
-    const driver = await access(workerUrl).then(
-      () => true,
-      () => false,
-    );
-    if (!driver) {
-      return {
-        language: this.language,
-        available: false,
-        detail: `the worker program ${workerUrl.pathname} is missing`,
-        fix: `reinstall ${PACKAGE_NAME}: its drivers/ folder must sit beside dist/`,
-      };
+    for (const program of [workerUrl, compileWorkerUrl]) {
+      const present = await access(program).then(
+        () => true,
+        () => false,
+      );
+      if (!present) {
+        return {
+          language: this.language,
+          available: false,
+          detail: `the worker program ${program.pathname} is missing`,
+          fix: `reinstall ${PACKAGE_NAME}: its drivers/ and dist/ folders must sit side by side`,
+        };
+      }
     }
     const available = webAssembly !== undefined && typeof SharedArrayBuffer === 'function';
-    const { memoryPages, tableElements } = this.#modules.options;
+    const { memoryPages, tableElements, maxBodyBytes } = this.#modules.options.compile;
     return {
       language: this.language,
       available,
       detail: available
-        ? `WebAssembly in Node ${process.versions.node} (V8 ${process.versions.v8}), on ${this.#pool.options.size} worker thread(s); wat: bodies assembled with wabt`
+        ? `WebAssembly in Node ${process.versions.node} (V8 ${process.versions.v8}), on ${this.#pool.options.size} worker thread(s); bodies up to ${formatBytes(maxBodyBytes)}, assembled (wat: with wabt) and compiled on a compile worker`
         : 'this JavaScript runtime has no WebAssembly or SharedArrayBuffer',
       protection: `WebAssembly isolate: no imports allowed, memory ≤ ${memoryPages} pages (${(memoryPages * WASM_PAGE_BYTES) / 1048576} MiB), tables ≤ ${tableElements} elements, worker threads terminated at the deadline`,
       ...(available ? {} : { fix: 'use Node.js 20.11 or later' }),
@@ -161,18 +193,44 @@ class Runner implements WasmRunner {
       workersStarted: this.#pool.started,
       workersAlive: this.#pool.count + this.#oneShot.size,
       workersBusy: this.#pool.busy + this.#oneShot.size,
+      compileWorkersStarted: this.#modules.workers.started,
+      compileWorkersAlive: this.#modules.workers.alive,
     };
   }
 
-  /** The compiled module for a descriptor, or the Runtime error every call of it gets. */
-  async #prepare(fn: ExternalFn): Promise<CompiledModule> {
+  /**
+   * The compiled module for a descriptor, or the error every call of it gets.
+   * A new body is compiled on a compile worker under `timeoutMs` (Timeout
+   * past it); `compileMs` says how much of the deadline that used.
+   */
+  async #prepare(
+    fn: ExternalFn,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<{ compiled: CompiledModule; compileMs: number }> {
     const declared = [...fn.argTypes, fn.returnType];
     if (declared.some((t) => t !== 'number')) {
       const types = `(${fn.argTypes.join(', ')}) -> ${fn.returnType}`;
       throw ExtFnError.runtime(fn.name, `${ABI}; this function declares ${types}`);
     }
     if (this.#pool.closed) throw ExtFnError.runtime(fn.name, 'the runner is closed');
-    const compiled = await this.#modules.get(fn.body);
+    let compiled: Compiled | undefined = this.#modules.lookup(fn.body);
+    let compileMs = 0;
+    if (!compiled) {
+      try {
+        ({ compiled, compileMs } = await this.#modules.get(fn.body, { timeoutMs, signal }));
+      } catch (error) {
+        if (error instanceof CompileTimeoutError) throw ExtFnError.timeout(fn.name, timeoutMs);
+        if (error instanceof CompileAbortedError) throw ExtFnError.aborted(fn.name, error.cause);
+        if (error instanceof PoolClosedError || this.#pool.closed)
+          throw ExtFnError.runtime(fn.name, 'the runner is closed');
+        throw ExtFnError.runtime(
+          fn.name,
+          `could not compile the module: ${(error as Error).message}`,
+          { cause: error },
+        );
+      }
+    }
     if (!compiled.ok) throw ExtFnError.runtime(fn.name, compiled.message);
     const arity = compiled.value.signature.params.length;
     if (arity !== fn.argTypes.length) {
@@ -181,13 +239,16 @@ class Runner implements WasmRunner {
         `${ENTRY_POINT} takes ${arity} f64 parameter(s) but the function declares ${fn.argTypes.length} argument(s)`,
       );
     }
-    return compiled.value;
+    return { compiled: compiled.value, compileMs };
   }
 
   async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
-    const compiled = await this.#prepare(fn);
-    const numbers = args.map((a) => (a as { value: number }).value);
     const { signal } = options;
+    const { compiled, compileMs } = await this.#prepare(fn, options.timeoutMs, signal);
+    // One deadline for the call: a new body's compile time comes out of its run's budget.
+    const budgetMs = options.timeoutMs - compileMs;
+    if (budgetMs <= 0) throw ExtFnError.timeout(fn.name, options.timeoutMs);
+    const numbers = args.map((a) => (a as { value: number }).value);
     if (signal?.aborted) throw ExtFnError.aborted(fn.name, signal.reason);
     const oneShot = options.mode === 'oneShot';
     let worker: PoolWorker;
@@ -223,7 +284,7 @@ class Runner implements WasmRunner {
       else void this.#pool.discard(worker, new WorkerExitError(why));
     };
     // setTimeout fires at once past 2^31-1 ms; a deadline that long is no deadline.
-    const timer = setTimeout(() => stop('timeout'), Math.min(options.timeoutMs, 2_147_483_647));
+    const timer = setTimeout(() => stop('timeout'), Math.min(budgetMs, 2_147_483_647));
     const onAbort = () => stop('aborted');
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -256,7 +317,8 @@ class Runner implements WasmRunner {
     if (rows.length === 0) return [];
     let compiled: CompiledModule;
     try {
-      compiled = await this.#prepare(fn);
+      // A new body's compile gets the deadline of one row.
+      ({ compiled } = await this.#prepare(fn, options.timeoutMs, options.signal));
     } catch (error) {
       const failure = error as ExtFnError;
       options.onProgress?.(rows.length, rows.length);
@@ -280,7 +342,7 @@ class Runner implements WasmRunner {
         `callColumns needs ${fn.argTypes.length} Float64Array column(s) of equal length, got ${columns.length}`,
       );
     }
-    const compiled = await this.#prepare(fn);
+    const { compiled } = await this.#prepare(fn, options.timeoutMs, options.signal);
     if (n === 0) return { values: new Float64Array(0), errors: new Map() };
     return runColumns(this.#pool, compiled, fn, copyColumns(columns, n), n, options);
   }
@@ -290,9 +352,9 @@ class Runner implements WasmRunner {
     this.#oneShot.clear();
     await Promise.all([
       this.#pool.close(),
+      this.#modules.close(),
       ...oneShot.map((w) => w.terminate(new PoolClosedError())),
     ]);
-    this.#modules.clear();
   }
 }
 

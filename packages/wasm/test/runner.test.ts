@@ -409,7 +409,7 @@ describe('lifecycle', () => {
     expect(probe.protection).toMatch(/no imports allowed, memory ≤ 256 pages \(16 MiB\)/);
   });
 
-  test('importing the package does not load wabt; the first wat: body does', async () => {
+  test('importing the package loads no wabt, and the main thread never does: a compile worker assembles', async () => {
     const { execFileSync } = await import('node:child_process');
     const dist = new URL('../dist/index.js', import.meta.url).href;
     const script = `
@@ -418,15 +418,17 @@ describe('lifecycle', () => {
       const { wasm } = await import(${JSON.stringify(dist)});
       const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes('wabt'));
       const before = loaded();
-      const registry = new Registry({ runners: [wasm({ workers: 1 })] });
+      const runner = wasm({ workers: 1 });
+      const registry = new Registry({ runners: [runner] });
       registry.register({ name: 'd', language: 'wasm', body: ${JSON.stringify(DOUBLE)}, argTypes: ['number'], returnType: 'number' });
       const value = (await registry.eval('d', [Value.number(1)])).value;
+      const compileWorkers = runner.stats().compileWorkersStarted;
       await registry.close();
-      console.log(JSON.stringify({ before, after: loaded(), value }));`;
+      console.log(JSON.stringify({ before, after: loaded(), value, compileWorkers }));`;
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
       encoding: 'utf8',
       cwd: new URL('..', import.meta.url),
     });
-    expect(JSON.parse(out)).toEqual({ before: false, after: true, value: 2 });
+    expect(JSON.parse(out)).toEqual({ before: false, after: false, value: 2, compileWorkers: 1 });
   });
 });
