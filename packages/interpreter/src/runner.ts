@@ -494,10 +494,23 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     } catch (error) {
       throw ExtFnError.runtime(fn.name, (error as Error).message, { stderr });
     }
-    const load = frames.find((f) => f.header.id === 1);
+    // Exactly ready, then the answers to requests 1 and 2, as a warm worker would
+    // send them: anything else (a body writing to the protocol channel) fails the
+    // call the same way it fails a warm worker.
+    const unexpected = frames.find((f, k) =>
+      k === 0 ? f.header.ready === undefined : f.header.id !== k,
+    );
+    if (unexpected) {
+      throw ExtFnError.runtime(
+        fn.name,
+        `unexpected frame from the driver: ${JSON.stringify(unexpected.header).slice(0, 200)}`,
+        { stderr },
+      );
+    }
+    const load = frames[1];
     if (load?.header.error !== undefined)
       throw driverErrorToExtFnError(fn, load.header.error as DriverError);
-    const answer = frames.find((f) => f.header.id === 2);
+    const answer = frames[2];
     if (!answer) {
       const why = limit ? ` (${limit} limit)` : '';
       throw ExtFnError.runtime(fn.name, `the interpreter ${exit} before answering${why}`, {

@@ -13,7 +13,15 @@ const SIGNAL_NAMES = Object.fromEntries(
  * signal is ignored by init, even SIGXCPU and SIGXFSZ from the kernel, so a
  * status of 128 + N for any other N is a plain `exit(128 + N)`.
  */
-const INIT_KILLERS = new Set(['SIGKILL', 'SIGSEGV', 'SIGBUS', 'SIGILL', 'SIGFPE', 'SIGTRAP', 'SIGSYS']);
+const INIT_KILLERS = new Set([
+  'SIGKILL',
+  'SIGSEGV',
+  'SIGBUS',
+  'SIGILL',
+  'SIGFPE',
+  'SIGTRAP',
+  'SIGSYS',
+]);
 
 /**
  * bwrap reports a command killed by signal N as exit status 128 + N; only the

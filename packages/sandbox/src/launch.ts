@@ -206,22 +206,26 @@ const CPU_SAMPLE_MS = 100;
 /**
  * Samples the guest's CPU time, so a death by SIGXCPU/SIGKILL is called a CPU
  * limit only when the host saw the CPU spent (a guest can signal itself or exit
- * with 137). CPU time cannot outrun wall time times the cores, so sampling
- * starts only when the limit could first bind: for most calls, never.
+ * with 137). CPU time cannot outrun wall time times the cores, so the next
+ * sample waits until the limit could first bind: for most calls there is none,
+ * and an idle warm worker is looked at rarely; near the limit, every 100 ms.
  */
 function sampleCpu(guest: () => number | undefined, cpuSeconds: number) {
+  const cores = availableParallelism();
   let used: number | undefined;
   let timer: NodeJS.Timeout | undefined;
+  const schedule = () => {
+    const remainingMs = (cpuSeconds - (used ?? 0)) * 1000;
+    timer = setTimeout(tick, Math.max(CPU_SAMPLE_MS, remainingMs / cores - 2 * CPU_SAMPLE_MS));
+    timer.unref();
+  };
   const tick = () => {
     const pid = guest();
     const seconds = pid === undefined ? undefined : cpuSecondsOf(pid);
     if (seconds !== undefined) used = seconds;
-    timer = setTimeout(tick, CPU_SAMPLE_MS);
-    timer.unref();
+    schedule();
   };
-  const startMs = Math.max(0, (cpuSeconds * 1000) / availableParallelism() - 2 * CPU_SAMPLE_MS);
-  timer = setTimeout(tick, startMs);
-  timer.unref();
+  schedule();
   return {
     stop: () => clearTimeout(timer),
     get used() {

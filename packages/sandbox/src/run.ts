@@ -213,9 +213,13 @@ export function spawnSandboxed(
     if (exit.setupError) throw setupFailure(options.command, exit.setupError, name);
     const out: SandboxExit = { exitCode: exit.exitCode, signal: exit.signal };
     // a SIGKILL of our own kill() is no CPU limit; trusted sets no rlimits at all
-    const cpu = killed ? undefined : { seconds: limits.cpuSeconds, usedSeconds: exit.cpuUsedSeconds };
+    const cpu = killed
+      ? undefined
+      : { seconds: limits.cpuSeconds, usedSeconds: exit.cpuUsedSeconds };
     const limit =
-      policy === 'trusted' ? undefined : explainExit(exit.exitCode, exit.signal, stderr.text(), cpu);
+      policy === 'trusted'
+        ? undefined
+        : explainExit(exit.exitCode, exit.signal, stderr.text(), cpu);
     if (limit) out.limit = limit;
     return out;
   });

@@ -312,17 +312,22 @@ sys.stderr.write('File too large\\n')
     expect(result.limit).toBeUndefined();
   });
 
-  anyPolicy('last words never label a clean exit; trusted sets no limits, so never a label', async () => {
-    const policy: SandboxPolicy = linux && hasBwrap ? 'restricted' : 'trusted';
-    const clean = await python("sys.stderr.write('MemoryError\\n')", { policy });
-    expect(clean.exitCode).toBe(0);
-    expect(clean.limit).toBeUndefined();
-    const trusted = await python('raise MemoryError()', { policy: 'trusted' });
-    expect(trusted.exitCode).toBe(1);
-    expect(trusted.stderr).toMatch(/MemoryError/);
-    expect(trusted.limit).toBeUndefined();
-    const selfKilled = await python('os.kill(os.getpid(), signal.SIGXCPU)', { policy: 'trusted' });
-    expect(selfKilled.signal).toBe('SIGXCPU');
-    expect(selfKilled.limit).toBeUndefined();
-  });
+  anyPolicy(
+    'last words never label a clean exit; trusted sets no limits, so never a label',
+    async () => {
+      const policy: SandboxPolicy = linux && hasBwrap ? 'restricted' : 'trusted';
+      const clean = await python("sys.stderr.write('MemoryError\\n')", { policy });
+      expect(clean.exitCode).toBe(0);
+      expect(clean.limit).toBeUndefined();
+      const trusted = await python('raise MemoryError()', { policy: 'trusted' });
+      expect(trusted.exitCode).toBe(1);
+      expect(trusted.stderr).toMatch(/MemoryError/);
+      expect(trusted.limit).toBeUndefined();
+      const selfKilled = await python('os.kill(os.getpid(), signal.SIGXCPU)', {
+        policy: 'trusted',
+      });
+      expect(selfKilled.signal).toBe('SIGXCPU');
+      expect(selfKilled.limit).toBeUndefined();
+    },
+  );
 });

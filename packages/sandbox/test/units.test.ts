@@ -61,7 +61,8 @@ describe('limits', () => {
   test('stderr labels come from the last words only', () => {
     // logged earlier, then an unrelated failure: no label
     const logged = 'retrying after MemoryError\nCannot allocate memory, shrinking\n';
-    const unrelated = 'Traceback (most recent call last):\n  File "<string>", line 3\nZeroDivisionError: division by zero\n';
+    const unrelated =
+      'Traceback (most recent call last):\n  File "<string>", line 3\nZeroDivisionError: division by zero\n';
     expect(explainExit(1, null, logged + unrelated)).toBeUndefined();
     // R ends with "Execution halted" after the error line
     expect(

@@ -20,6 +20,13 @@ const fn = {
   pure: true,
 };
 
+const COMPILE_OPTIONS = {
+  memoryPages: 256,
+  tableElements: 65_536,
+  reuseInstances: false,
+  maxBodyBytes: 1_048_576,
+};
+
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const quantile = (xs, q) =>
   [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))];
@@ -119,7 +126,7 @@ const [valuesMs, valuesBest] = await time(() => {
 });
 // The worker loop alone: the driver over a prepared buffer, one thread, no Values.
 const compiled = (
-  await compileBody(BODY, { memoryPages: 256, tableElements: 65_536, reuseInstances: false })
+  await compileBody(BODY, COMPILE_OPTIONS)
 ).value;
 const progress = new Int32Array(new SharedArrayBuffer(4));
 const worker = new Worker(new URL('../drivers/wasm-worker.mjs', import.meta.url), {
@@ -172,6 +179,53 @@ for (let i = 0; i < 20; i++) {
 const oneShotMs = median(oneShot);
 const oneShotBest = Math.min(...oneShot);
 
+// New bodies: the runner compiles on a compile worker; the baseline is compileBody on the main thread,
+// which is how it ran before. Each sample is a distinct body, so each is a real compile.
+/** Wall time of f, and the longest gap between 1 ms ticks of the main thread meanwhile. */
+async function stall(f) {
+  let last = performance.now();
+  let worst = 0;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last);
+    last = now;
+  }, 1);
+  const started = performance.now();
+  await f();
+  const ms = performance.now() - started;
+  clearInterval(ticker);
+  return [ms, Math.max(worst, performance.now() - last)];
+}
+const smallBody = (salt) =>
+  `wat:(module (func (export "improv_call") (param f64) (result f64) local.get 0 local.get 0 f64.add f64.const ${salt} f64.add))`;
+/** About 1 MB of WAT that is slow to assemble (float constants), just under the default cap. */
+const bigBody = (salt) =>
+  `wat:(module (func (export "improv_call") (param f64) (result f64) f64.const ${salt} drop ${'(drop (f64.const 1.2345678901234567e300)) '.repeat(24_000)}local.get 0))`;
+const compileRows = [];
+for (const [label, make, samples] of [
+  ['new small body', smallBody, 10],
+  ['new 1 MB body', bigBody, 3],
+]) {
+  const worker = [];
+  const main = [];
+  for (let i = 0; i < samples; i++) {
+    const name = `new_${compileRows.length}_${i}`;
+    registry.register({ ...fn, name, body: make(i + 0.5) });
+    worker.push(await stall(() => registry.eval(name, [Value.number(1)])));
+    main.push(await stall(() => compileBody(make(i + 1000.5), COMPILE_OPTIONS)));
+  }
+  compileRows.push([
+    `${label}: compileBody on the main thread (before)`,
+    median(main.map((m) => m[0])),
+    Math.max(...main.map((m) => m[1])),
+  ]);
+  compileRows.push([
+    `${label}: first eval, compiled on a compile worker`,
+    median(worker.map((m) => m[0])),
+    Math.max(...worker.map((m) => m[1])),
+  ]);
+}
+
 await registry.close();
 // Last, because it leaves a large heap: core's pure-result cache, cold (every row a miss, then stored).
 // 200 000 rows: the cache fills (100 000 entries by default), then evicts one entry per row.
@@ -220,3 +274,9 @@ console.log(
 console.log(
   `resident memory of ${workerCount} warm workers: +${((rssWorkers - rssBefore) / 2 ** 20).toFixed(0)} MiB (${(rssBefore / 2 ** 20).toFixed(0)} → ${(rssWorkers / 2 ** 20).toFixed(0)} MiB; threads share the process)`,
 );
+console.log(
+  `\n${'compiling a new body'.padEnd(60)}${'median'.padStart(10)}${'longest main-thread stall'.padStart(28)}`,
+);
+for (const [name, ms, worst] of compileRows) {
+  console.log(`${name.padEnd(60)}${fmtMs(ms).padStart(10)}${fmtMs(worst).padStart(28)}`);
+}

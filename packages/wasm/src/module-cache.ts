@@ -146,7 +146,11 @@ export class ModuleCache {
       return entry;
     }
     const controller = new AbortController();
-    entry.stop = () => controller.abort();
+    entry.stop = () => {
+      // Forget it now, not when its worker has exited: a caller arriving meanwhile starts afresh.
+      if (this.#entries.get(body) === entry) this.#entries.delete(body);
+      controller.abort();
+    };
     let started!: () => void;
     entry.started = new Promise<void>((resolve) => {
       started = resolve;

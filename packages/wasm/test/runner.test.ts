@@ -303,8 +303,12 @@ describe('traps and limits', () => {
   test('abort stops a running call and kills its worker', async () => {
     const r = setup(LOOP, [], 'number', { workers: 1 });
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
-    const error = await failure(r.eval('f', [], { signal: controller.signal }));
+    const pending = failure(r.eval('f', [], { signal: controller.signal }));
+    // Abort once the loop runs (compiling comes first, on a compile worker).
+    while (runner!.stats().workersBusy === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    controller.abort();
+    const error = await pending;
     expect(error.aborted).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(runner!.stats().workersAlive).toBe(0);
