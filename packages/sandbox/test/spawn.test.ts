@@ -78,6 +78,34 @@ describe.each(policies)('spawnSandboxed (%s)', (policy, available) => {
     worker.stdin.end();
     expect(await worker.exited).toEqual({ exitCode: 0, signal: null });
   });
+
+  test.skipIf(!available || policy === 'trusted')(
+    'cpu-time only for a worker that spent its CPU, not for one that idles and dies of SIGKILL',
+    async () => {
+      const burn = spawnSandboxed({
+        command: PYTHON,
+        args: ['-I', '-S', '-c', 'import sys\nsys.stdin.readline()\nwhile True: pass'],
+        policy,
+        limits: { cpuSeconds: 1 },
+      });
+      burn.stdin.write('go\n');
+      expect(await burn.exited).toMatchObject({ exitCode: null, limit: 'cpu-time' });
+      // as bwrap's pid 1 the self-kill is ignored and exit(137) reads as SIGKILL all the same
+      const idle = spawnSandboxed({
+        command: PYTHON,
+        args: [
+          '-I',
+          '-S',
+          '-c',
+          'import os, time\ntime.sleep(1.3)\nos.kill(os.getpid(), 9)\nos._exit(137)',
+        ],
+        policy,
+        limits: { cpuSeconds: 1 },
+      });
+      const exit = await idle.exited;
+      expect(exit).toEqual({ exitCode: null, signal: 'SIGKILL' });
+    },
+  );
 });
 
 describe('interpreters outside /usr', () => {

@@ -442,6 +442,71 @@ export function runnerConformanceSuite(
     );
   }
 
+  if (types.includes('number')) {
+    test(
+      name('evalColumns gives what evalBatch gives, special numbers and failing rows included'),
+      () =>
+        withRegistry(async (registry, language) => {
+          registry.register({
+            name: 'add',
+            language,
+            body: bodies.add,
+            argTypes: ['number', 'number'],
+            returnType: 'number',
+            pure: false,
+          });
+          const a = [
+            1,
+            -0,
+            Number.NaN,
+            Infinity,
+            -Infinity,
+            5e-324,
+            1e308,
+            ...Array.from({ length: 40 }, (_, i) => i / 3),
+          ];
+          const b = a.map((x, i) => (i % 2 ? -x : 0.25));
+          const columns = await registry.evalColumns('add', [
+            Float64Array.from(a),
+            Float64Array.from(b),
+          ]);
+          const batch = await registry.evalBatch(
+            'add',
+            a.map((x, i) => [V.number(x), V.number(b[i]!)]),
+          );
+          assert.equal(columns.values.length, a.length);
+          for (let i = 0; i < a.length; i++) {
+            const row = batch[i]!;
+            if (ExtFnError.isInstance(row)) {
+              assert.equal(columns.errors.get(i)?.message, row.message, `row ${i}`);
+            } else {
+              assertSame(V.number(columns.values[i]!), row, `row ${i}`);
+              assert.equal(columns.errors.has(i), false, `row ${i} has an error in columns only`);
+            }
+          }
+          if (bodies.mixedBatch) {
+            registry.register({
+              name: 'mixed',
+              language,
+              body: bodies.mixedBatch,
+              argTypes: ['number'],
+              returnType: 'number',
+              pure: false,
+            });
+            const loopMs = options.loopTimeoutMs ?? 1_000;
+            const out = await registry.evalColumns('mixed', [Float64Array.from([1, -1, 13, 2])], {
+              timeoutMs: loopMs,
+            });
+            assert.equal(out.values[0], 2);
+            assert.equal(out.errors.get(1)?.kind, 'Runtime');
+            assert.equal(out.errors.get(2)?.kind, 'Timeout');
+            assert.equal(out.values[3], 4);
+          }
+        }),
+      perTest,
+    );
+  }
+
   if (bodies.mixedBatch && types.includes('number')) {
     const body = bodies.mixedBatch;
     const loopMs = options.loopTimeoutMs ?? 1_000;
