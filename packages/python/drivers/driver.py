@@ -403,8 +403,13 @@ def _error(e, filename, output=''):
         message = '<unprintable %s>' % (t.__name__,)
     text = ''.join(traceback.format_exception(t, e, tb))
     out = {'type': name, 'message': message, 'traceback': (output + text)[-16384:]}
+    # Guest-reported, like the sandbox's stderr reading: a body can pick the label
+    # of its own failure, never turn a success into one.
     if isinstance(e, MemoryError):
         out['limit'] = 'memory'
+    elif (isinstance(e, BlockingIOError) and e.errno == 11) or (
+            isinstance(e, RuntimeError) and "can't start new thread" in message):
+        out['limit'] = 'processes'  # fork/clone refused: the process limit
     return out
 
 

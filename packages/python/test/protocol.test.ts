@@ -35,3 +35,26 @@ describe.skipIf(!restrictedOk)(
     );
   },
 );
+
+describe.skipIf(!restrictedOk)(`a fork bomb${restrictedOk ? '' : ` (${noRestricted})`}`, () => {
+  test('is bounded by the process limit and reported as such', async () => {
+    const body = [
+      'import os, time',
+      'while True:',
+      '    if os.fork() == 0:',
+      '        time.sleep(30)',
+      '        os._exit(0)',
+    ].join('\n');
+    const { registry } = registryWith('restricted', { bomb: [body, [], 'number'] });
+    try {
+      const error = await failure(
+        registry.eval('bomb', [], { mode: 'oneShot', timeoutMs: 10_000 }),
+      );
+      expect(error.kind).toBe('Runtime');
+      expect(error.message).toMatch(/BlockingIOError/);
+      expect(error.limit).toBe('processes');
+    } finally {
+      await registry.close();
+    }
+  });
+});

@@ -71,6 +71,7 @@ await registry.evalBatch(
 );
 const rssWorkers = process.memoryUsage().rss;
 const workerCount = runner.stats().workersAlive;
+const compileWorkerCount = runner.stats().compileWorkersAlive;
 
 const rows = Array.from({ length: ROWS }, (_, i) => [Value.number(i)]);
 
@@ -125,9 +126,7 @@ const [valuesMs, valuesBest] = await time(() => {
   return results;
 });
 // The worker loop alone: the driver over a prepared buffer, one thread, no Values.
-const compiled = (
-  await compileBody(BODY, COMPILE_OPTIONS)
-).value;
+const compiled = (await compileBody(BODY, COMPILE_OPTIONS)).value;
 const progress = new Int32Array(new SharedArrayBuffer(4));
 const worker = new Worker(new URL('../drivers/wasm-worker.mjs', import.meta.url), {
   workerData: { progress },
@@ -272,7 +271,7 @@ console.log(
   `warm eval vs one-shot: ${(oneShotMs / median(latencies)).toFixed(0)}× faster; evalBatch vs one-shot: ${((oneShotMs * ROWS) / batchMs).toFixed(0)}× faster`,
 );
 console.log(
-  `resident memory of ${workerCount} warm workers: +${((rssWorkers - rssBefore) / 2 ** 20).toFixed(0)} MiB (${(rssBefore / 2 ** 20).toFixed(0)} → ${(rssWorkers / 2 ** 20).toFixed(0)} MiB; threads share the process)`,
+  `resident memory of ${workerCount} warm workers and ${compileWorkerCount} compile worker (wabt loaded): +${((rssWorkers - rssBefore) / 2 ** 20).toFixed(0)} MiB (${(rssBefore / 2 ** 20).toFixed(0)} → ${(rssWorkers / 2 ** 20).toFixed(0)} MiB; threads share the process)`,
 );
 console.log(
   `\n${'compiling a new body'.padEnd(60)}${'median'.padStart(10)}${'longest main-thread stall'.padStart(28)}`,

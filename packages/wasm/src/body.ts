@@ -44,6 +44,15 @@ export async function assembleWat(text: string): Promise<Uint8Array> {
     return module.toBinary({ log: false, write_debug_names: false }).buffer.slice();
   } catch (error) {
     const message = (error instanceof Error ? error.message : String(error)).trim();
+    if (!/^(parseWat|validate) failed:/.test(message)) {
+      // Not a diagnostic: wabt itself failed (its stack or heap ran out). That instance is
+      // unusable from now on, so the next body gets a fresh one.
+      wabtReady = undefined;
+      module = undefined;
+      throw new BodyError(
+        `the WebAssembly text could not be assembled: wabt failed with "${message.slice(0, 200)}" (expressions nested a few hundred levels deep exhaust its stack)`,
+      );
+    }
     // A large body can give thousands of errors; the first ones say what is wrong.
     const shown =
       message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)} …` : message;
@@ -86,6 +95,12 @@ function tooLarge(what: string, size: string, maxBodyBytes: number): BodyError {
   );
 }
 
+/** Longest body screenBody reads; a longer one is refused on its length alone. */
+export function screenedLength(maxBodyBytes: number): number {
+  // Base64 takes 4 characters per 3 bytes; the rest is room for line breaks.
+  return 3 * maxBodyBytes + 64;
+}
+
 /**
  * Checks a body's prefix and size before any work is sent to a worker: `wat:`
  * text at most `maxBodyBytes` of UTF-8, a `wasm:` binary at most
@@ -93,13 +108,8 @@ function tooLarge(what: string, size: string, maxBodyBytes: number): BodyError {
  * cap, however long the body is. Throws BodyError.
  */
 export function screenBody(body: string, maxBodyBytes: number): void {
-  // Base64 takes 4 characters per 3 bytes; the rest is room for line breaks.
-  if (body.length > 3 * maxBodyBytes + 64) {
-    throw tooLarge(
-      'the body',
-      `${body.length.toLocaleString('en')} characters long`,
-      maxBodyBytes,
-    );
+  if (body.length > screenedLength(maxBodyBytes)) {
+    throw tooLarge('the body', `${body.length.toLocaleString('en')} characters long`, maxBodyBytes);
   }
   const trimmed = body.trimStart();
   if (trimmed.startsWith('wat:')) {

@@ -5,7 +5,7 @@
  * compiling run in a worker that is terminated when it overruns, so a body
  * can neither block the host's event loop nor take longer than its call.
  */
-import { screenBody } from './body.js';
+import { screenBody, screenedLength } from './body.js';
 import type { Compiled, CompileOptions } from './compile.js';
 import { PoolClosedError, type PoolWorker, WorkerExitError, WorkerPool } from './pool.js';
 
@@ -132,19 +132,21 @@ export class ModuleCache {
   }
 
   #start(body: string): Entry {
-    this.compiles++;
     const entry: Entry = { waiters: 0 };
-    this.#entries.set(body, entry);
-    if (this.#entries.size > this.options.maxEntries) {
-      this.#entries.delete(this.#entries.keys().next().value!);
-    }
     try {
       // Prefix and size are judged here, cheaply: a refused body never reaches a worker.
       screenBody(body, this.options.compile.maxBodyBytes);
     } catch (error) {
       entry.result = { ok: false, message: (error as Error).message };
-      return entry;
+      // A body refused on its length alone is refused again in O(1): not kept, so the cache holds no huge strings.
+      if (body.length > screenedLength(this.options.compile.maxBodyBytes)) return entry;
     }
+    this.compiles++;
+    this.#entries.set(body, entry);
+    if (this.#entries.size > this.options.maxEntries) {
+      this.#entries.delete(this.#entries.keys().next().value!);
+    }
+    if (entry.result) return entry;
     const controller = new AbortController();
     entry.stop = () => {
       // Forget it now, not when its worker has exited: a caller arriving meanwhile starts afresh.

@@ -305,7 +305,8 @@ describe('traps and limits', () => {
     const controller = new AbortController();
     const pending = failure(r.eval('f', [], { signal: controller.signal }));
     // Abort once the loop runs (compiling comes first, on a compile worker).
-    while (runner!.stats().workersBusy === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (runner!.stats().workersBusy === 0)
+      await new Promise((resolve) => setTimeout(resolve, 10));
     await new Promise((resolve) => setTimeout(resolve, 50));
     controller.abort();
     const error = await pending;
