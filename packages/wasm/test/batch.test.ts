@@ -188,12 +188,16 @@ describe('evalBatch', () => {
     const r = setup({ f: HANG_IF_NEGATIVE });
     const controller = new AbortController();
     const xs = [1, 2, -1, -1, 5, 6, -1, 8];
-    setTimeout(() => controller.abort(new Error('user cancelled')), 200);
-    const started = performance.now();
-    const batch = await r.evalBatch('f', rowsOf(xs), {
+    const pending = r.evalBatch('f', rowsOf(xs), {
       timeoutMs: 60_000,
       signal: controller.signal,
     });
+    // Abort once both workers are stuck in a loop (the body compiles first, on a compile worker).
+    while (runner!.stats().workersBusy < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    controller.abort(new Error('user cancelled'));
+    const started = performance.now();
+    const batch = await pending;
     expect(performance.now() - started).toBeLessThan(2_000);
     const aborted = batch.filter((v) => ExtFnError.isInstance(v) && v.aborted);
     expect(aborted.length).toBeGreaterThanOrEqual(3);

@@ -81,6 +81,8 @@ describe('body size cap (maxBodyBytes)', () => {
     const body = `wasm:${MULTIPLY_BASE64}`;
     const fits = setup({ f: body }, { maxBodyBytes: binary }, ['number', 'number']);
     expect(await fits.eval('f', [n(6), n(7)])).toEqual(n(42));
+    // A binary is read, checked and compiled on the compile worker too.
+    expect(runner!.stats().compileWorkersStarted).toBe(1);
     await fits.close();
     const over = setup({ f: body }, { maxBodyBytes: binary - 1 }, ['number', 'number']);
     const error = await failure(over.eval('f', [n(6), n(7)]));
