@@ -1,3 +1,4 @@
+export { batchByCalls } from './batch-by-calls.js';
 export * from './cache.js';
 export * from './descriptor.js';
 export { errorValue } from './error-value.js';

@@ -3,7 +3,7 @@
  * lifecycle wrong: close runs once, nothing runs after close, every failure
  * becomes an ExtFnError, and `callBatch` exists even when the runner has none.
  */
-import { availableParallelism } from 'node:os';
+import { batchByCalls } from './batch-by-calls.js';
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
 import type {
@@ -99,7 +99,7 @@ export class RunnerHandle {
         return rows.map(() => failure);
       }
     }
-    return this.#batchByCalls(fn, rows, options);
+    return batchByCalls(fn, rows, options, (args) => this.call(fn, args, options));
   }
 
   /** Never rejects for a row's failure: failed rows are NaN in `values` with their error in `errors`. */
@@ -142,35 +142,6 @@ export class RunnerHandle {
         errors: new Map(Array.from({ length: rowCount }, (_, i) => [i, failure])),
       };
     }
-  }
-
-  /** A batch as individual calls, a few at a time. */
-  async #batchByCalls(
-    fn: ExternalFn,
-    rows: readonly (readonly Value[])[],
-    options: BatchOptions,
-  ): Promise<RowResult[]> {
-    const results: RowResult[] = new Array(rows.length);
-    let next = 0;
-    let done = 0;
-    const worker = async () => {
-      while (next < rows.length) {
-        const i = next++;
-        if (options.signal?.aborted) {
-          results[i] = ExtFnError.aborted(fn.name, options.signal.reason);
-        } else {
-          try {
-            results[i] = await this.call(fn, rows[i]!, options);
-          } catch (error) {
-            results[i] = toExtFnError(error, fn.name);
-          }
-        }
-        options.onProgress?.(++done, rows.length);
-      }
-    };
-    const lanes = Math.min(rows.length, availableParallelism());
-    await Promise.all(Array.from({ length: lanes }, worker));
-    return results;
   }
 
   close(): Promise<void> {

@@ -6,6 +6,7 @@
 import { availableParallelism, endianness } from 'node:os';
 import {
   type BatchOptions,
+  batchByCalls,
   type CallOptions,
   type ColumnResults,
   type ExternalFn,
@@ -523,28 +524,17 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     return result;
   }
 
-  /** One-shot mode for a batch: each row its own process, a few at a time. */
-  async #oneShotBatch(
+  /** One-shot mode for a batch: each row its own process, as many at a time as the pool allows. */
+  #oneShotBatch(
     fn: ExternalFn,
     rows: readonly (readonly Value[])[],
     options: BatchOptions,
   ): Promise<RowResult[]> {
-    const results: RowResult[] = new Array(rows.length);
-    let next = 0;
-    let done = 0;
-    const lane = async () => {
-      while (next < rows.length) {
-        const i = next++;
-        try {
-          results[i] = await this.#oneShot(fn, rows[i]!, options);
-        } catch (error) {
-          results[i] = this.toError(fn, error, options.timeoutMs);
-        }
-        options.onProgress?.(++done, rows.length);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(rows.length, this.pool.max) }, lane));
-    return results;
+    const call = (args: readonly Value[]) =>
+      this.#oneShot(fn, args, options).catch((error: unknown) => {
+        throw this.toError(fn, error, options.timeoutMs);
+      });
+    return batchByCalls(fn, rows, options, call, this.pool.max);
   }
 
   // ---- helpers ------------------------------------------------------------------
