@@ -275,6 +275,10 @@ class _Capture(object):
     def fileno(self):
         return 1
 
+    def discard(self):
+        """Drops what was printed (a run whose output must not be forwarded)."""
+        self.parts, self.size, self.over = [], 0, False
+
     def take(self):
         """Forwards what the row printed to stderr; returns its tail for error reports."""
         text = ''.join(self.parts)
@@ -484,6 +488,13 @@ def _call(fn, rows, plain=False):
             if reseed is not None:
                 reseed()
             r = run(args)
+            if reseed is None and 'random' in sys.modules:
+                # The row imported random itself (through tempfile, say), so its
+                # generator started from os.urandom: seed it and run the row again.
+                reseed = _reseed
+                capture.discard()
+                reseed()
+                r = run(args)
             if capture.size:  # the row printed: forward it (over the cap fails the row)
                 if capture.over:
                     raise _OutputTooLarge()
@@ -500,6 +511,40 @@ def _call(fn, rows, plain=False):
     return values, errors
 
 
+def _f64_fast(fn, cols, n):
+    """Every row through map(): the same calls in the same order as the row
+    loop below, without its per-row bookkeeping. Gives up (None) when a row
+    printed or imported random, which need that bookkeeping; the caller then
+    re-runs the rows with it, so results never depend on which path ran."""
+    capture = _capture
+    rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
+    results = map(fn.body.call, rows)
+    out = []
+    errors = {}
+    while True:
+        try:
+            out.extend(results)  # on a raise, the rows before it stay in `out`
+            break
+        except BaseException as e:
+            if capture.size or capture.over:
+                break
+            errors[str(len(out))] = _row_failed(fn, e, capture)
+            out.append(0.0)
+    if capture.size or capture.over or 'random' in sys.modules:
+        capture.discard()
+        return None
+    for i, r in enumerate(out):
+        if type(r) is not float and str(i) not in errors:
+            try:
+                if r is _UNSET:
+                    raise _not_set()
+                out[i] = _f64_out(r)
+            except BaseException as e:
+                errors[str(i)] = _row_failed(fn, e, capture)
+                out[i] = 0.0
+    return out, errors
+
+
 def _callf64(fn, n, payload):
     arity = len(fn.arg_in)
     columns = memoryview(payload).cast('d')
@@ -508,6 +553,13 @@ def _callf64(fn, n, payload):
         columns.byteswap()
     flat = columns.tolist()
     cols = [flat[j * n:(j + 1) * n] for j in range(arity)]
+    if 'random' not in sys.modules and not _capture.size:
+        fast = _f64_fast(fn, cols, n)
+        if fast is not None:
+            result = array('d', fast[0])
+            if not _LITTLE:
+                result.byteswap()
+            return result.tobytes(), fast[1]
     out = [0.0] * n
     errors = {}
     run = fn.body.call
@@ -520,7 +572,15 @@ def _callf64(fn, n, payload):
         try:
             if reseed is not None:
                 reseed()
-            r = run([*row])
+            args = [*row]
+            r = run(args)
+            if reseed is None and 'random' in sys.modules:
+                # The row imported random itself (through tempfile, say), so its
+                # generator started from os.urandom: seed it and run the row again.
+                reseed = _reseed
+                capture.discard()
+                reseed()
+                r = run(args)
             if capture.size:  # the row printed: forward it (over the cap fails the row)
                 if capture.over:
                     raise _OutputTooLarge()

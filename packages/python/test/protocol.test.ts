@@ -58,3 +58,79 @@ describe.skipIf(!restrictedOk)(`a fork bomb${restrictedOk ? '' : ` (${noRestrict
     }
   });
 });
+
+describe.skipIf(!restrictedOk)(
+  `binary f64 batches${restrictedOk ? '' : ` (${noRestricted})`}`,
+  () => {
+    // The driver runs f64 chunks through a fast path and falls back to the
+    // per-row loop when a row prints or imports random; results must not show which ran.
+    const { registry } = registryWith('restricted', {
+      prints: ['if args[0] == 2:\n    print("two")\nresult = args[0] * 2', ['number'], 'number'],
+      floods: [
+        'print("row")\nif args[0] == 2:\n    print("x" * 2_000_000)\nresult = args[0]',
+        ['number'],
+        'number',
+      ],
+      // random is first imported mid-chunk (chunks start at one row, then grow)
+      rnd: [
+        [
+          // No "random" in the text (the driver pre-imports it for bodies that name it):
+          // tempfile imports it, from row 20 on.
+          'if args[0] >= 20:',
+          '    import sys, tempfile',
+          "    rng = sys.modules['ran' + 'dom']",
+          "    result = getattr(rng, 'ran' + 'dom')()",
+          'else:',
+          '    result = args[0]',
+        ].join('\n'),
+        ['number'],
+        'number',
+      ],
+      odd: [
+        'x = args[0]\nif x == 1:\n    result = True\nelif x == 2:\n    pass\nelif x == 3:\n    result = 10**400\nelif x == 4:\n    raise KeyError("k")\nelse:\n    result = x',
+        ['number'],
+        'number',
+      ],
+    });
+    afterAll(() => registry.close());
+    const column = Float64Array.from({ length: 50 }, (_, i) => i);
+
+    test('a row that prints does not change any value', async () => {
+      const { values, errors } = await registry.evalColumns('prints', [column]);
+      expect(errors.size).toBe(0);
+      expect([...values]).toEqual([...column].map((x) => x * 2));
+    });
+
+    test('only the row that prints too much fails; the rows after it print and succeed', async () => {
+      const { values, errors } = await registry.evalColumns('floods', [column]);
+      expect([...errors.keys()]).toEqual([2]);
+      expect(errors.get(2)).toMatchObject({ kind: 'Runtime', limit: 'output' });
+      expect(values[3]).toBe(3);
+      expect(values[49]).toBe(49);
+    });
+
+    test('random is reseeded for every row, as in eval, also when first imported mid-chunk', async () => {
+      const single = await registry.eval('rnd', [{ type: 'number', value: 20 }], {
+        mode: 'oneShot',
+      });
+      const rows = Float64Array.from({ length: 400 }, (_, i) => i);
+      const { values, errors } = await registry.evalColumns('rnd', [rows]);
+      expect(errors.size).toBe(0);
+      expect([...values.subarray(0, 20)]).toEqual([...rows.subarray(0, 20)]);
+      expect(new Set(values.subarray(20))).toEqual(new Set([(single as { value: number }).value]));
+    });
+
+    test('bool, unset, too-large and raising rows fail alone, as in evalBatch', async () => {
+      const input = Float64Array.from([0, 1, 2, 3, 4, 5]);
+      const { values, errors } = await registry.evalColumns('odd', [input]);
+      const batch = await registry.evalBatch(
+        'odd',
+        [...input].map((x) => [{ type: 'number', value: x }]),
+      );
+      expect([...errors.keys()].sort()).toEqual([1, 2, 3, 4]);
+      for (const i of [1, 2, 3, 4])
+        expect(errors.get(i)!.message).toBe((batch[i] as { message: string }).message);
+      expect([values[0], values[5]]).toEqual([0, 5]);
+    });
+  },
+);
