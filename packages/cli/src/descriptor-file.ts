@@ -22,19 +22,20 @@ const FORMAT_HINT =
   'a descriptor is {"name", "language", "body", "argTypes": [...], "returnType", "pure"} ' +
   '(or the engine form with arg_types/return_type); types are number, boolean, text, datetime, enum';
 
+/** Why a file could not be opened, in words; ENOENT means something else to a reader than to a writer. */
+export function fileErrorReason(error: unknown, enoentText: string): string {
+  const code = (error as { code?: string }).code;
+  if (code === 'ENOENT') return enoentText;
+  if (code === 'EISDIR') return 'it is a directory';
+  if (code === 'EACCES') return 'permission denied';
+  return (error as Error).message;
+}
+
 export async function readTextFile(path: string, cwd: string, what: string): Promise<string> {
   try {
     return await readFile(resolve(cwd, path), 'utf8');
   } catch (error) {
-    const code = (error as { code?: string }).code;
-    const why =
-      code === 'ENOENT'
-        ? 'no such file'
-        : code === 'EISDIR'
-          ? 'it is a directory'
-          : code === 'EACCES'
-            ? 'permission denied'
-            : (error as Error).message;
+    const why = fileErrorReason(error, 'no such file');
     throw badInput(`cannot read ${what} ${path}: ${why}`, `check the path (relative to ${cwd})`);
   }
 }

@@ -38,7 +38,8 @@ export type RunnerLoad =
       readonly fix: string;
     };
 
-const defaultImport = (name: string): Promise<unknown> => import(name);
+/** `import()` of a package by name, when the io supplies no `importPackage`. */
+export const defaultImport = (name: string): Promise<unknown> => import(name);
 
 function isMissingModule(error: unknown, packageName: string): boolean {
   const e = error as { code?: unknown; message?: unknown };
@@ -49,7 +50,7 @@ function isMissingModule(error: unknown, packageName: string): boolean {
   );
 }
 
-const messageOf = (error: unknown): string =>
+export const messageOf = (error: unknown): string =>
   error instanceof Error ? error.message : String(error);
 
 /**

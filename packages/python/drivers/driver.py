@@ -150,13 +150,17 @@ def _number_out(x):
     if t is bool or isinstance(x, bool):
         raise _mismatch('number', x)
     if isinstance(x, int):
-        try:
-            return float(x)
-        except OverflowError:
-            raise _mismatch('number', x, 'int of %d bits (too large for a float)' % (x.bit_length(),))
+        return _int_to_float(x)
     if hasattr(x, '__float__') and _is_real(x):  # numpy scalars and other Reals
         return _number_out(float(x))
     raise _mismatch('number', x)
+
+
+def _int_to_float(x):
+    try:
+        return float(x)
+    except OverflowError:
+        raise _mismatch('number', x, 'int of %d bits (too large for a float)' % (x.bit_length(),))
 
 
 def _is_real(x):
@@ -170,10 +174,7 @@ def _f64_out(x):
     if t is float:
         return x
     if t is int:
-        try:
-            return float(x)
-        except OverflowError:
-            raise _mismatch('number', x, 'int of %d bits (too large for a float)' % (x.bit_length(),))
+        return _int_to_float(x)
     if t is bool or isinstance(x, bool):
         raise _mismatch('number', x)
     if isinstance(x, (int, float)) or (hasattr(x, '__float__') and _is_real(x)):
@@ -328,8 +329,6 @@ def _needs_exec(tree):
                 stored.add(sub.id)
             elif isinstance(sub, ast.alias):
                 stored.add((sub.asname or sub.name).split('.')[0])
-            elif isinstance(sub, ast.arg):
-                pass
     return any(hasattr(builtins, name) for name in stored)
 
 
@@ -556,10 +555,7 @@ def _callf64(fn, n, payload):
     if 'random' not in sys.modules and not _capture.size:
         fast = _f64_fast(fn, cols, n)
         if fast is not None:
-            result = array('d', fast[0])
-            if not _LITTLE:
-                result.byteswap()
-            return result.tobytes(), fast[1]
+            return _f64_bytes(fast[0]), fast[1]
     out = [0.0] * n
     errors = {}
     run = fn.body.call
@@ -593,10 +589,15 @@ def _callf64(fn, n, payload):
                 out[i] = _f64_out(r)
         except BaseException as e:
             errors[str(i)] = _row_failed(fn, e, capture)
-    result = array('d', out)
+    return _f64_bytes(out), errors
+
+
+def _f64_bytes(values):
+    """The wire's little-endian doubles."""
+    result = array('d', values)
     if not _LITTLE:
         result.byteswap()
-    return result.tobytes(), errors
+    return result.tobytes()
 
 
 def _read_exact(n):

@@ -165,6 +165,15 @@ function signal(pid: number): void {
   } catch {}
 }
 
+/**
+ * The fields of /proc/PID/stat after the command name, which may itself hold
+ * spaces and parentheses; index 0 is proc(5)'s field 3 (state), 1 the ppid.
+ */
+function statFields(pid: number | string): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** Direct children of a process (Linux 3.5+ with CONFIG_PROC_CHILDREN; else a /proc scan). */
 function childrenOf(pid: number): number[] {
   try {
@@ -177,9 +186,7 @@ function childrenOf(pid: number): number[] {
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid)
-        out.push(Number(name));
+      if (Number(statFields(name)[1]) === pid) out.push(Number(name));
     } catch {}
   }
   return out;
@@ -191,8 +198,7 @@ function childrenOf(pid: number): number[] {
  */
 export function cpuSecondsOf(pid: number): number | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const fields = statFields(pid);
     const ticks = Number(fields[11]) + Number(fields[12]);
     return Number.isFinite(ticks) ? ticks / 100 : undefined;
   } catch {
@@ -284,6 +290,49 @@ export function launch(options: LaunchOptions): Launched {
     chain.push(...prlimitArgs(tools.prlimit, limits));
   }
   const restricted = policy === 'restricted';
+  if (!restricted && policy !== 'trusted' && tools.setpriv) {
+    // Node's spawn already switched uid/gid and dropped supplementary groups (see
+    // `uid` below); without bwrap nothing else sets no_new_privs, so setuid
+    // binaries (su, mount…) would regain root: forbid that. Under bwrap, bwrap
+    // sets it, and one exec less keeps the cold start short.
+    chain.push(tools.setpriv, '--no-new-privs', '--');
+  }
+  const leaking = leakingDescriptorsCached();
+  if (leaking.length > 0) {
+    if (tools.perl)
+      chain.push(...closeDescriptorsArgs(tools.perl, restricted && seccompArch() ? 3 : 2));
+    else if (restricted) {
+      throw sandboxError(
+        `this process inherited open file descriptors (${leaking.join(', ')}) that every child would see`,
+        'start the host with only stdin, stdout and stderr open, or install perl so they can be closed',
+        functionName,
+      );
+    }
+  }
+  let seccompInput: Uint8Array | undefined;
+  if (restricted) {
+    if (!options.bwrap) {
+      throw sandboxError('bubblewrap (bwrap) is not installed', FIX_NO_BWRAP, functionName);
+    }
+    const binds = new Set<string>();
+    const prefix = interpreterPrefix(command);
+    if (prefix) binds.add(prefix);
+    for (const path of options.readOnlyPaths) {
+      try {
+        binds.add(realpathSync(path));
+      } catch (cause) {
+        throw sandboxError(`cannot bind ${path}`, 'pass an existing path', functionName, cause);
+      }
+    }
+    chain.push(options.bwrap, ...bwrapArgs(options, [...binds]), '--');
+    if (seccompArch()) {
+      seccompBytes ??= seccompProgram();
+      seccompInput = seccompBytes;
+    }
+  }
+  chain.push(command, ...options.args);
+
+  // leased last, so no check above has to hand it back before throwing
   let uid: number | undefined;
   if (root && policy !== 'trusted') {
     try {
@@ -297,51 +346,6 @@ export function launch(options: LaunchOptions): Launched {
       );
     }
   }
-  if (!restricted && policy !== 'trusted' && tools.setpriv) {
-    // Node's spawn already switched uid/gid and dropped supplementary groups (see
-    // `uid` below); without bwrap nothing else sets no_new_privs, so setuid
-    // binaries (su, mount…) would regain root: forbid that. Under bwrap, bwrap
-    // sets it, and one exec less keeps the cold start short.
-    chain.push(tools.setpriv, '--no-new-privs', '--');
-  }
-  const leaking = leakingDescriptorsCached();
-  if (leaking.length > 0) {
-    if (tools.perl)
-      chain.push(...closeDescriptorsArgs(tools.perl, restricted && seccompArch() ? 3 : 2));
-    else if (restricted) {
-      if (uid !== undefined) releaseUid(uid, true);
-      throw sandboxError(
-        `this process inherited open file descriptors (${leaking.join(', ')}) that every child would see`,
-        'start the host with only stdin, stdout and stderr open, or install perl so they can be closed',
-        functionName,
-      );
-    }
-  }
-  let seccompInput: Uint8Array | undefined;
-  if (restricted) {
-    if (!options.bwrap) {
-      if (uid !== undefined) releaseUid(uid, true);
-      throw sandboxError('bubblewrap (bwrap) is not installed', FIX_NO_BWRAP, functionName);
-    }
-    const binds = new Set<string>();
-    const prefix = interpreterPrefix(command);
-    if (prefix) binds.add(prefix);
-    for (const path of options.readOnlyPaths) {
-      try {
-        binds.add(realpathSync(path));
-      } catch (cause) {
-        if (uid !== undefined) releaseUid(uid, true);
-        throw sandboxError(`cannot bind ${path}`, 'pass an existing path', functionName, cause);
-      }
-    }
-    chain.push(options.bwrap, ...bwrapArgs(options, [...binds]), '--');
-    if (seccompArch()) {
-      seccompBytes ??= seccompProgram();
-      seccompInput = seccompBytes;
-    }
-  }
-  chain.push(command, ...options.args);
-
   const token = !restricted && uid === undefined ? randomBytes(12).toString('hex') : undefined;
   const env: Record<string, string> = { ...BASE_ENV, ...options.env };
   if (token) env[RUN_TOKEN_VARIABLE] = token;

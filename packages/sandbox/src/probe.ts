@@ -69,11 +69,14 @@ export async function assertSandboxAvailable(
   options: ProbeOptions & { functionName?: string } = {},
 ): Promise<void> {
   const probe = await probeSandbox(options);
-  if (!probe.ok) {
-    throw ExtFnError.sandbox(probe.problem ?? 'the sandbox is unavailable', probe.fix ?? '', {
-      functionName: options.functionName,
-    });
-  }
+  if (!probe.ok) throw sandboxErrorFor(probe, options.functionName);
+}
+
+/** The Sandbox error a call gets when the probe found the policy cannot be honoured here. */
+export function sandboxErrorFor(probe: SandboxProbe, functionName: string | undefined): ExtFnError {
+  return ExtFnError.sandbox(probe.problem ?? 'the sandbox is unavailable', probe.fix ?? '', {
+    functionName,
+  });
 }
 
 async function runProbe(

@@ -1,18 +1,19 @@
 import { basename } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ExtFnError, type ResourceLimit } from '@improv/extfn-core';
-import { explainExit } from './explain.js';
+import { type CpuEvidence, explainExit } from './explain.js';
 import { findExecutable } from './host.js';
 import {
   FIX_INTERPRETER,
   FIX_NAMESPACES,
+  type LaunchExit,
   type Launched,
   launch,
   type SandboxExit,
 } from './launch.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
 import { policyFor, type SandboxPolicy } from './policy.js';
-import { assertSandboxAvailable, knownProbe } from './probe.js';
+import { assertSandboxAvailable, knownProbe, sandboxErrorFor } from './probe.js';
 import { TailBuffer } from './tail.js';
 
 export interface SandboxOptions {
@@ -70,6 +71,16 @@ function setupFailure(command: string, message: string, functionName: string): E
   return ExtFnError.sandbox(`the sandbox could not start ${command}: ${message}`, fix, {
     functionName,
   });
+}
+
+/** The limit that explains an exit; none under `trusted`, which sets no rlimits. */
+function limitOf(
+  policy: SandboxPolicy,
+  exit: LaunchExit,
+  tail: string,
+  cpu: CpuEvidence | undefined,
+): ResourceLimit | undefined {
+  return policy === 'trusted' ? undefined : explainExit(exit.exitCode, exit.signal, tail, cpu);
 }
 
 function start(
@@ -174,14 +185,10 @@ export async function runUnchecked(
     stderr: tail,
     durationMs,
   };
-  // trusted sets no rlimits, so no exit of it is a limit's doing
-  const limit =
-    policy === 'trusted'
-      ? undefined
-      : explainExit(exit.exitCode, exit.signal, tail, {
-          seconds: limits.cpuSeconds,
-          usedSeconds: exit.cpuUsedSeconds,
-        });
+  const limit = limitOf(policy, exit, tail, {
+    seconds: limits.cpuSeconds,
+    usedSeconds: exit.cpuUsedSeconds,
+  });
   if (limit) result.limit = limit;
   return result;
 }
@@ -200,11 +207,7 @@ export function spawnSandboxed(
   const policy = options.policy ?? policyFor(process.env);
   const name = options.functionName ?? basename(options.command);
   const known = knownProbe({ bwrapPath: options.bwrapPath, policy });
-  if (known && !known.ok) {
-    throw ExtFnError.sandbox(known.problem ?? 'sandbox unavailable', known.fix ?? '', {
-      functionName: name,
-    });
-  }
+  if (known && !known.ok) throw sandboxErrorFor(known, name);
   const { launched, limits } = start(options, policy, name);
   const stderr = new TailBuffer(limits.stderrTailBytes);
   launched.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
@@ -212,14 +215,11 @@ export function spawnSandboxed(
   const exited = launched.exited.then((exit): SandboxExit => {
     if (exit.setupError) throw setupFailure(options.command, exit.setupError, name);
     const out: SandboxExit = { exitCode: exit.exitCode, signal: exit.signal };
-    // a SIGKILL of our own kill() is no CPU limit; trusted sets no rlimits at all
+    // a SIGKILL of our own kill() is no CPU limit
     const cpu = killed
       ? undefined
       : { seconds: limits.cpuSeconds, usedSeconds: exit.cpuUsedSeconds };
-    const limit =
-      policy === 'trusted'
-        ? undefined
-        : explainExit(exit.exitCode, exit.signal, stderr.text(), cpu);
+    const limit = limitOf(policy, exit, stderr.text(), cpu);
     if (limit) out.limit = limit;
     return out;
   });

@@ -5,7 +5,13 @@ import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
 import { parseCommandLine, wantsJson } from '../options.js';
 import { reportFailure } from '../report.js';
-import { loadRunner, RUNNER_PACKAGES, type RunnerPackage } from '../runners.js';
+import {
+  defaultImport,
+  loadRunner,
+  messageOf,
+  RUNNER_PACKAGES,
+  type RunnerPackage,
+} from '../runners.js';
 
 export const DOCTOR_HELP = `Usage: improv-extfn doctor [--json]
 
@@ -78,9 +84,6 @@ export interface DoctorReport {
   ok: boolean;
 }
 
-const messageOf = (error: unknown): string =>
-  error instanceof Error ? error.message : String(error);
-
 async function probeLanguage(spec: RunnerPackage, io: CliIo): Promise<LanguageReport> {
   const base = { language: spec.language, packageName: spec.packageName };
   const load = await loadRunner(spec, io);
@@ -121,7 +124,7 @@ async function probeLanguage(spec: RunnerPackage, io: CliIo): Promise<LanguageRe
 async function probeSandboxLayers(io: CliIo): Promise<SandboxReport> {
   let sandbox: SandboxModule;
   try {
-    const imported = (await (io.importPackage ?? ((n: string) => import(n)))(
+    const imported = (await (io.importPackage ?? defaultImport)(
       '@improv/extfn-sandbox',
     )) as Partial<SandboxModule>;
     if (typeof imported.probeSandbox !== 'function' || typeof imported.policyFor !== 'function') {

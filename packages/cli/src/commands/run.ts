@@ -3,7 +3,7 @@ import { type FileHandle, open } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { badInput, usage } from '../cli-error.js';
-import { readDescriptor, readTextFile } from '../descriptor-file.js';
+import { fileErrorReason, readDescriptor, readTextFile } from '../descriptor-file.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import type { CliIo } from '../io.js';
 import { parseColumns, parseCommandLine, parseTimeout, wantsJson } from '../options.js';
@@ -233,17 +233,8 @@ async function openOutput(path: string, cwd: string): Promise<FileHandle> {
   try {
     return await open(resolve(cwd, path), 'w');
   } catch (error) {
-    const code = (error as { code?: string }).code;
-    const why =
-      code === 'ENOENT'
-        ? 'its directory does not exist'
-        : code === 'EISDIR'
-          ? 'it is a directory'
-          : code === 'EACCES'
-            ? 'permission denied'
-            : (error as Error).message;
     throw badInput(
-      `cannot write ${path}: ${why}`,
+      `cannot write ${path}: ${fileErrorReason(error, 'its directory does not exist')}`,
       'pick a path in a directory that exists and that you can write to',
     );
   }
