@@ -6,12 +6,14 @@ export * from './errors.js';
 export * from './json.js';
 export {
   checkArguments,
-  checkResult,
+  checkColumnArguments,
   DEFAULT_TIMEOUT_MS,
   type EvalBatchOptions,
   type EvalOptions,
   evaluate,
   evaluate as eval,
+  isAllNumbers,
+  MAX_TIMEOUT_MS,
   Registry,
   type RegistryOptions,
   type StandaloneEvalOptions,

@@ -12,13 +12,14 @@ import {
 } from './cache.js';
 import { type ExternalFn, parseExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
-import type {
-  BatchOptions,
-  CallOptions,
-  ColumnResults,
-  LanguageRunner,
-  RowResult,
-  RunnerProbe,
+import {
+  type BatchOptions,
+  type CallOptions,
+  type ColumnResults,
+  checkResult,
+  type LanguageRunner,
+  type RowResult,
+  type RunnerProbe,
 } from './runner.js';
 import { RunnerHandle } from './runner-handle.js';
 import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
@@ -92,16 +93,42 @@ export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnErr
   return undefined;
 }
 
-/** Checks what a runner returned against the declared return type. */
-export function checkResult(fn: ExternalFn, result: unknown): RowResult {
-  if (isPlainValueOf(result, fn.returnType)) return result;
-  if (ExtFnError.isInstance(result)) return result.withFunctionName(fn.name);
-  if (isValueOf(result, fn.returnType)) return result;
-  const got = isValueOf(result) ? describeValue(result) : typeof result;
-  return ExtFnError.runtime(fn.name, `result expected ${fn.returnType}, got ${got}`, {
-    expected: fn.returnType,
-    got,
-  });
+/** True when every argument and the result are numbers: the columnar (f64) paths apply. */
+export function isAllNumbers(fn: ExternalFn): boolean {
+  return fn.returnType === 'number' && fn.argTypes.every((t) => t === 'number');
+}
+
+/** Checks columns for a columnar call: an all-number function, one Float64Array per argument, equal lengths. */
+export function checkColumnArguments(
+  fn: ExternalFn,
+  columns: readonly Float64Array[],
+): ExtFnError | undefined {
+  if (!isAllNumbers(fn)) {
+    const declared = `(${fn.argTypes.join(', ')}) -> ${fn.returnType}`;
+    return ExtFnError.runtime(
+      fn.name,
+      `columnar calls need a function whose arguments and result are all numbers; this one is ${declared} — use evalBatch`,
+    );
+  }
+  if (!Array.isArray(columns) || columns.length !== fn.argTypes.length) {
+    return ExtFnError.arityMismatch(
+      fn.name,
+      fn.argTypes.length,
+      Array.isArray(columns) ? columns.length : Number.NaN,
+    );
+  }
+  const rowCount = columns[0]?.length ?? 0;
+  for (let k = 0; k < columns.length; k++) {
+    const column = columns[k];
+    if (!(column instanceof Float64Array) || column.length !== rowCount) {
+      const got =
+        column instanceof Float64Array
+          ? `a column of ${column.length} rows (column 1 has ${rowCount})`
+          : 'something other than a Float64Array';
+      return ExtFnError.typeMismatch(fn.name, k + 1, 'number', got);
+    }
+  }
+  return undefined;
 }
 
 /** Waits for `promise`, but no longer than the deadline plus a grace period, nor past an abort. */
@@ -290,29 +317,8 @@ export class Registry {
   ): Promise<ColumnResults> {
     const entry = this.#lookup(name);
     const { fn } = entry;
-    if (fn.returnType !== 'number' || fn.argTypes.some((t) => t !== 'number')) {
-      const declared = `(${fn.argTypes.join(', ')}) -> ${fn.returnType}`;
-      throw ExtFnError.runtime(
-        fn.name,
-        `evalColumns needs a function whose arguments and result are all numbers; this one is ${declared} — use evalBatch`,
-      );
-    }
-    if (columns.length !== fn.argTypes.length) {
-      throw ExtFnError.arityMismatch(fn.name, fn.argTypes.length, columns.length);
-    }
-    const rowCount = columns[0]?.length ?? 0;
-    columns.forEach((column, k) => {
-      if (!(column instanceof Float64Array) || column.length !== rowCount) {
-        throw ExtFnError.typeMismatch(
-          fn.name,
-          k + 1,
-          'number',
-          column instanceof Float64Array
-            ? `a column of ${column.length} rows (column 1 has ${rowCount})`
-            : 'something other than a Float64Array',
-        );
-      }
-    });
+    const invalid = checkColumnArguments(fn, columns);
+    if (invalid) throw invalid;
     const runner = this.#runnerFor(fn);
     const timeoutMs = checkTimeout(options.timeoutMs ?? this.timeoutMs, `function ${fn.name}`);
     return runner.callColumns(fn, columns, { ...options, timeoutMs });

@@ -6,13 +6,14 @@
 import { batchByCalls } from './batch-by-calls.js';
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
-import type {
-  BatchOptions,
-  CallOptions,
-  ColumnResults,
-  LanguageRunner,
-  RowResult,
-  RunnerProbe,
+import {
+  type BatchOptions,
+  type CallOptions,
+  type ColumnResults,
+  type LanguageRunner,
+  type RowResult,
+  type RunnerProbe,
+  rowResultsToColumns,
 } from './runner.js';
 import { Value } from './value.js';
 
@@ -114,16 +115,8 @@ export class RunnerHandle {
       const rows = Array.from({ length: rowCount }, (_, i) =>
         columns.map((column) => Value.number(column[i]!)),
       );
-      const results = await this.callBatch(fn, rows, options);
-      const values = new Float64Array(rowCount);
-      const errors = new Map<number, ExtFnError>();
-      results.forEach((result, i) => {
-        if (ExtFnError.isInstance(result)) {
-          values[i] = Number.NaN;
-          errors.set(i, result);
-        } else values[i] = (result as { value: number }).value;
-      });
-      return checkColumns(fn, values, errors);
+      // callBatch's results are unchecked here: rowResultsToColumns checks each row's type.
+      return rowResultsToColumns(fn, await this.callBatch(fn, rows, options));
     }
     try {
       const { values, errors } = await this.runner.callColumns(fn, columns, options);

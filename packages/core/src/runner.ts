@@ -4,8 +4,8 @@
  * breaking them.
  */
 import type { ExternalFn } from './descriptor.js';
-import type { ExtFnError } from './errors.js';
-import type { Value } from './value.js';
+import { ExtFnError } from './errors.js';
+import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
 
 /** One call's outcome in a batch: its value, or its own error. */
 export type RowResult = Value | ExtFnError;
@@ -15,6 +15,47 @@ export interface ColumnResults {
   /** One result per row; the slot of a failed row is NaN. */
   values: Float64Array;
   errors: Map<number, ExtFnError>;
+}
+
+/** Checks what a runner returned against the declared return type. */
+export function checkResult(fn: ExternalFn, result: unknown): RowResult {
+  if (isPlainValueOf(result, fn.returnType)) return result;
+  if (ExtFnError.isInstance(result)) return result.withFunctionName(fn.name);
+  if (isValueOf(result, fn.returnType)) return result;
+  const got = isValueOf(result) ? describeValue(result) : typeof result;
+  return ExtFnError.runtime(fn.name, `result expected ${fn.returnType}, got ${got}`, {
+    expected: fn.returnType,
+    got,
+  });
+}
+
+/**
+ * Per-row results of an all-number function as columns. Each row passes
+ * `checkResult`, so a runner that returns something other than a number
+ * gives that row an error instead of a silent NaN.
+ */
+export function rowResultsToColumns(fn: ExternalFn, results: readonly unknown[]): ColumnResults {
+  const values = new Float64Array(results.length);
+  const errors = new Map<number, ExtFnError>();
+  for (let i = 0; i < results.length; i++) {
+    const result = checkResult(fn, results[i]);
+    if (ExtFnError.isInstance(result)) {
+      values[i] = Number.NaN;
+      errors.set(i, result);
+    } else values[i] = (result as { value: number }).value;
+  }
+  return { values, errors };
+}
+
+/** Columns back as one RowResult per row: a number Value, or the row's error. */
+export function columnsToRowResults(
+  values: Float64Array,
+  errors: Iterable<readonly [number, ExtFnError]>,
+): RowResult[] {
+  const results: RowResult[] = new Array(values.length);
+  for (let i = 0; i < values.length; i++) results[i] = { type: 'number', value: values[i]! };
+  for (const [i, error] of errors) results[i] = error;
+  return results;
 }
 
 export interface CallOptions {

@@ -288,6 +288,18 @@ describe('evalColumns', () => {
     expect(Number.isNaN(failed.values[0])).toBe(true);
   });
 
+  test("without a columnar path, a result of the wrong type is that row's error, not a silent NaN", async () => {
+    const registry = new Registry({ runners: [fakeRunner().runner] });
+    registry.register(fn('bad', 'wrong-type', ['number'], 'number'));
+    const out = await registry.evalColumns('bad', [new Float64Array([1, 2])]);
+    expect(Number.isNaN(out.values[0])).toBe(true);
+    expect(out.errors.size).toBe(2);
+    expect(out.errors.get(1)).toMatchObject({
+      kind: 'Runtime',
+      message: expect.stringMatching(/^function bad: result expected number, got text/),
+    });
+  });
+
   test('uses the runner columnar path when it has one, and checks what comes back', async () => {
     const { runner } = fakeRunner();
     let seen: readonly Float64Array[] = [];

@@ -14,6 +14,7 @@ import {
   type ExternalFn,
   ExtFnError,
   type RowResult,
+  rowResultsToColumns,
   type Value,
 } from '@improv/extfn-core';
 import { type Frame, RawJson } from './frames.js';
@@ -56,7 +57,10 @@ export interface Encoded {
 export interface RowSource {
   readonly count: number;
   encode(start: number, count: number): Encoded;
-  /** Stores the response for rows `start…start+count`; throws ResponseShapeError when it does not fit. */
+  /**
+   * Stores the response for rows `start…start+count`; throws ResponseShapeError
+   * when it does not fit (the request then fails as malformed, see WorkerRequest.decode).
+   */
   decode(frame: Frame, start: number, count: number): void;
   /** Stores one row's error. */
   fail(row: number, error: ExtFnError): void;
@@ -135,12 +139,9 @@ export function columnRows(
         for (const [k, error] of failed) fail(start + k, error);
         return;
       }
-      const out = resultsFromJsonFrame(fn, frame, count);
-      for (let k = 0; k < count; k++) {
-        const result = out[k]!;
-        if (ExtFnError.isInstance(result)) fail(start + k, result);
-        else values[start + k] = (result as { value: number }).value;
-      }
+      const part = rowResultsToColumns(fn, resultsFromJsonFrame(fn, frame, count));
+      values.set(part.values, start);
+      for (const [k, error] of part.errors) fail(start + k, error);
     },
     fail,
   };
@@ -195,11 +196,12 @@ export async function schedule(
       timeoutMs,
       signal: options.signal,
       lease,
+      // Decoded before the worker is kept: a response of the wrong shape fails it as malformed.
+      decode: (response) => source.decode(response, start, count),
     });
     // Request time only (not waiting for or starting a worker): what a chunk's size controls.
     const sample = (frame.elapsedMs ?? 0) / count;
     perRowMs = perRowMs === undefined ? sample : 0.5 * perRowMs + 0.5 * sample;
-    source.decode(frame, start, count);
     settled.fill(1, start, start + count);
   };
 

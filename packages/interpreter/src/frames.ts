@@ -8,6 +8,11 @@ export const PROTOCOL_VERSION = 1;
 /** A frame's JSON header. `bytes`, when present, is the length of the raw payload after it. */
 export type FrameHeader = Record<string, unknown> & { bytes?: number };
 
+/** The driver's first frame when it speaks this protocol version. */
+export function isReadyFrame(header: FrameHeader | undefined): header is FrameHeader {
+  return header?.ready === 1 && header.protocol === PROTOCOL_VERSION;
+}
+
 export interface Frame {
   header: FrameHeader;
   payload?: Buffer;

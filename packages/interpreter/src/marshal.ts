@@ -13,11 +13,6 @@ import {
 } from '@improv/extfn-core';
 import type { DriverError, Frame } from './frames.js';
 
-/** True when every argument and the result are numbers: the f64 column path applies. */
-export function isAllNumbers(fn: ExternalFn): boolean {
-  return fn.returnType === 'number' && fn.argTypes.every((t) => t === 'number');
-}
-
 /** A number argument as JSON text: always with a fraction or exponent, so drivers parse it as a float. */
 function numberText(n: number): string | undefined {
   if (!Number.isFinite(n) || Object.is(n, -0)) return undefined;

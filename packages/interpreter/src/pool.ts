@@ -110,8 +110,7 @@ export class Pool {
   acquireSlot(signal?: AbortSignal, maxWaitMs = Number.POSITIVE_INFINITY): Promise<() => void> {
     return this.#wait<() => void>(undefined, signal, maxWaitMs, (resolve) => ({
       grant: () => {
-        this.#slots++;
-        this.#peak = Math.max(this.#peak, this.#slots);
+        this.#takeSlot();
         let released = false;
         resolve(() => {
           if (released) return;
@@ -207,9 +206,14 @@ export class Pool {
     await Promise.all(all.map((w) => w.stop(EXIT_GRACE_MS)));
   }
 
-  #start(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<Worker> {
+  /** One more slot in use (a warm worker starting, or a one-shot process). */
+  #takeSlot(): void {
     this.#slots++;
     this.#peak = Math.max(this.#peak, this.#slots);
+  }
+
+  #start(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<Worker> {
+    this.#takeSlot();
     return this.#launch(key, fn, signal).then(
       (worker) => {
         if (this.#closed) {

@@ -9,10 +9,13 @@ import {
   batchByCalls,
   type CallOptions,
   type ColumnResults,
+  checkColumnArguments,
   type ExternalFn,
   ExtFnError,
+  isAllNumbers,
   type RowResult,
   type RunnerProbe,
+  rowResultsToColumns,
   type Value,
 } from '@improv/extfn-core';
 import {
@@ -26,9 +29,9 @@ import {
   spawnSandboxed,
 } from '@improv/extfn-sandbox';
 import { callHeader, columnRows, schedule, valueRows } from './batch.js';
-import { type DriverError, encodeFrame, type Frame, FrameReader } from './frames.js';
+import { type DriverError, encodeFrame, type Frame, FrameReader, isReadyFrame } from './frames.js';
 import { functionKey } from './key.js';
-import { driverErrorToExtFnError, isAllNumbers, resultsFromJsonFrame } from './marshal.js';
+import { driverErrorToExtFnError, ResponseShapeError, resultsFromJsonFrame } from './marshal.js';
 import { Pool } from './pool.js';
 import type {
   InterpreterDefaults,
@@ -79,6 +82,12 @@ export interface WorkerRequest {
    * per chunk. The lane releases `lease.worker` when it ends.
    */
   lease?: Lease;
+  /**
+   * Reads the response while the worker is still held: a ResponseShapeError
+   * (an answer that does not fit the request) kills the worker and rejects
+   * with WorkerFailure `malformed`, so a batch retries the rows one by one.
+   */
+  decode?: (frame: Frame) => void;
 }
 
 export interface Lease {
@@ -192,7 +201,7 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
         ]),
       });
       const ready = new FrameReader().push(result.stdout)[0]?.header;
-      if (ready?.ready !== 1) {
+      if (!isReadyFrame(ready)) {
         return {
           ...base,
           available: false,
@@ -215,25 +224,26 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
   async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
     this.#assertOpen(fn);
     await this.#prepare(fn);
-    const mode = options.mode ?? this.#options.mode ?? 'warm';
+    const { mode, key, loadError } = this.#route(fn, options);
     if (mode === 'oneShot') return this.#oneShot(fn, args, options);
-    const key = functionKey(fn);
-    const loadError = this.#loadErrors.get(key);
-    if (loadError) throw driverErrorToExtFnError(fn, loadError);
-    let frame: Frame;
+    if (loadError) throw loadError;
+    let result: RowResult | undefined;
     try {
-      frame = await this.request(fn, key, {
+      await this.request(fn, key, {
         header: callHeader([args]),
         rows: 1,
         timeoutMs: options.timeoutMs,
         signal: options.signal,
+        // Read while the worker is held, so an answer out of protocol retires it.
+        decode: (frame) => {
+          result = resultsFromJsonFrame(fn, frame, 1)[0];
+        },
       });
     } catch (error) {
       throw this.toError(fn, error, options.timeoutMs);
     }
-    const result = resultsFromJsonFrame(fn, frame, 1)[0]!;
     if (ExtFnError.isInstance(result)) throw result;
-    return result;
+    return result!;
   }
 
   async callBatch(
@@ -243,14 +253,9 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
   ): Promise<RowResult[]> {
     this.#assertOpen(fn);
     await this.#prepare(fn);
-    const mode = options.mode ?? this.#options.mode ?? 'warm';
+    const { mode, key, loadError } = this.#route(fn, options);
     if (mode === 'oneShot') return this.#oneShotBatch(fn, rows, options);
-    const key = functionKey(fn);
-    const loadError = this.#loadErrors.get(key);
-    if (loadError) {
-      const error = driverErrorToExtFnError(fn, loadError);
-      return rows.map(() => error);
-    }
+    if (loadError) return rows.map(() => loadError);
     const results: RowResult[] = new Array(rows.length);
     const source = valueRows(fn, rows, results, this.f64 && isAllNumbers(fn));
     await schedule(this, fn, key, source, options);
@@ -268,43 +273,23 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     options: BatchOptions,
   ): Promise<ColumnResults> {
     this.#assertOpen(fn);
+    const invalid = checkColumnArguments(fn, columns);
+    if (invalid) throw invalid;
     const n = columns[0]?.length ?? 0;
-    if (!isAllNumbers(fn)) {
-      throw ExtFnError.runtime(
-        fn.name,
-        'callColumns needs a function whose arguments and result are all numbers',
-      );
-    }
-    if (
-      columns.length !== fn.argTypes.length ||
-      columns.some((c) => !(c instanceof Float64Array) || c.length !== n)
-    ) {
-      throw ExtFnError.runtime(
-        fn.name,
-        `callColumns needs ${fn.argTypes.length} Float64Array column(s) of equal length`,
-      );
-    }
     await this.#prepare(fn);
     const values = new Float64Array(n);
     const errors = new Map<number, ExtFnError>();
     if (n === 0) return { values, errors };
-    const mode = options.mode ?? this.#options.mode ?? 'warm';
-    const key = functionKey(fn);
-    const loadError = this.#loadErrors.get(key);
+    const { mode, key, loadError } = this.#route(fn, options);
     if (mode === 'oneShot' || loadError) {
       // Rare paths: a process per row, or every row the same load error.
-      const error = loadError ? driverErrorToExtFnError(fn, loadError) : undefined;
       const rows = Array.from({ length: n }, (_, i) =>
         columns.map((column) => ({ type: 'number' as const, value: column[i]! })),
       );
-      const results = error ? rows.map(() => error) : await this.#oneShotBatch(fn, rows, options);
-      results.forEach((result, i) => {
-        if (ExtFnError.isInstance(result)) {
-          values[i] = Number.NaN;
-          errors.set(i, result);
-        } else values[i] = (result as { value: number }).value;
-      });
-      return { values, errors };
+      const results = loadError
+        ? rows.map(() => loadError)
+        : await this.#oneShotBatch(fn, rows, options);
+      return rowResultsToColumns(fn, results);
     }
     await schedule(this, fn, key, columnRows(fn, columns, values, errors, this.f64), options);
     return { values, errors };
@@ -322,7 +307,7 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
    * retried once on a fresh one (its state, not this request, may be at fault).
    */
   async request(fn: ExternalFn, key: string, request: WorkerRequest): Promise<Frame> {
-    const { header, payload, rows, timeoutMs, signal, lease } = request;
+    const { header, payload, rows, timeoutMs, signal, lease, decode } = request;
     for (let attempt = 0; ; attempt++) {
       let worker = lease?.worker;
       if (!worker?.alive) {
@@ -343,6 +328,13 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
           signal,
           budget: rows * (this.maxOutputBytes + 64) + 1024 * 1024,
         });
+        try {
+          decode?.(frame);
+        } catch (error) {
+          if (!(error instanceof ResponseShapeError)) throw error;
+          void worker.kill(); // it answered out of protocol: not to be trusted with another request
+          throw new WorkerFailure('malformed', error.message);
+        }
         keep = worker.busyMs < this.#workerCpuSeconds() * 500; // retire at half the CPU budget
         return frame;
       } catch (error) {
@@ -530,14 +522,23 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     rows: readonly (readonly Value[])[],
     options: BatchOptions,
   ): Promise<RowResult[]> {
-    const call = (args: readonly Value[]) =>
-      this.#oneShot(fn, args, options).catch((error: unknown) => {
-        throw this.toError(fn, error, options.timeoutMs);
-      });
+    // #oneShot already rejects with the function's ExtFnError.
+    const call = (args: readonly Value[]) => this.#oneShot(fn, args, options);
     return batchByCalls(fn, rows, options, call, this.pool.max);
   }
 
   // ---- helpers ------------------------------------------------------------------
+
+  /** How a call of `fn` runs: its mode, its worker key, and the load error every call of it gets, if any. */
+  #route(
+    fn: ExternalFn,
+    options: CallOptions,
+  ): { mode: 'warm' | 'oneShot'; key: string; loadError: ExtFnError | undefined } {
+    const mode = options.mode ?? this.#options.mode ?? 'warm';
+    const key = functionKey(fn);
+    const loadError = this.#loadErrors.get(key);
+    return { mode, key, loadError: loadError && driverErrorToExtFnError(fn, loadError) };
+  }
 
   #loadHeader(fn: ExternalFn): Record<string, unknown> {
     return {

@@ -13,6 +13,8 @@ import {
   FrameError,
   type FrameHeader,
   FrameReader,
+  isReadyFrame,
+  PROTOCOL_VERSION,
 } from './frames.js';
 
 /**
@@ -73,7 +75,6 @@ export interface RequestOptions {
 export class Worker {
   readonly key: string;
   readonly process: SandboxedProcess;
-  version: string | undefined;
   /** Sum of request wall times: an upper bound on CPU used by a single-threaded body. */
   busyMs = 0;
   requests = 0;
@@ -123,16 +124,15 @@ export class Worker {
       { deadlineMs: timeoutMs, signal, budget: 64 * 1024 },
       'startup',
     );
-    if (frame.header.ready !== 1 || frame.header.protocol !== 1) {
+    if (!isReadyFrame(frame.header)) {
       this.#fail(
         new WorkerFailure(
           'malformed',
-          `the driver did not start protocol 1: ${JSON.stringify(frame.header).slice(0, 200)}`,
+          `the driver did not start protocol ${PROTOCOL_VERSION}: ${JSON.stringify(frame.header).slice(0, 200)}`,
         ),
       );
       throw this.#failure;
     }
-    if (typeof frame.header.version === 'string') this.version = frame.header.version;
   }
 
   /** Sends one request and waits for its response. */

@@ -151,6 +151,17 @@ describe.skipIf(!hasPython)('warm workers with a fixture driver', () => {
     expect(calls).toBeLessThan(10_000);
   });
 
+  test('a chunk answered with the wrong number of values is retried row by row on a fresh worker', async () => {
+    const { registry, runner } = make(
+      { short: ['#short\nresult = args[0] * 2', ['number'], 'number'] },
+      { maxWorkers: 1 },
+    );
+    const rows = Array.from({ length: 20 }, (_, i) => [Value.number(i)]);
+    const results = await registry.evalBatch('short', rows);
+    expect(results).toEqual(rows.map(([x]) => Value.number((x as { value: number }).value * 2)));
+    expect(runner.stats().killed).toBeGreaterThan(0); // the worker that answered out of shape
+  });
+
   test('an interpreter that dies while starting fails a batch once, not row by row', async () => {
     const runner = createInterpreterRunner(
       {

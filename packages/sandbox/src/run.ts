@@ -1,6 +1,6 @@
 import { basename } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { ExtFnError, type ResourceLimit } from '@improv/extfn-core';
+import { ExtFnError, MAX_TIMEOUT_MS, type ResourceLimit } from '@improv/extfn-core';
 import { type CpuEvidence, explainExit } from './explain.js';
 import { findExecutable } from './host.js';
 import {
@@ -60,9 +60,6 @@ export interface SandboxedProcess {
   /** Resolves when the tree has exited; rejects with a Sandbox error when the sandbox itself failed to start. */
   readonly exited: Promise<SandboxExit>;
 }
-
-/** setTimeout's limit; beyond it Node fires after 1 ms. */
-const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 function setupFailure(command: string, message: string, functionName: string): ExtFnError {
   const fix = /source path|Permission denied|execute|No such file/i.test(message)

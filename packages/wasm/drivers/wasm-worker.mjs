@@ -10,7 +10,10 @@ import { parentPort, workerData } from 'node:worker_threads';
 if (!parentPort) throw new Error('wasm-worker.mjs runs as a worker thread');
 const port = parentPort;
 
-/** progress[0]: -1 while instantiating, otherwise the batch row being evaluated. */
+/**
+ * progress[0]: -2 before a task is picked up (set by the main thread, pool.ts),
+ * -1 while instantiating, otherwise the batch row being evaluated.
+ */
 const progress = /** @type {Int32Array} */ (workerData.progress);
 
 /** @typedef {{ call: Function, exports: WebAssembly.Exports }} Live */
@@ -95,22 +98,38 @@ function live(entry) {
   return entry.live;
 }
 
-/** After a trap, a reused instance may hold half-written state: the next call gets a new one. @param {Entry} entry */
+/**
+ * After a trap, a reused instance may hold half-written state: the next call gets a new one.
+ * @param {Entry} entry
+ * @returns {boolean} whether the instance was dropped
+ */
 function afterTrap(entry) {
-  if (entry.stateful) entry.live = undefined;
+  if (!entry.stateful) return false;
+  entry.live = undefined;
+  return true;
+}
+
+/**
+ * The entry and a live instance for a request, or the instantiation's failure message.
+ * @param {any} message
+ * @returns {{ entry: Entry, instance: Live } | { failure: string }}
+ */
+function start(message) {
+  progress[0] = -1;
+  try {
+    const entry = entryFor(message);
+    return { entry, instance: live(entry) };
+  } catch (error) {
+    return { failure: describe(error, undefined) };
+  }
 }
 
 /** @param {any} message */
 function runCall(message) {
-  let entry;
-  let instance;
-  try {
-    progress[0] = -1;
-    entry = entryFor(message);
-    instance = live(entry);
-  } catch (error) {
-    return { id: message.id, ok: false, phase: 'instantiate', message: describe(error, undefined) };
-  }
+  const started = start(message);
+  if ('failure' in started)
+    return { id: message.id, ok: false, phase: 'instantiate', message: started.failure };
+  const { entry, instance } = started;
   progress[0] = 0;
   try {
     return {
@@ -132,19 +151,15 @@ function runCall(message) {
  * @param {any} message
  */
 function runBatch(message) {
-  const { id, arity, rows, start, end, buffer } = message;
+  const { id, arity, rows, start: first, end, buffer } = message;
   const began = performance.now();
   /** @type {[number, string][]} */
   const traps = [];
-  let entry;
-  let instance;
-  try {
-    progress[0] = -1;
-    entry = entryFor(message);
-    instance = live(entry);
-  } catch (error) {
-    return { id, traps, failure: describe(error, undefined) };
-  }
+  const started = start(message);
+  if ('failure' in started) return { id, traps, failure: started.failure };
+  const { entry } = started;
+  /** @type {Live | undefined} */
+  let instance = started.instance;
   let fn = instance.call;
   const out = new Float64Array(buffer, arity * rows * 8, rows);
   const trapped = new Uint8Array(buffer, (arity + 1) * rows * 8, rows);
@@ -158,7 +173,7 @@ function runBatch(message) {
   const args = new Array(arity);
   const fresh = entry.fresh;
   // A switch on the (loop-invariant, well predicted) arity lets the common cases call the export directly.
-  for (let i = start; i < end; i++) {
+  for (let i = first; i < end; i++) {
     progress[0] = i;
     try {
       if (fresh) {
@@ -187,8 +202,8 @@ function runBatch(message) {
       out[i] = Number.NaN;
       trapped[i] = 1; // survives this worker being terminated later in the range
       traps.push([i, describe(error, instance?.exports)]);
-      if (!fresh && entry.stateful) {
-        afterTrap(entry);
+      // A stateless reused instance is still good; a fresh one is made for the next row anyway.
+      if (!fresh && afterTrap(entry)) {
         try {
           instance = live(entry);
           fn = instance.call;

@@ -6,8 +6,8 @@
  * is terminated, and the rest of its range goes to a fresh worker — so one
  * hung row costs one row, never its neighbours.
  */
-import type { BatchOptions, ExternalFn, RowResult, Value } from '@improv/extfn-core';
-import { ExtFnError } from '@improv/extfn-core';
+import type { BatchOptions, ColumnResults, ExternalFn, RowResult, Value } from '@improv/extfn-core';
+import { columnsToRowResults, ExtFnError } from '@improv/extfn-core';
 import type { CompiledModule } from './compile.js';
 import { PoolClosedError, type PoolWorker, WorkerExitError, type WorkerPool } from './pool.js';
 
@@ -48,12 +48,24 @@ export function copyColumns(columns: readonly Float64Array[], n: number): Shared
   return buffer;
 }
 
-/** What a columnar run gives: results in place, and the rows that failed. */
-export interface ColumnsOutcome {
-  /** One f64 per row; a failed row's slot is meaningless. */
-  values: Float64Array;
-  /** The error of each failed row, by row index. */
-  errors: Map<number, ExtFnError>;
+/**
+ * What a columnar run gives: results in place, and the rows that failed. A
+ * failed row's slot holds whatever the run left there; core's RunnerHandle
+ * sets it to NaN before `evalColumns` returns.
+ */
+export type ColumnsOutcome = ColumnResults;
+
+/** A failure to get a worker from the pool, as the ExtFnError of `fn`. */
+export function acquireFailure(
+  fn: ExternalFn,
+  error: unknown,
+  signal: AbortSignal | undefined,
+): ExtFnError {
+  if (error instanceof PoolClosedError) return ExtFnError.runtime(fn.name, 'the runner is closed');
+  if (signal?.aborted) return ExtFnError.aborted(fn.name, signal.reason);
+  return ExtFnError.runtime(fn.name, `could not start a wasm worker: ${(error as Error).message}`, {
+    cause: error,
+  });
 }
 
 export async function runBatch(
@@ -72,10 +84,7 @@ export async function runBatch(
     n,
     options,
   );
-  const results: RowResult[] = new Array(n);
-  for (let i = 0; i < n; i++) results[i] = { type: 'number', value: values[i]! };
-  for (const [i, error] of errors) results[i] = error;
-  return results;
+  return columnsToRowResults(values, errors);
 }
 
 /**
@@ -209,18 +218,7 @@ export async function runColumns(
       try {
         worker = await pool.acquire(signal);
       } catch (error) {
-        everyRow ??=
-          error instanceof PoolClosedError
-            ? ExtFnError.runtime(fn.name, 'the runner is closed')
-            : signal?.aborted
-              ? ExtFnError.aborted(fn.name, signal.reason)
-              : ExtFnError.runtime(
-                  fn.name,
-                  `could not start a wasm worker: ${(error as Error).message}`,
-                  {
-                    cause: error,
-                  },
-                );
+        everyRow ??= acquireFailure(fn, error, signal);
         return;
       }
       if (everyRow) {

@@ -5,6 +5,7 @@
  * compiling run in a worker that is terminated when it overruns, so a body
  * can neither block the host's event loop nor take longer than its call.
  */
+import { MAX_TIMEOUT_MS } from '@improv/extfn-core';
 import { screenBody, screenedLength } from './body.js';
 import type { Compiled, CompileOptions } from './compile.js';
 import { PoolClosedError, type PoolWorker, WorkerExitError, WorkerPool } from './pool.js';
@@ -61,8 +62,6 @@ export interface ModuleCacheOptions {
   idleTimeoutMs: number;
 }
 
-const MAX_TIMER_MS = 2_147_483_647; // setTimeout fires at once past this: a deadline that long is no deadline
-
 export class ModuleCache {
   #entries = new Map<string, Entry>();
   readonly #pool: WorkerPool;
@@ -117,7 +116,7 @@ export class ModuleCache {
       const late = new Promise<never>((_, reject) => {
         timer = setTimeout(
           () => reject(new CompileTimeoutError(timeoutMs)),
-          Math.min(timeoutMs, MAX_TIMER_MS),
+          Math.min(timeoutMs, MAX_TIMEOUT_MS),
         );
       });
       const compiled = await Promise.race([entry.job!, aborted, late]);

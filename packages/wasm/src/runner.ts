@@ -13,8 +13,8 @@ import type {
   RunnerProbe,
   Value,
 } from '@improv/extfn-core';
-import { ExtFnError } from '@improv/extfn-core';
-import { type ColumnsOutcome, copyColumns, runBatch, runColumns } from './batch.js';
+import { checkColumnArguments, ExtFnError, isAllNumbers, MAX_TIMEOUT_MS } from '@improv/extfn-core';
+import { acquireFailure, type ColumnsOutcome, copyColumns, runBatch, runColumns } from './batch.js';
 import { DEFAULT_MAX_BODY_BYTES, formatBytes } from './body.js';
 import { type Compiled, type CompiledModule, ENTRY_POINT, WASM_PAGE_BYTES } from './compile.js';
 import {
@@ -92,10 +92,10 @@ export interface WasmRunner extends LanguageRunner {
   ): Promise<RowResult[]>;
   stats(): WasmRunnerStats;
   /**
-   * The columnar fast path, beyond LanguageRunner v1: one Float64Array per
-   * argument in, one Float64Array of results out, failed rows in `errors`
-   * (the same errors `callBatch` gives those rows). No Value objects are made,
-   * so this is what an engine with numeric columns should call.
+   * LanguageRunner's optional columnar fast path, always present here: one
+   * Float64Array per argument in, one Float64Array of results out, failed
+   * rows in `errors` (the same errors `callBatch` gives those rows). No Value
+   * objects are made, so this is what an engine with numeric columns should call.
    */
   callColumns(
     fn: ExternalFn,
@@ -208,8 +208,7 @@ class Runner implements WasmRunner {
     timeoutMs: number,
     signal: AbortSignal | undefined,
   ): Promise<{ compiled: CompiledModule; compileMs: number }> {
-    const declared = [...fn.argTypes, fn.returnType];
-    if (declared.some((t) => t !== 'number')) {
+    if (!isAllNumbers(fn)) {
       const types = `(${fn.argTypes.join(', ')}) -> ${fn.returnType}`;
       throw ExtFnError.runtime(fn.name, `${ABI}; this function declares ${types}`);
     }
@@ -260,14 +259,7 @@ class Runner implements WasmRunner {
         worker = await this.#pool.acquire(signal);
       }
     } catch (error) {
-      if (error instanceof PoolClosedError)
-        throw ExtFnError.runtime(fn.name, 'the runner is closed');
-      if (signal?.aborted) throw ExtFnError.aborted(fn.name, signal.reason);
-      throw ExtFnError.runtime(
-        fn.name,
-        `could not start a wasm worker: ${(error as Error).message}`,
-        { cause: error },
-      );
+      throw acquireFailure(fn, error, signal);
     }
     if (signal?.aborted) {
       // Aborted while waiting for a worker: give it back unused.
@@ -283,8 +275,8 @@ class Runner implements WasmRunner {
       if (oneShot) void worker.terminate(new WorkerExitError(why));
       else void this.#pool.discard(worker, new WorkerExitError(why));
     };
-    // setTimeout fires at once past 2^31-1 ms; a deadline that long is no deadline.
-    const timer = setTimeout(() => stop('timeout'), Math.min(budgetMs, 2_147_483_647));
+    // setTimeout fires at once past MAX_TIMEOUT_MS; a deadline that long is no deadline.
+    const timer = setTimeout(() => stop('timeout'), Math.min(budgetMs, MAX_TIMEOUT_MS));
     const onAbort = () => stop('aborted');
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -332,16 +324,9 @@ class Runner implements WasmRunner {
     columns: readonly Float64Array[],
     options: BatchOptions,
   ): Promise<ColumnsOutcome> {
+    const invalid = checkColumnArguments(fn, columns);
+    if (invalid) throw invalid;
     const n = columns[0]?.length ?? 0;
-    if (
-      columns.length !== fn.argTypes.length ||
-      columns.some((c) => !(c instanceof Float64Array) || c.length !== n)
-    ) {
-      throw ExtFnError.runtime(
-        fn.name,
-        `callColumns needs ${fn.argTypes.length} Float64Array column(s) of equal length, got ${columns.length}`,
-      );
-    }
     const { compiled } = await this.#prepare(fn, options.timeoutMs, options.signal);
     if (n === 0) return { values: new Float64Array(0), errors: new Map() };
     return runColumns(this.#pool, compiled, fn, copyColumns(columns, n), n, options);
