@@ -174,13 +174,26 @@ export function runnerConformanceSuite(
   const bodies = options.bodies;
   const perTest = options.testTimeoutMs ?? 60_000;
 
+  /** Registers a function of the runner's language (impure unless said). */
+  type Define = (
+    name: string,
+    body: string,
+    argTypes: ValueType[],
+    returnType: ValueType,
+    pure?: boolean,
+  ) => void;
+
   const withRegistry = async (
-    fn: (registry: Registry, language: string, calls: () => number) => Promise<void>,
+    fn: (registry: Registry, define: Define, calls: () => number) => Promise<void>,
   ) => {
     const counted = counting(await createRunner());
     const registry = new Registry({ runners: [counted.runner], timeoutMs: 10_000 });
+    const { language } = counted.runner;
+    const define: Define = (name, body, argTypes, returnType, pure = false) => {
+      registry.register({ name, language, body, argTypes, returnType, pure });
+    };
     try {
-      await fn(registry, counted.runner.language, counted.calls);
+      await fn(registry, define, counted.calls);
     } finally {
       await registry.close();
     }
@@ -209,15 +222,8 @@ export function runnerConformanceSuite(
     test(
       name(`identity returns every ${type} sample unchanged`),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: `identity_${type}`,
-            language,
-            body: bodies.identity,
-            argTypes: [type],
-            returnType: type,
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define(`identity_${type}`, bodies.identity, [type], type);
           for (const sample of SAMPLES[type](options)) {
             const result = await registry.eval(`identity_${type}`, [sample]);
             assertSame(result, sample, `identity of ${show(sample)}`);
@@ -231,15 +237,8 @@ export function runnerConformanceSuite(
     test(
       name('adds two numbers (2 + 3 = 5)'),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'add',
-            language,
-            body: bodies.add,
-            argTypes: ['number', 'number'],
-            returnType: 'number',
-            pure: true,
-          });
+        withRegistry(async (registry, define) => {
+          define('add', bodies.add, ['number', 'number'], 'number', true);
           assertSame(
             await registry.eval('add', [V.number(2), V.number(3)]),
             V.number(5),
@@ -252,15 +251,8 @@ export function runnerConformanceSuite(
     test(
       name('arity and argument types are checked before the runner is called'),
       () =>
-        withRegistry(async (registry, language, calls) => {
-          registry.register({
-            name: 'add',
-            language,
-            body: bodies.add,
-            argTypes: ['number', 'number'],
-            returnType: 'number',
-            pure: false,
-          });
+        withRegistry(async (registry, define, calls) => {
+          define('add', bodies.add, ['number', 'number'], 'number');
           const arity = await rejection(registry.eval('add', [V.number(1)]));
           assert.equal(arity.kind, 'ArityMismatch');
           assert.equal(arity.message, 'function add: expected 2 argument(s), got 1');
@@ -275,15 +267,8 @@ export function runnerConformanceSuite(
     test(
       name('a result of the wrong type is a Runtime error naming the expected type'),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'wrong',
-            language,
-            body: bodies.wrongReturn,
-            argTypes: [],
-            returnType: 'number',
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define('wrong', bodies.wrongReturn, [], 'number');
           const error = await rejection(registry.eval('wrong', []));
           assert.equal(error.kind, 'Runtime');
           assert.match(error.message, /number/);
@@ -298,23 +283,9 @@ export function runnerConformanceSuite(
         `a runaway body times out near its ${loopMs} ms deadline, and the runner still works after`,
       ),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'loop',
-            language,
-            body: bodies.loop,
-            argTypes: [],
-            returnType: 'number',
-            pure: false,
-          });
-          registry.register({
-            name: 'add',
-            language,
-            body: bodies.add,
-            argTypes: ['number', 'number'],
-            returnType: 'number',
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define('loop', bodies.loop, [], 'number');
+          define('add', bodies.add, ['number', 'number'], 'number');
           const started = performance.now();
           const error = await rejection(registry.eval('loop', [], { timeoutMs: loopMs }));
           const elapsed = performance.now() - started;
@@ -337,15 +308,8 @@ export function runnerConformanceSuite(
     test(
       name('evalBatch gives exactly what eval gives on each row'),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'add',
-            language,
-            body: bodies.add,
-            argTypes: ['number', 'number'],
-            returnType: 'number',
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define('add', bodies.add, ['number', 'number'], 'number');
           const rows: Value[][] = [
             [V.number(1), V.number(2)],
             [V.number(Number.NaN), V.number(1)],
@@ -380,15 +344,8 @@ export function runnerConformanceSuite(
   test(
     name('a raising body is a Runtime error carrying the message'),
     () =>
-      withRegistry(async (registry, language) => {
-        registry.register({
-          name: 'boom',
-          language,
-          body: bodies.raise,
-          argTypes: [],
-          returnType: types[0]!,
-          pure: false,
-        });
+      withRegistry(async (registry, define) => {
+        define('boom', bodies.raise, [], types[0]!);
         const error = await rejection(registry.eval('boom', []));
         assert.equal(error.kind, 'Runtime');
         assert.match(error.message, /nope/);
@@ -402,15 +359,8 @@ export function runnerConformanceSuite(
     test(
       name('a 200 000-character text result comes back whole'),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'big',
-            language,
-            body,
-            argTypes: [],
-            returnType: 'text',
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define('big', body, [], 'text');
           const result = await registry.eval('big', []);
           assert.equal(result.type, 'text');
           assert.equal((result as { value: string }).value, 'x'.repeat(200_000));
@@ -424,15 +374,8 @@ export function runnerConformanceSuite(
     test(
       name('printing 5 MB is a Runtime error: output too large'),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'flood',
-            language,
-            body,
-            argTypes: [],
-            returnType: types[0]!,
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define('flood', body, [], types[0]!);
           const error = await rejection(registry.eval('flood', []));
           assert.equal(error.kind, 'Runtime');
           assert.equal(error.limit, 'output');
@@ -446,15 +389,8 @@ export function runnerConformanceSuite(
     test(
       name('evalColumns gives what evalBatch gives, special numbers and failing rows included'),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'add',
-            language,
-            body: bodies.add,
-            argTypes: ['number', 'number'],
-            returnType: 'number',
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define('add', bodies.add, ['number', 'number'], 'number');
           const a = [
             1,
             -0,
@@ -485,14 +421,7 @@ export function runnerConformanceSuite(
             }
           }
           if (bodies.mixedBatch) {
-            registry.register({
-              name: 'mixed',
-              language,
-              body: bodies.mixedBatch,
-              argTypes: ['number'],
-              returnType: 'number',
-              pure: false,
-            });
+            define('mixed', bodies.mixedBatch, ['number'], 'number');
             const loopMs = options.loopTimeoutMs ?? 1_000;
             const out = await registry.evalColumns('mixed', [Float64Array.from([1, -1, 13, 2])], {
               timeoutMs: loopMs,
@@ -513,15 +442,8 @@ export function runnerConformanceSuite(
     test(
       name('a batch with failing and hanging rows gives each row what eval gives it'),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'mixed',
-            language,
-            body,
-            argTypes: ['number'],
-            returnType: 'number',
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define('mixed', body, ['number'], 'number');
           const inputs = [1, -1, 13, 2, 3.5, -2, 4];
           const rows = inputs.map((x) => [V.number(x)]);
           const batch = await registry.evalBatch('mixed', rows, { timeoutMs: loopMs });
@@ -568,15 +490,8 @@ export function runnerConformanceSuite(
     test(
       name(`the body reaches the interpreter byte for byte: ${verbatim.name}`),
       () =>
-        withRegistry(async (registry, language) => {
-          registry.register({
-            name: 'verbatim',
-            language,
-            body: verbatim.body,
-            argTypes: [],
-            returnType: verbatim.returnType,
-            pure: false,
-          });
+        withRegistry(async (registry, define) => {
+          define('verbatim', verbatim.body, [], verbatim.returnType);
           assertSame(await registry.eval('verbatim', []), verbatim.expected, verbatim.name);
         }),
       perTest,
