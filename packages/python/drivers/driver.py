@@ -532,6 +532,8 @@ def _f64_fast(fn, cols, n):
     if capture.size or capture.over or 'random' in sys.modules:
         capture.discard()
         return None
+    if {float} == set(map(type, out)):  # a scan at C speed: most chunks are floats only
+        return out, errors
     for i, r in enumerate(out):
         if type(r) is not float and str(i) not in errors:
             try:
