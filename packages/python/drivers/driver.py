@@ -444,6 +444,15 @@ def _reseed():
         random.seed(0)
 
 
+def _rerun_seeded(run, args):
+    """The row imported random itself (through tempfile, say), so its generator
+    started from os.urandom: drop what it printed, seed, and run it again.
+    Returns the reseed function for the rows after it, and the result."""
+    _capture.discard()
+    _reseed()
+    return _reseed, run(args)
+
+
 def _row_failed(fn, e, capture):
     """A row's exception (or unset result) as its protocol error; forwards what it printed."""
     tail = ''
@@ -488,12 +497,7 @@ def _call(fn, rows, plain=False):
                 reseed()
             r = run(args)
             if reseed is None and 'random' in sys.modules:
-                # The row imported random itself (through tempfile, say), so its
-                # generator started from os.urandom: seed it and run the row again.
-                reseed = _reseed
-                capture.discard()
-                reseed()
-                r = run(args)
+                reseed, r = _rerun_seeded(run, args)
             if capture.size:  # the row printed: forward it (over the cap fails the row)
                 if capture.over:
                     raise _OutputTooLarge()
@@ -573,12 +577,7 @@ def _callf64(fn, n, payload):
             args = [*row]
             r = run(args)
             if reseed is None and 'random' in sys.modules:
-                # The row imported random itself (through tempfile, say), so its
-                # generator started from os.urandom: seed it and run the row again.
-                reseed = _reseed
-                capture.discard()
-                reseed()
-                r = run(args)
+                reseed, r = _rerun_seeded(run, args)
             if capture.size:  # the row printed: forward it (over the cap fails the row)
                 if capture.over:
                     raise _OutputTooLarge()

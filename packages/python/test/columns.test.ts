@@ -4,21 +4,20 @@
  * off, against `evalBatch` row by row. Restricted sandbox, /usr/bin/python3.
  */
 import { type ColumnResults, ExtFnError, type RowResult, Value } from '@improv/extfn-core';
-import { afterEach, describe, expect, test } from 'vitest';
-import { alive, noRestricted, registryWith, restrictedOk, waitFor } from './helpers.js';
+import { describe, expect, test } from 'vitest';
+import {
+  alive,
+  noRestricted,
+  type registryWith,
+  restrictedOk,
+  scopedRegistry,
+  waitFor,
+} from './helpers.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
-function restricted(
+const restricted = (
   fns: Parameters<typeof registryWith>[1],
   options: Parameters<typeof registryWith>[2] = {},
-) {
-  const made = registryWith('restricted', fns, options);
-  cleanups.push(() => made.registry.close());
-  return made;
-}
+) => scopedRegistry('restricted', fns, options);
 
 const MIXED = [
   'x = args[0]',

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { ExtFnError, Registry, type Value } from '@improv/extfn-core';
 import { probeSandbox, type SandboxPolicy } from '@improv/extfn-sandbox';
+import { afterEach } from 'vitest';
 import { type PythonRunnerOptions, python } from '../src/index.js';
 
 /** Tests use Debian's interpreter: the pyenv shim first on PATH is unreadable for the sandbox uid. */
@@ -34,6 +35,18 @@ export function registryWith(
     } as never);
   }
   return { registry, runner: r };
+}
+
+const toClose: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const close of toClose.splice(0)) await close();
+});
+
+/** `registryWith`, closed after the current test. */
+export function scopedRegistry(...args: Parameters<typeof registryWith>) {
+  const made = registryWith(...args);
+  toClose.push(() => made.registry.close());
+  return made;
 }
 
 export async function failure(promise: Promise<unknown>): Promise<ExtFnError> {

@@ -3,21 +3,21 @@
  * pool, abort and close. Restricted sandbox, /usr/bin/python3.
  */
 import { ExtFnError, type RowResult, sameValue, Value } from '@improv/extfn-core';
-import { afterEach, describe, expect, test } from 'vitest';
-import { alive, failure, noRestricted, registryWith, restrictedOk, waitFor } from './helpers.js';
+import { describe, expect, test } from 'vitest';
+import {
+  alive,
+  failure,
+  noRestricted,
+  type registryWith,
+  restrictedOk,
+  scopedRegistry,
+  waitFor,
+} from './helpers.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
-function restricted(
+const restricted = (
   fns: Parameters<typeof registryWith>[1],
   options: Parameters<typeof registryWith>[2] = {},
-) {
-  const made = registryWith('restricted', fns, options);
-  cleanups.push(() => made.registry.close());
-  return made;
-}
+) => scopedRegistry('restricted', fns, options);
 
 const MIXED = [
   'x = args[0]',

@@ -12,9 +12,10 @@ import {
   hasPython,
   noRestricted,
   processesWith,
-  registryWith,
+  type registryWith,
   restrictedOk,
   runner,
+  scopedRegistry,
   waitFor,
 } from './helpers.js';
 
@@ -49,22 +50,14 @@ async function loopbackServer() {
   };
 }
 
-function restricted(
+const restricted = (
   fns: Parameters<typeof registryWith>[1],
   options: Parameters<typeof registryWith>[2] = {},
-) {
-  const made = registryWith('restricted', fns, options);
-  cleanups.push(() => made.registry.close());
-  return made;
-}
-function trusted(
+) => scopedRegistry('restricted', fns, options);
+const trusted = (
   fns: Parameters<typeof registryWith>[1],
   options: Parameters<typeof registryWith>[2] = {},
-) {
-  const made = registryWith('trusted', fns, options);
-  cleanups.push(() => made.registry.close());
-  return made;
-}
+) => scopedRegistry('trusted', fns, options);
 
 describe.skipIf(!restrictedOk)(
   `python under Restricted (${restrictedOk ? 'bubblewrap' : noRestricted})`,
