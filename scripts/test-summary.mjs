@@ -1,8 +1,10 @@
 // Adds up the vitest JSON reports of every package into one closing line, so
 // a reader (and CI) sees the whole run's count: "Tests: N passed, N failed, N skipped".
+// Arguments, when given, name the package directories to count (a partial run).
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+const only = process.argv.slice(2).map((dir) => dir.replace(/\/+$/, ''));
 const roots = ['packages', 'examples'];
 let passed = 0;
 let failed = 0;
@@ -12,6 +14,7 @@ for (const root of roots) {
   for (const name of readdirSync(root)) {
     const dir = join(root, name);
     if (!existsSync(join(dir, 'vitest.config.ts'))) continue;
+    if (only.length > 0 && !only.includes(dir)) continue;
     const report = join(dir, 'test-results.json');
     if (!existsSync(report)) {
       missing.push(dir);

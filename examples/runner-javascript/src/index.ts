@@ -1,7 +1,8 @@
 /**
  * An example third-party runner, to show what implementing `LanguageRunner`
  * takes: JavaScript bodies (statements that read `args` and set `result`),
- * each call in a fresh worker thread that is terminated at the deadline.
+ * each call in a fresh worker thread that is terminated at the deadline, with
+ * fresh globals and `Math.random` seeded the same way every time.
  *
  * It is NOT a sandbox — node:vm is no security boundary. It exists to prove
  * that a runner living outside this repository's packages passes the kit.
@@ -32,7 +33,16 @@ const print = (...parts) => {
   if (printed > outputCap) { const e = new Error('output too large'); e.limit = 'output'; throw e; }
 };
 try {
-  const context = vm.createContext({ args: args.map((v, i) => fromWire(v, argTypes[i])), result: undefined, print, Math, JSON });
+  // Math.random seeded the same for every call (mulberry32 from 0), so results are deterministic.
+  let seed = 0;
+  const random = () => {
+    seed = (seed + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(seed ^ (seed >>> 15), seed | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const SeededMath = Object.assign(Object.create(Math), { random });
+  const context = vm.createContext({ args: args.map((v, i) => fromWire(v, argTypes[i])), result: undefined, print, Math: SeededMath, JSON });
   vm.runInContext(body, context, { filename: 'body.js' });
   let r = context.result;
   if (r instanceof Date) r = r.toISOString();

@@ -16,6 +16,8 @@ runnerConformanceSuite(test, () => javascript(), {
     flood: 'for (let i = 0; i < 100000; i++) print("y".repeat(50));',
     mixedBatch:
       'const x = args[0]; if (x < 0) throw new Error("nope"); while (x === 13) {} result = 2 * x;',
+    remember: 'result = typeof leaked === "undefined" ? -1 : leaked; globalThis.leaked = args[0];',
+    random: 'result = Math.random();',
   },
   verbatim: [
     {

@@ -1,23 +1,28 @@
 #!/usr/bin/env node
 /**
- * The `improv-extfn` executable. Ctrl-C cancels running calls and closes the
- * workers before exiting; a second Ctrl-C exits at once.
+ * The `improv-extfn` executable. Ctrl-C or SIGTERM cancels running calls,
+ * removes an unfinished output file and closes the workers before exiting;
+ * a second one exits at once (the unfinished file is still removed).
  */
-import { processIo } from './io.js';
-import { main } from './main.js';
+import { Interrupted, processIo } from './io.js';
 
-// `improv-extfn run … | head`: a reader that stops early is not an error.
-process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-  if (error.code === 'EPIPE') process.exit(0);
-  throw error;
-});
-
+// First, before the rest of the command loads: until a listener is set, Node's
+// own handler ends the process on the spot.
 const controller = new AbortController();
-process.on('SIGINT', () => {
-  if (controller.signal.aborted) process.exit(130);
-  controller.abort(new Error('interrupted'));
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (controller.signal.aborted) process.exit(signal === 'SIGINT' ? 130 : 143);
+    controller.abort(new Interrupted(signal));
+  });
+}
+
+// `improv-extfn run … | head`: the run sees EPIPE on its own listener and stops;
+// a reader that stops early is not an error, so no other command crashes on it.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
 });
 
+const { main } = await import('./main.js');
 process.exitCode = await main(process.argv.slice(2), processIo(controller.signal));
 
 // Everything is closed by now; a runner that leaked a handle must not keep the command alive.

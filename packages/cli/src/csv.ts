@@ -1,7 +1,8 @@
 /**
- * A small RFC 4180 CSV reader and writer. Reading never gives up on the whole
- * file: a malformed record is returned with its line number and a reason, and
- * reading goes on with the next line.
+ * A small RFC 4180 CSV reader and writer. The reader takes text as it comes
+ * (`push`, then `end`), so a table of any length is read in bounded memory.
+ * It never gives up on the whole file: a malformed record is returned with
+ * its line number and a reason, and reading goes on with the next line.
  */
 
 export interface CsvRecord {
@@ -18,130 +19,222 @@ export interface CsvTable {
   readonly newline: '\n' | '\r\n';
 }
 
+const COMMA = 44;
+const LF = 10;
+const CR = 13;
+const QUOTE = 34;
+
+/** A record longer than this is malformed (most likely an unclosed quote): it bounds the memory one record takes. */
+export const MAX_RECORD_CHARS = 8 * 1024 * 1024;
+
 /**
- * Parses CSV text. Blank lines are skipped (write `""` for a record with one
- * empty cell). A quoted cell may hold commas, quotes written `""` and line
- * breaks. A malformed record that spans lines (an unterminated or stray
+ * Reads CSV incrementally. Blank lines are skipped (write `""` for a record
+ * with one empty cell). A quoted cell may hold commas, quotes written `""` and
+ * line breaks. A malformed record that spans lines (an unterminated or stray
  * quote) costs only the line it starts on: reading resumes on the next line.
  */
-export function parseCsv(text: string): CsvTable {
-  const records: CsvRecord[] = [];
-  const newline = /\r\n/.test(text.slice(0, text.indexOf('\n') + 1)) ? '\r\n' : '\n';
-  let i = text.charCodeAt(0) === 0xfeff ? 1 : 0; // a byte-order mark is not data
-  let line = 1;
-  const n = text.length;
+export class CsvReader {
+  readonly #maxRecordChars: number;
+  #buf = '';
+  #pos = 0;
+  #line = 1;
+  #started = false;
+  /** After an over-long record with no line end yet: drop text up to the next one. */
+  #skipping = false;
+  #newline: '\n' | '\r\n' | undefined;
 
-  const endOfLine = (from: number): number => {
-    const at = text.indexOf('\n', from);
-    return at === -1 ? n : at;
-  };
-  const lineText = (from: number): string => text.slice(from, endOfLine(from)).replace(/\r$/, '');
+  constructor(options: { maxRecordChars?: number } = {}) {
+    this.#maxRecordChars = options.maxRecordChars ?? MAX_RECORD_CHARS;
+  }
 
-  while (i < n) {
-    const start = i;
-    const startLine = line;
+  /** The line ending of the first line (`\n` until one is seen). */
+  get newline(): '\n' | '\r\n' {
+    return this.#newline ?? '\n';
+  }
+
+  /** Adds text; returns the records it completed. */
+  push(text: string): CsvRecord[] {
+    if (!this.#started && text.length > 0) {
+      this.#started = true;
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // a byte-order mark is not data
+    }
+    this.#buf = this.#pos === 0 ? this.#buf + text : this.#buf.slice(this.#pos) + text;
+    this.#pos = 0;
+    if (this.#newline === undefined) {
+      const lf = this.#buf.indexOf('\n');
+      if (lf !== -1) this.#newline = this.#buf.charCodeAt(lf - 1) === CR ? '\r\n' : '\n';
+    }
+    return this.#drain(false);
+  }
+
+  /** The end of the text: returns the last records. */
+  end(): CsvRecord[] {
+    return this.#drain(true);
+  }
+
+  #drain(final: boolean): CsvRecord[] {
+    const out: CsvRecord[] = [];
+    if (this.#skipping) {
+      const lf = this.#buf.indexOf('\n');
+      if (lf === -1) {
+        this.#buf = '';
+        return out;
+      }
+      this.#skipping = false;
+      this.#pos = lf + 1;
+      this.#line++;
+    }
+    while (this.#pos < this.#buf.length && this.#next(out, final)) {}
+    return out;
+  }
+
+  #lineText(start: number): string {
+    const lf = this.#buf.indexOf('\n', start);
+    return this.#buf.slice(start, lf === -1 ? this.#buf.length : lf).replace(/\r$/, '');
+  }
+
+  /** Resumes on the line after `start` (or once one comes), after a record lost to a problem. */
+  #resumeAfter(start: number, startLine: number): void {
+    const lf = this.#buf.indexOf('\n', start);
+    if (lf === -1) {
+      this.#pos = this.#buf.length;
+      this.#skipping = true;
+      this.#line = startLine;
+    } else {
+      this.#pos = lf + 1;
+      this.#line = startLine + 1;
+    }
+  }
+
+  /** More text is needed to finish the record at `start`, unless it is already too long. */
+  #needMore(out: CsvRecord[], start: number, startLine: number): boolean {
+    if (this.#buf.length - start <= this.#maxRecordChars) return false;
+    const text = this.#lineText(start);
+    out.push({
+      line: startLine,
+      cells: [text.length > 200 ? `${text.slice(0, 200)}…` : text],
+      problem: `the record is longer than ${Math.round(this.#maxRecordChars / 1024 / 1024)} MiB (is a quote never closed?)`,
+    });
+    this.#resumeAfter(start, startLine);
+    return true;
+  }
+
+  /**
+   * Reads the record at #pos into `out`; false when more text is needed. Until
+   * the end, the last character is never consumed, so a look-ahead (CR LF,
+   * `""`) always has the next character to look at.
+   */
+  #next(out: CsvRecord[], final: boolean): boolean {
+    const text = this.#buf;
+    const n = text.length;
+    const end = final ? n : n - 1;
+    const start = this.#pos;
+    const startLine = this.#line;
+    if (start >= end) return false;
+    const first = text.charCodeAt(start);
     // A blank line.
-    if (text[i] === '\n' || (text[i] === '\r' && text[i + 1] === '\n')) {
-      i += text[i] === '\n' ? 1 : 2;
-      line++;
-      continue;
+    if (first === LF || (first === CR && text.charCodeAt(start + 1) === LF)) {
+      this.#pos = start + (first === LF ? 1 : 2);
+      this.#line++;
+      return true;
     }
     const cells: string[] = [];
     let problem: string | undefined;
     let spanColumn = 0; // the first quoted cell that holds a line break
-    let cell = '';
-    let done = false;
-    while (!done) {
-      if (text[i] === '"') {
+    let line = startLine;
+    let i = start;
+    for (;;) {
+      let cell = '';
+      if (i < end && text.charCodeAt(i) === QUOTE) {
         // A quoted cell.
         i++;
         let closed = false;
-        while (i < n) {
-          const c = text[i]!;
-          if (c === '"') {
-            if (text[i + 1] === '"') {
-              cell += '"';
-              i += 2;
-              continue;
-            }
-            i++;
-            closed = true;
-            break;
-          }
-          if (c === '\n') {
+        for (;;) {
+          const q = text.indexOf('"', i);
+          if (q === -1 || q >= end) break;
+          for (
+            let lf = text.indexOf('\n', i);
+            lf !== -1 && lf < q;
+            lf = text.indexOf('\n', lf + 1)
+          ) {
             line++;
             spanColumn ||= cells.length + 1;
           }
-          cell += c;
-          i++;
-        }
-        if (!closed) {
-          // Only this record is lost: resume on the line after it began.
-          const restart = endOfLine(start);
-          records.push({
-            line: startLine,
-            cells: [lineText(start)],
-            problem: `a quoted cell in column ${cells.length + 1} is never closed`,
-          });
-          i = restart + 1;
-          line = startLine + 1;
-          cell = '';
-          done = true;
-          problem = 'unterminated';
+          cell += text.slice(i, q);
+          if (text.charCodeAt(q + 1) === QUOTE) {
+            cell += '"';
+            i = q + 2;
+            continue;
+          }
+          i = q + 1;
+          closed = true;
           break;
         }
-        if (
-          i < n &&
-          text[i] !== ',' &&
-          text[i] !== '\n' &&
-          !(text[i] === '\r' && text[i + 1] === '\n')
-        ) {
+        if (!closed) {
+          if (!final) return this.#needMore(out, start, startLine);
+          // Only this record is lost: resume on the line after it began.
+          out.push({
+            line: startLine,
+            cells: [this.#lineText(start)],
+            problem: `a quoted cell in column ${cells.length + 1} is never closed`,
+          });
+          this.#resumeAfter(start, startLine);
+          return true;
+        }
+        if (i >= end && !final) return this.#needMore(out, start, startLine);
+        const c = text.charCodeAt(i);
+        if (i < end && c !== COMMA && c !== LF && !(c === CR && text.charCodeAt(i + 1) === LF)) {
           problem = `text after the closing quote in column ${cells.length + 1}; quote the whole cell and write inner quotes as ""`;
         }
       }
       // An unquoted cell, or what follows a quoted one up to the separator.
-      while (
-        i < n &&
-        text[i] !== ',' &&
-        text[i] !== '\n' &&
-        !(text[i] === '\r' && text[i + 1] === '\n')
-      ) {
-        if (text[i] === '"' && problem === undefined) {
+      const from = i;
+      while (i < end) {
+        const c = text.charCodeAt(i);
+        if (c === COMMA || c === LF || (c === CR && text.charCodeAt(i + 1) === LF)) break;
+        if (c === QUOTE && problem === undefined) {
           problem = `a quote inside unquoted column ${cells.length + 1}; quote the whole cell and write inner quotes as ""`;
         }
-        cell += text[i];
         i++;
       }
-      cells.push(cell);
-      cell = '';
-      if (i < n && text[i] === ',') {
+      if (i >= end && !final) return this.#needMore(out, start, startLine);
+      cells.push(from === i ? cell : cell + text.slice(from, i));
+      if (i < end && text.charCodeAt(i) === COMMA) {
         i++;
         continue;
       }
       // End of record.
-      if (i < n) {
-        i += text[i] === '\n' ? 1 : 2;
+      if (i < end) {
+        i += text.charCodeAt(i) === LF ? 1 : 2;
         line++;
       }
-      done = true;
+      break;
     }
-    if (problem === 'unterminated') continue;
     if (problem !== undefined && line > startLine + 1) {
       // A stray quote swallowed line breaks: lose only the line it is on.
-      records.push({
+      out.push({
         line: startLine,
-        cells: [lineText(start)],
+        cells: [this.#lineText(start)],
         problem: `the quoted cell in column ${spanColumn} is not closed properly (its closing quote is not followed by a comma or a line end, read up to line ${line - 1})`,
       });
-      i = endOfLine(start) + 1;
-      line = startLine + 1;
-      continue;
+      this.#resumeAfter(start, startLine);
+      return true;
     }
-    records.push(
+    out.push(
       problem === undefined ? { line: startLine, cells } : { line: startLine, cells, problem },
     );
+    this.#pos = i;
+    this.#line = line;
+    return true;
   }
-  return { records, newline };
+}
+
+/** Parses a whole CSV text at once (see CsvReader). */
+export function parseCsv(text: string): CsvTable {
+  const reader = new CsvReader({ maxRecordChars: Number.POSITIVE_INFINITY });
+  const records = reader.push(text);
+  records.push(...reader.end());
+  return { records, newline: reader.newline };
 }
 
 const NEEDS_QUOTES = /[",\r\n]/;

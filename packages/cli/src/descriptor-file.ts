@@ -1,11 +1,14 @@
 /**
  * Reading a descriptor file: our JSON, the engine's serde JSON, an array of
- * either, or the engine's map of name → descriptor.
+ * either, the engine's map of name → descriptor, or a whole engine model file
+ * whose `external_fns` holds that map. `-` reads it from standard input.
  */
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { type ExternalFn, InvalidDescriptorError, parseExternalFn } from '@improv/extfn-core';
 import { badInput, usage } from './cli-error.js';
+import type { CliIo } from './io.js';
+import { describeJsonError } from './json-error.js';
 import { KNOWN_LANGUAGE_IDS } from './runners.js';
 
 const DESCRIPTOR_KEYS = [
@@ -40,6 +43,17 @@ export async function readTextFile(path: string, cwd: string, what: string): Pro
   }
 }
 
+/** All of standard input as text (a descriptor is small). */
+export async function readStdinText(io: CliIo, what: string): Promise<string> {
+  if (!io.stdin) throw usage(`this environment has no standard input to read the ${what} from`);
+  const decoder = new TextDecoder();
+  let text = '';
+  for await (const chunk of io.stdin()) {
+    text += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+  }
+  return text + decoder.decode();
+}
+
 /** "expected string, received undefined" says less than "missing". */
 function friendlier(message: string): string {
   const missing = /^Invalid input: expected (\w+), received undefined$/.exec(message);
@@ -62,66 +76,105 @@ function parseOne(input: unknown, file: string, where: string): ExternalFn {
   }
 }
 
+/** A descriptor in a file before it is checked: where it is, and the name it goes by. */
+interface Candidate {
+  readonly where: string;
+  readonly name: string;
+  readonly input: unknown;
+}
+
+const isObject = (x: unknown): x is Record<string, unknown> =>
+  typeof x === 'object' && x !== null && !Array.isArray(x);
+
 /**
- * All descriptors in a file. Told apart by shape: an object with descriptor
- * fields is one descriptor (even when a field is missing, so the error names
- * that field), an array is a list, any other object is the engine's map.
+ * The descriptors of a file, unchecked. Told apart by shape: an object with
+ * descriptor fields is one descriptor (even when a field is missing, so the
+ * error names that field), an array is a list, an object with an
+ * `external_fns` object is an engine model, any other object is a map.
  */
-export function parseDescriptorText(text: string, file: string): ExternalFn[] {
+function candidates(text: string, file: string): Candidate[] {
   let json: unknown;
+  // Editors on Windows save UTF-8 with a byte-order mark; JSON.parse refuses it.
+  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
   try {
-    // Editors on Windows save UTF-8 with a byte-order mark; JSON.parse refuses it.
-    json = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    json = JSON.parse(body);
   } catch (error) {
-    throw badInput(`${file} is not valid JSON: ${(error as Error).message}`, FORMAT_HINT);
+    throw badInput(`${file} is not valid JSON: ${describeJsonError(error, body)}`, FORMAT_HINT);
   }
-  let fns: ExternalFn[];
+  const nameOf = (input: unknown, fallback: string): string =>
+    isObject(input) && typeof input.name === 'string' ? input.name : fallback;
+  let found: Candidate[];
   if (Array.isArray(json)) {
-    fns = json.map((item, i) => parseOne(item, file, ` [${i}]`));
-  } else if (typeof json === 'object' && json !== null && DESCRIPTOR_KEYS.some((k) => k in json)) {
-    fns = [parseOne(json, file, '')];
-  } else if (typeof json === 'object' && json !== null) {
-    fns = Object.entries(json).map(([key, item]) => parseOne(item, file, ` ["${key}"]`));
+    found = json.map((input, i) => ({ where: ` [${i}]`, name: nameOf(input, `#${i}`), input }));
+  } else if (isObject(json) && DESCRIPTOR_KEYS.some((k) => k in json)) {
+    found = [{ where: '', name: nameOf(json, '(unnamed)'), input: json }];
+  } else if (isObject(json)) {
+    const engineModel = isObject(json.external_fns);
+    const map = engineModel ? (json.external_fns as Record<string, unknown>) : json;
+    const prefix = engineModel ? '.external_fns' : '';
+    found = Object.entries(map).map(([key, input]) => ({
+      where: ` ${prefix}["${key}"]`,
+      name: nameOf(input, key),
+      input,
+    }));
   } else {
     throw badInput(
       `${file} holds ${json === null ? 'null' : typeof json}, not a descriptor`,
       FORMAT_HINT,
     );
   }
-  if (fns.length === 0) throw badInput(`${file} holds no descriptors`, FORMAT_HINT);
-  for (const fn of fns) {
-    if (!KNOWN_LANGUAGE_IDS.includes(fn.language)) {
-      throw badInput(
-        `${file}: function ${fn.name} has language "${fn.language}", which improv-extfn does not know`,
-        `use one of ${KNOWN_LANGUAGE_IDS.join(', ')}`,
-      );
-    }
-  }
-  return fns;
+  if (found.length === 0) throw badInput(`${file} holds no descriptors`, FORMAT_HINT);
+  return found;
 }
 
-/** The one function a command works on: the file's only one, or the one `--name` picks. */
-export async function readDescriptor(
-  file: string,
-  cwd: string,
-  name?: string,
-): Promise<ExternalFn> {
-  const fns = parseDescriptorText(await readTextFile(file, cwd, 'descriptor file'), file);
-  if (name !== undefined) {
-    const fn = fns.find((f) => f.name === name);
-    if (!fn) {
-      throw usage(
-        `${file} has no function named ${name}`,
-        `use --name with one of: ${fns.map((f) => f.name).join(', ')}`,
-      );
-    }
-    return fn;
-  }
-  if (fns.length > 1) {
-    throw usage(
-      `${file} holds ${fns.length} functions`,
-      `pick one with --name: ${fns.map((f) => f.name).join(', ')}`,
+function checkLanguage(fn: ExternalFn, file: string, known: readonly string[]): ExternalFn {
+  if (!known.includes(fn.language)) {
+    throw badInput(
+      `${file}: function ${fn.name} has language "${fn.language}", which improv-extfn does not know`,
+      `use one of ${known.join(', ')}, or load a runner package for it with --runner PACKAGE`,
     );
   }
-  return fns[0]!;
+  return fn;
+}
+
+/** All descriptors in a file's text, checked. */
+export function parseDescriptorText(
+  text: string,
+  file: string,
+  knownLanguages: readonly string[] = KNOWN_LANGUAGE_IDS,
+): ExternalFn[] {
+  return candidates(text, file).map((c) =>
+    checkLanguage(parseOne(c.input, file, c.where), file, knownLanguages),
+  );
+}
+
+/**
+ * The one function a command works on: the file's only one, or the one
+ * `--name` picks (only that one is checked, so a model file with functions
+ * for other runners still works). `file` may be `-` for standard input.
+ */
+export async function readDescriptor(
+  file: string,
+  io: CliIo,
+  name: string | undefined,
+  knownLanguages: readonly string[] = KNOWN_LANGUAGE_IDS,
+): Promise<ExternalFn> {
+  const label = file === '-' ? 'standard input' : file;
+  const text =
+    file === '-'
+      ? await readStdinText(io, 'descriptor')
+      : await readTextFile(file, io.cwd, 'descriptor file');
+  const found = candidates(text, label);
+  const names = found.map((c) => c.name).join(', ');
+  let picked: Candidate | undefined;
+  if (name !== undefined) {
+    picked = found.find((c) => c.name === name);
+    if (!picked)
+      throw usage(`${label} has no function named ${name}`, `use --name with one of: ${names}`);
+  } else if (found.length > 1) {
+    throw usage(`${label} holds ${found.length} functions`, `pick one with --name: ${names}`);
+  } else {
+    picked = found[0]!;
+  }
+  return checkLanguage(parseOne(picked.input, label, picked.where), label, knownLanguages);
 }

@@ -6,12 +6,17 @@ export const ExitCode = {
   FunctionError: 1,
   /** Usage or bad input: unknown flag, unreadable or invalid descriptor, argument that does not parse. */
   BadInput: 2,
-  /** This machine cannot run it: runner or interpreter missing, or the sandbox policy cannot be honoured. */
+  /**
+   * This machine cannot run it: runner or interpreter missing, or the sandbox
+   * policy cannot be honoured. `run` stops at the first row that fails so.
+   */
   Unavailable: 3,
   /** A bug in improv-extfn itself. */
   Internal: 4,
-  /** Interrupted (Ctrl-C). */
+  /** Interrupted (Ctrl-C, SIGINT). */
   Interrupted: 130,
+  /** Terminated (SIGTERM). */
+  Terminated: 143,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -20,5 +25,6 @@ export const EXIT_CODES_HELP = `Exit codes:
   1    the function failed (eval), or at least one row failed or was malformed (run)
   2    usage or bad input: unknown flag, bad descriptor file, argument that does not parse
   3    this machine cannot run it: runner or interpreter missing, sandbox unavailable
+       (run stops at the first row that fails so, with the reason and its fix)
   4    internal error (a bug: please report it)
-  130  interrupted`;
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM): an -o file is left as it was`;

@@ -12,10 +12,19 @@ export {
   type LanguageReport,
   type SandboxReport,
 } from './commands/doctor.js';
-export { type CsvRecord, type CsvTable, formatCsvRecord, parseCsv } from './csv.js';
+export { CsvReader, type CsvRecord, type CsvTable, formatCsvRecord, parseCsv } from './csv.js';
 export { parseDescriptorText } from './descriptor-file.js';
 export { EXIT_CODES_HELP, ExitCode } from './exit-codes.js';
+export { neutraliseFormula } from './formula.js';
 export type { CliIo, CliStream } from './io.js';
-export { processIo } from './io.js';
-export { HELP, main } from './main.js';
-export { loadRunner, RUNNER_PACKAGES, type RunnerLoad, type RunnerPackage } from './runners.js';
+export { Interrupted, processIo } from './io.js';
+export { helpText, main } from './main.js';
+export {
+  loadExternalRunner,
+  loadRunner,
+  RUNNER_PACKAGES,
+  RUNNERS_ENV,
+  type RunnerLoad,
+  type RunnerPackage,
+} from './runners.js';
+export { escapeForTerminal } from './terminal.js';

@@ -2,30 +2,49 @@
 import { readFileSync } from 'node:fs';
 import { usage } from './cli-error.js';
 import { DOCTOR_HELP, doctorCommand } from './commands/doctor.js';
-import { EVAL_HELP, evalCommand } from './commands/eval.js';
-import { RUN_HELP, runCommand } from './commands/run.js';
+import { evalCommand, evalHelp } from './commands/eval.js';
+import { runCommand, runHelp } from './commands/run.js';
+import { WORKER_HELP, workerCommand } from './commands/worker.js';
+import { EXAMPLES_DIR, examplePath } from './examples.js';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.js';
 import type { CliIo } from './io.js';
 import { wantsJson } from './options.js';
 import { reportFailure } from './report.js';
+import { RUNNERS_ENV } from './runners.js';
+import { terminalSafeIo } from './terminal.js';
 
-export const HELP = `Usage: improv-extfn <command> [options]
+/** The top-level help; example paths are the files shipped with this package, as seen from `cwd`. */
+export function helpText(cwd: string): string {
+  const distance = examplePath('distance.json', cwd);
+  const rows = examplePath('rows.csv', cwd);
+  return `Usage: improv-extfn <command> [options]
 
-Evaluates Improv external functions (Python, R, Julia, Pure, WebAssembly)
-under the same sandbox an engine uses.
+Evaluates Improv external functions (Python, R, Julia, Pure, WebAssembly, and
+third-party runners) under the same sandbox an engine uses.
 
 Commands:
   eval FN.json [ARG ...]            evaluate once, arguments from the command line
-  run FN.json ROWS.csv|ROWS.jsonl   evaluate over every row of a table
+  run FN.json ROWS.csv|ROWS.jsonl   evaluate over every row of a table, streamed
   doctor                            what this machine can run, and how to fix the rest
+  worker --redis URL                serve evaluation jobs from a Redis queue
   help [COMMAND]                    show help for a command
 
 Options (every command): --json for machine-readable output, -h/--help.
+  -V, --version   print the version of improv-extfn
 Run "improv-extfn <command> --help" for a command's options and an example.
 
-Examples:
-  improv-extfn eval examples/model/distance.json 3 4
-  improv-extfn run examples/model/distance.json examples/model/rows.csv --header --columns x_km,y_km
+FN.json holds one descriptor, a list or a map of them, or an engine model file
+(its "external_fns"); pick one with --name. - reads it from standard input.
+
+Third-party runners: --runner PACKAGE (repeatable) or ${RUNNERS_ENV}=PKG,PKG
+load a runner package by its factory: the default export, else the export
+named createRunner, or PACKAGE#NAME for the export NAME (a path such as
+./my-runner.js works too). The factory is called with no arguments and returns
+a v1 LanguageRunner; functions in its language then run with it.
+
+Examples (files shipped with this package, in ${EXAMPLES_DIR}):
+  improv-extfn eval ${distance} 3 4
+  improv-extfn run ${distance} ${rows} --header --columns x_km,y_km
   improv-extfn doctor
 
 The sandbox policy is the host's, from its environment: restricted by default;
@@ -33,11 +52,13 @@ IMPROV_EXTFN_ALLOW_UNSANDBOXED=1 or IMPROV_EXTFN_TRUSTED=1 loosen it. No flag do
 
 ${EXIT_CODES_HELP}
 `;
+}
 
-const COMMAND_HELP: Record<string, string> = {
-  eval: EVAL_HELP,
-  run: RUN_HELP,
-  doctor: DOCTOR_HELP,
+const COMMAND_HELP: Record<string, (cwd: string) => string> = {
+  eval: evalHelp,
+  run: runHelp,
+  doctor: () => DOCTOR_HELP,
+  worker: () => WORKER_HELP,
 };
 
 function version(): string {
@@ -50,9 +71,11 @@ function version(): string {
 /**
  * Runs the command line `argv` (without `node` and the script) and resolves to
  * the exit code. Never rejects and never calls `process.exit`, so tests can
- * call it in-process.
+ * call it in-process. Where stdout or stderr is a terminal, control
+ * characters in what is written there (model text) are shown escaped.
  */
-export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+export async function main(argv: readonly string[], rawIo: CliIo): Promise<ExitCode> {
+  const io = terminalSafeIo(rawIo);
   const [command, ...rest] = argv;
   try {
     switch (command) {
@@ -62,19 +85,22 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
         return await runCommand(rest, io);
       case 'doctor':
         return await doctorCommand(rest, io);
+      case 'worker':
+        return await workerCommand(rest, io);
       case 'help': {
-        const topic = rest[0];
+        const topic = rest.find((arg) => arg !== '--help' && arg !== '-h');
         if (topic !== undefined && !(topic in COMMAND_HELP)) {
-          throw usage(`no command named ${topic}`, 'the commands are eval, run and doctor');
+          throw usage(`no command named ${topic}`, 'the commands are eval, run, doctor and worker');
         }
-        io.stdout.write(topic === undefined ? HELP : COMMAND_HELP[topic]!);
+        io.stdout.write(topic === undefined ? helpText(io.cwd) : COMMAND_HELP[topic]!(io.cwd));
         return ExitCode.Ok;
       }
       case undefined:
       case '-h':
       case '--help':
-        io.stdout.write(HELP);
+        io.stdout.write(helpText(io.cwd));
         return command === undefined ? ExitCode.BadInput : ExitCode.Ok;
+      case '-V':
       case '-v':
       case '--version':
         io.stdout.write(`${version()}\n`);
@@ -82,7 +108,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
       default:
         throw usage(
           `unknown command ${command}`,
-          'the commands are eval, run and doctor; see improv-extfn --help',
+          'the commands are eval, run, doctor and worker; see improv-extfn --help',
         );
     }
   } catch (error) {

@@ -16,7 +16,7 @@ export function parseCommandLine<O extends Options>(
   command: string,
   argv: readonly string[],
   options: O,
-): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
   const takesValue = new Set<string>();
   for (const [name, option] of Object.entries(options)) {
     if (option.type === 'string') {
@@ -42,7 +42,7 @@ export function parseCommandLine<O extends Options>(
       strict: true,
     });
     return {
-      values: values as Record<string, string | boolean | undefined>,
+      values: values as Record<string, string | boolean | string[] | undefined>,
       positionals: positionals.map((p) =>
         p.startsWith(PLACEHOLDER) ? p.slice(PLACEHOLDER.length) : p,
       ),
@@ -90,4 +90,33 @@ export function parseColumns(text: string | undefined): string[] | undefined {
 export function wantsJson(argv: readonly string[]): boolean {
   const end = argv.indexOf('--');
   return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
+const SIZE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  gib: 1024 ** 3,
+};
+
+/** `--memory 512MiB`, `2GiB`, `1g`, or bytes → bytes (binary units: a memory limit is counted in pages). */
+export function parseSize(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
+  const unit = match ? SIZE_UNITS[match[2]!.toLowerCase()] : undefined;
+  const bytes = match && unit !== undefined ? Math.floor(Number(match[1]) * unit) : Number.NaN;
+  if (!(bytes >= 1024 * 1024) || !Number.isSafeInteger(bytes)) {
+    throw usage(
+      `${flag} ${JSON.stringify(text)} is not a size of at least 1MiB`,
+      `write a size with a unit: ${flag} 512MiB, ${flag} 2GiB`,
+    );
+  }
+  return bytes;
 }

@@ -1,6 +1,8 @@
 /**
- * A one-line progress bar on stderr, for terminals only, and only once a run
- * has lasted long enough to be worth watching.
+ * A one-line progress bar on stderr, for interactive terminals only, and only
+ * once a run has lasted long enough to be worth watching. Rows are read as
+ * they are evaluated, so the total is not known: the bar shows how much of
+ * the file the finished rows cover (stdin: a count only).
  */
 import type { CliStream } from './io.js';
 
@@ -17,8 +19,8 @@ export class ProgressBar {
   readonly #delayMs: number;
   readonly #now: () => number;
   readonly #started: number;
-  #done = 0;
-  #total = 0;
+  #rows = 0;
+  #fraction: number | undefined;
   #drawn = false;
   #timer: NodeJS.Timeout | undefined;
 
@@ -31,36 +33,38 @@ export class ProgressBar {
     this.#timer.unref();
   }
 
-  update(done: number, total: number): void {
-    this.#done = done;
-    this.#total = total;
+  /** `rows` finished so far; `fraction` of the input they cover, when the input's size is known. */
+  update(rows: number, fraction: number | undefined): void {
+    this.#rows = rows;
+    this.#fraction = fraction === undefined ? undefined : Math.min(1, Math.max(0, fraction));
   }
 
   /** The line as it would be drawn now. */
   render(): string {
     const elapsed = (this.#now() - this.#started) / 1000;
-    const fraction = this.#total > 0 ? this.#done / this.#total : 0;
+    const rate = elapsed > 0 ? this.#rows / elapsed : 0;
+    const counts =
+      `${this.#rows.toLocaleString('en-US')} rows` +
+      ` · ${Math.round(rate).toLocaleString('en-US')} rows/s`;
+    const fraction = this.#fraction;
+    if (fraction === undefined) return `${counts} · ${Math.floor(elapsed)} s`;
     const width = Math.max(10, Math.min(30, (this.#stream.columns ?? 80) - 60));
     const filled = Math.round(fraction * width);
-    const rate = elapsed > 0 ? this.#done / elapsed : 0;
-    const eta = rate > 0 ? (this.#total - this.#done) / rate : Number.NaN;
+    const eta = fraction > 0 ? (elapsed * (1 - fraction)) / fraction : Number.NaN;
     return (
       `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${Math.floor(fraction * 100)
         .toString()
-        .padStart(3)}% ` +
-      `${this.#done.toLocaleString('en-US')}/${this.#total.toLocaleString('en-US')} rows` +
-      ` · ${Math.round(rate).toLocaleString('en-US')} rows/s` +
-      (Number.isFinite(eta) ? ` · ${Math.ceil(eta)} s left` : '')
+        .padStart(3)}% ${counts}` + (Number.isFinite(eta) ? ` · ${Math.ceil(eta)} s left` : '')
     );
   }
 
   draw(): void {
-    if (this.#now() - this.#started < this.#delayMs) return;
+    if (this.#timer === undefined || this.#now() - this.#started < this.#delayMs) return;
     this.#stream.write(`\r${this.render()}\u001b[K`);
     this.#drawn = true;
   }
 
-  /** Stops redrawing and clears the line, so the summary starts clean. */
+  /** Stops redrawing and clears the line, so what follows starts clean. */
   stop(): void {
     clearInterval(this.#timer);
     this.#timer = undefined;

@@ -2,6 +2,7 @@
 import { ExtFnError, type ExtFnErrorKind } from '@improv/extfn-core';
 import { CliError } from './cli-error.js';
 import { ExitCode } from './exit-codes.js';
+import { cliWording, limitFix } from './hints.js';
 import type { CliIo } from './io.js';
 
 export function exitCodeForKind(kind: ExtFnErrorKind | string): ExitCode {
@@ -40,9 +41,12 @@ export function reportFailure(error: unknown, io: CliIo, json: boolean): ExitCod
     if (json) {
       io.stdout.write(`${JSON.stringify({ ok: false, error: error.toJSON() })}\n`);
     } else {
-      let text = `improv-extfn: ${error.kind}: ${error.message}\n`;
+      let text = `improv-extfn: ${error.kind}: ${cliWording(error.message)}\n`;
       if (error.stderr?.trim()) text += `${indent(error.stderr)}\n`;
-      if (error.fix && !error.message.includes(error.fix)) text += `  fix: ${error.fix}\n`;
+      if (error.fix && !error.message.includes(error.fix))
+        text += `  fix: ${cliWording(error.fix)}\n`;
+      const raise = limitFix(error);
+      if (raise) text += `  fix: ${raise}\n`;
       io.stderr.write(text);
     }
     return exitCodeForKind(error.kind);

@@ -1,9 +1,13 @@
 /** The real `improv-extfn` bin as a subprocess, with the real runners (skipped, with the reason, where one is missing). */
-import { readFile } from 'node:fs/promises';
+import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { BIN, cli, EXAMPLES, languageStatus, scratch, skipNote, TEST_ENV } from './helpers.js';
+
+const JS_RUNNER_DIR = fileURLToPath(new URL('./fixtures/extfn-js/', import.meta.url));
 
 const wasm = await languageStatus('wasm');
 const python = await languageStatus('python');
@@ -55,6 +59,67 @@ describe('help and usage', () => {
   });
 });
 
+describe('the command line', () => {
+  test('help --help, -V and --version work, and the help lists them', async () => {
+    const help = await cli(['help', '--help']);
+    expect(help.exitCode).toBe(0);
+    expect(help.stdout).toContain('-V, --version');
+    const { version } = JSON.parse(await readFile(join(BIN, '../../package.json'), 'utf8'));
+    expect(await cli(['-V'])).toEqual({ exitCode: 0, stdout: `${version}\n`, stderr: '' });
+    expect(await cli(['--version'])).toEqual({ exitCode: 0, stdout: `${version}\n`, stderr: '' });
+  });
+
+  test('invalid JSON names the line and column', async () => {
+    const file = await tmp.file('broken.json', '{\n  "name": "f",\n  "body": nope\n}\n');
+    const result = await cli(['eval', file]);
+    expect(result.exitCode).toBe(2);
+    // "n" could start null: V8 stops at the "o".
+    expect(result.stderr).toContain(
+      "broken.json is not valid JSON: line 3, column 12: Unexpected token 'o'\n",
+    );
+  });
+
+  test.skipIf(!wasm.ready)(`a descriptor from standard input${skipNote(wasm)}`, async () => {
+    const result = await cli(['eval', '-', '6', '8'], {
+      input: await readFile(join(EXAMPLES, 'distance.json'), 'utf8'),
+    });
+    expect(result).toEqual({ exitCode: 0, stdout: '10\n', stderr: '' });
+  });
+
+  test.skipIf(!wasm.ready)(
+    `the engine's model file: --name picks a function, a missing name lists them${skipNote(wasm)}`,
+    async () => {
+      const model = await tmp.file('model.json', JSON.stringify(engineSerdeFixture));
+      expect(await cli(['eval', model, '--name', 'double', '21'])).toEqual({
+        exitCode: 0,
+        stdout: '42\n',
+        stderr: '',
+      });
+      const unnamed = await cli(['eval', model, '21']);
+      expect(unnamed.exitCode).toBe(2);
+      expect(unnamed.stderr).toContain(
+        'fix: pick one with --name: hypot, hyp_r, add_jl, add_pure, double, stamp',
+      );
+    },
+  );
+
+  test('the --help examples work wherever the package is, from any directory', async () => {
+    const elsewhere = await tmp.file('elsewhere.txt', '');
+    const cwd = join(elsewhere, '..');
+    const help = (await cli(['--help'], { cwd })).stdout;
+    const commands = [...help.matchAll(/^ {2}improv-extfn (eval|run) (.+)$/gm)].map((m) => [
+      m[1]!,
+      ...m[2]!.split(' '),
+    ]);
+    expect(commands.length).toBeGreaterThanOrEqual(2);
+    for (const command of commands) {
+      const result = await cli(command, { cwd });
+      // The Wasm examples need no interpreter: they run wherever this test does.
+      expect(result.exitCode, `${command.join(' ')}: ${result.stderr}`).toBe(wasm.ready ? 0 : 3);
+    }
+  });
+});
+
 describe('bad descriptor files', () => {
   test('a missing field is named (exit 2)', async () => {
     const file = await tmp.file(
@@ -103,7 +168,7 @@ describe('bad descriptor files', () => {
       error: {
         kind: 'BadInput',
         message: `${file}: function f has language "cobol", which improv-extfn does not know`,
-        fix: 'use one of python, r, julia, pure, wasm',
+        fix: 'use one of python, r, julia, pure, wasm, or load a runner package for it with --runner PACKAGE',
       },
     });
   });
@@ -154,6 +219,9 @@ describe('eval', () => {
       const result = await cli(['eval', file, '1', '--timeout', '500ms']);
       expect(result.exitCode).toBe(1);
       expect(result.stderr).toContain('Timeout: function spin: timed out after 500 ms');
+      expect(result.stderr).toContain(
+        'fix: if the function needs longer, raise the limit with --timeout',
+      );
     },
   );
 
@@ -170,6 +238,33 @@ describe('eval', () => {
       expect(failed.stderr).toContain(
         'Runtime: function growth: ValueError: rate must be above -1, got -2.0',
       );
+    },
+  );
+
+  test.skipIf(!python.ready)(
+    `python: a body over the memory limit says to raise it with --memory, which does${skipNote(python)}`,
+    async () => {
+      const hog = await tmp.file(
+        'hog.json',
+        JSON.stringify({
+          name: 'hog',
+          language: 'python',
+          body: 'x = bytearray(int(args[0]) * 1024 * 1024)\nresult = len(x)',
+          argTypes: ['number'],
+          returnType: 'number',
+        }),
+      );
+      const refused = await cli(['eval', hog, '1500']);
+      expect(refused.exitCode).toBe(1);
+      expect(refused.stderr).toContain('MemoryError');
+      expect(refused.stderr).toContain(
+        'fix: if the function needs more memory, raise the limit with --memory',
+      );
+      expect(await cli(['eval', hog, '1500', '--memory', '3GiB'])).toEqual({
+        exitCode: 0,
+        stdout: `${1500 * 1024 * 1024}\n`,
+        stderr: '',
+      });
     },
   );
 
@@ -249,8 +344,8 @@ describe('run', () => {
         [
           'x,y,result,error',
           '3,4,5,',
-          '"5,""12",,"MalformedRow: line 3: the quoted cell in column 2 is not closed properly (its closing quote is not followed by a comma or a line end, read up to line 6)"',
-          '6,8,9,,"MalformedRow: line 4: 3 cell(s), but the header has 2"',
+          '"5,""12",,,"MalformedRow: line 3: the quoted cell in column 2 is not closed properly (its closing quote is not followed by a comma or a line end, read up to line 6)"',
+          '6,8,,"MalformedRow: line 4: 3 cell(s), but the header has 2 (left out of the output: 9)"',
           'nine,12,,"MalformedRow: line 5: column 1 (x), argument 1 (number): ""nine"" is not a number; write a decimal number such as 42, -3.5, 1e-3, NaN, Infinity or -Infinity"',
           '8,15,17,',
           '',
@@ -259,7 +354,9 @@ describe('run', () => {
       expect(result.stderr).toContain(
         '  MalformedRow: line 3: the quoted cell in column 2 is not closed properly',
       );
-      expect(result.stderr).toContain('  MalformedRow: line 4: 3 cell(s), but the header has 2\n');
+      expect(result.stderr).toContain(
+        '  MalformedRow: line 4: 3 cell(s), but the header has 2 (left out of the output: 9)\n',
+      );
       expect(result.stderr).toMatch(/5 row\(s\): 2 ok, 3 failed \(MalformedRow 3\)/);
     },
   );
@@ -342,35 +439,119 @@ describe('run', () => {
     240_000,
   );
 
-  test.skipIf(!wasm.ready || process.platform !== 'linux')(
-    `Ctrl-C cancels a run and exits 130${process.platform === 'linux' ? skipNote(wasm) : ' (skipped: reads /proc)'}`,
+  test.skipIf(!wasm.ready)(
+    `Ctrl-C cancels a running batch and exits 130${skipNote(wasm)}`,
     async () => {
-      const file = await tmp.file('spin2.json', JSON.stringify(spin));
-      const rows = await tmp.file('spin2.csv', '1\n2\n3\n4\n');
-      const child = execa('node', [BIN, 'run', file, rows, '--timeout', '60s'], {
+      const body =
+        'wat:(module (func (export "improv_call") (param f64) (result f64) (if (f64.lt (local.get 0) (f64.const 0)) (then (loop $l (br $l)))) (local.get 0)))';
+      const file = await tmp.file('spin2.json', JSON.stringify({ ...spin, body }));
+      // Quick rows, written as their batch is done, then rows that spin until the 60 s deadline.
+      const quick = Array.from({ length: 100 }, (_, i) => i).join('\n');
+      const rows = await tmp.file('spin2.csv', `${quick}\n-1\n-2\n-3\n`);
+      const child = execa(process.execPath, [BIN, 'run', file, rows, '--timeout', '60s'], {
         reject: false,
         env: TEST_ENV,
         timeout: 30_000,
+        buffer: { stdout: true, stderr: true },
       });
-      // Wait until the bin has installed its SIGINT handler (Linux shows caught signals in SigCgt).
-      const caughtSigint = async () => {
-        const status = await readFile(`/proc/${child.pid}/status`, 'utf8').catch(() => '');
-        const mask = /^SigCgt:\s*([0-9a-f]+)$/m.exec(status)?.[1];
-        return mask !== undefined && (BigInt(`0x${mask}`) & 2n) !== 0n;
-      };
-      for (let i = 0; i < 200 && !(await caughtSigint()); i++) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      await new Promise((resolve) => setTimeout(resolve, 300)); // into the run
+      let out = '';
+      child.stdout!.on('data', (chunk) => {
+        out += chunk;
+      });
+      while (!out.includes('\n')) await new Promise((resolve) => setTimeout(resolve, 20));
       child.kill('SIGINT');
       const result = await child;
       expect(result.exitCode).toBe(130);
       expect(result.timedOut).toBe(false);
+      expect(result.stderr).toMatch(/interrupted \(SIGINT\) after [1-9][\d,]* row\(s\)/);
     },
   );
 });
 
+describe('third-party runners', () => {
+  /** The fixture runner installed as a package in a project directory. */
+  async function project(): Promise<string> {
+    const dir = join(tmp.dir, 'project');
+    await mkdir(join(dir, 'node_modules'), { recursive: true });
+    await cp(JS_RUNNER_DIR, join(dir, 'node_modules', 'extfn-js'), { recursive: true }).catch(
+      () => {},
+    );
+    await writeFile(
+      join(dir, 'twice.json'),
+      JSON.stringify({
+        name: 'twice',
+        language: 'js',
+        body: 'args[0] * 2',
+        argTypes: ['number'],
+        returnType: 'number',
+      }),
+    );
+    await writeFile(join(dir, 'rows.csv'), '1\n2\n');
+    return dir;
+  }
+
+  test('--runner PACKAGE, PACKAGE#NAME, a path, and IMPROV_EXTFN_RUNNERS', async () => {
+    const cwd = await project();
+    expect(
+      await cli(['run', 'twice.json', 'rows.csv', '--runner', 'extfn-js'], { cwd }),
+    ).toMatchObject({
+      exitCode: 0,
+      stdout: '1,2,\n2,4,\n',
+    });
+    expect(
+      await cli(['eval', 'twice.json', '5', '--runner', 'extfn-js#named'], { cwd }),
+    ).toMatchObject({
+      exitCode: 0,
+      stdout: '10\n',
+    });
+    expect(
+      await cli(['eval', 'twice.json', '6', '--runner', './node_modules/extfn-js/index.js'], {
+        cwd,
+      }),
+    ).toMatchObject({ exitCode: 0, stdout: '12\n' });
+    expect(
+      await cli(['eval', 'twice.json', '7'], { cwd, env: { IMPROV_EXTFN_RUNNERS: 'extfn-js' } }),
+    ).toMatchObject({ exitCode: 0, stdout: '14\n' });
+    const unknown = await cli(['eval', 'twice.json', '7'], { cwd });
+    expect(unknown.exitCode).toBe(2);
+    expect(unknown.stderr).toContain('--runner PACKAGE');
+    const missing = await cli(['eval', 'twice.json', '7', '--runner', 'extfn-nope'], { cwd });
+    expect(missing.exitCode).toBe(3);
+    expect(missing.stderr).toContain('runner package extfn-nope is not installed');
+  });
+
+  test('doctor lists a third-party runner like ours', async () => {
+    const cwd = await project();
+    const text = await cli(['doctor', '--runner', 'extfn-js'], { cwd });
+    expect(text.stdout).toMatch(/^js +ok +\(extfn-js, third-party\)$/m);
+    const json = await cli(['doctor', '--json'], {
+      cwd,
+      env: { IMPROV_EXTFN_RUNNERS: 'extfn-js' },
+    });
+    expect(JSON.parse(json.stdout).languages.at(-1)).toMatchObject({
+      language: 'js',
+      packageName: 'extfn-js',
+      external: true,
+      available: true,
+    });
+  });
+});
+
 describe('doctor', () => {
+  test.skipIf(!python.ready)(
+    `without bubblewrap the sandbox's fix is printed once, not once per language${skipNote(python)}`,
+    async () => {
+      const bin = join(tmp.dir, 'empty-bin');
+      await mkdir(bin, { recursive: true });
+      const result = await cli(['doctor'], { env: { PATH: bin } });
+      expect(result.stdout).toMatch(/^sandbox \(policy restricted\): NOT AVAILABLE$/m);
+      expect(result.stdout.match(/apt-get install bubblewrap/g)).toHaveLength(1);
+      expect(result.stdout).toMatch(/^python +unavailable/m);
+      expect(result.stdout).toContain('(the sandbox, above)');
+      expect(result.stdout).not.toContain('`interpreter` option');
+    },
+  );
+
   test('lists every language with its state and the sandbox; --json parses', async () => {
     const text = await cli(['doctor']);
     const anyReady = [wasm, python, r].some((s) => s.ready);

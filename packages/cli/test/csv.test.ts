@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { formatCsvRecord, parseCsv } from '../src/csv.js';
+import { CsvReader, formatCsvRecord, parseCsv } from '../src/csv.js';
 
 describe('parseCsv', () => {
   test('plain records, with their line numbers', () => {
@@ -82,6 +82,56 @@ describe('parseCsv', () => {
   test('an empty text has no records', () => {
     expect(parseCsv('').records).toEqual([]);
     expect(parseCsv('\n\n').records).toEqual([]);
+  });
+});
+
+describe('CsvReader (text in pieces)', () => {
+  test('any split of the text reads as the whole text does (property)', () => {
+    const text = fc.string({
+      unit: fc.constantFrom('a', '1', ',', '"', '\n', '\r', ' ', 'é', '😀'),
+      maxLength: 60,
+    });
+    fc.assert(
+      fc.property(text, fc.array(fc.nat(60), { maxLength: 6 }), (whole, cuts) => {
+        const reader = new CsvReader();
+        const records = [];
+        let from = 0;
+        for (const cut of [...cuts].sort((a, b) => a - b)) {
+          records.push(...reader.push(whole.slice(from, Math.max(from, cut))));
+          from = Math.max(from, cut);
+        }
+        records.push(...reader.push(whole.slice(from)), ...reader.end());
+        const expected = parseCsv(whole);
+        expect(records).toEqual(expected.records);
+        expect(reader.newline).toBe(expected.newline);
+      }),
+    );
+  });
+
+  test('a record longer than the limit is reported, not held: reading resumes on the next line', () => {
+    const reader = new CsvReader({ maxRecordChars: 100 });
+    const records = reader.push(`1,2\n"${'x'.repeat(60)}\n`);
+    records.push(...reader.push(`${'y'.repeat(60)}\n`));
+    records.push(...reader.push('3,4\n'), ...reader.end());
+    expect(records[0]).toEqual({ line: 1, cells: ['1', '2'] });
+    expect(records[1]).toMatchObject({ line: 2, problem: expect.stringContaining('longer than') });
+    expect(records.slice(2)).toEqual([
+      { line: 3, cells: ['y'.repeat(60)] },
+      { line: 4, cells: ['3', '4'] },
+    ]);
+    // One long line without a line end: dropped up to the next line end.
+    const long = new CsvReader({ maxRecordChars: 100 });
+    const got = [
+      ...long.push('z'.repeat(150)),
+      ...long.push('z'.repeat(150)),
+      ...long.push('\n5\n'),
+    ];
+    got.push(...long.end());
+    expect(got.map((r) => [r.line, r.problem === undefined])).toEqual([
+      [1, false],
+      [2, true],
+    ]);
+    expect(got[1]!.cells).toEqual(['5']);
   });
 });
 

@@ -1,3 +1,4 @@
+import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { describe, expect, test } from 'vitest';
 import { CliError } from '../src/cli-error.js';
 import { parseDescriptorText } from '../src/descriptor-file.js';
@@ -74,13 +75,32 @@ describe('parseDescriptorText', () => {
     expect(error.message).toBe(
       'fn.json: function hypot has language "cobol", which improv-extfn does not know',
     );
-    expect(error.fix).toBe('use one of python, r, julia, pure, wasm');
+    expect(error.fix).toBe(
+      'use one of python, r, julia, pure, wasm, or load a runner package for it with --runner PACKAGE',
+    );
   });
 
   test('not JSON, not an object, nothing inside', () => {
-    expect(failure('{"name": ').message).toMatch(/^fn\.json is not valid JSON: /);
+    expect(failure('{"name": ').message).toMatch(
+      /^fn\.json is not valid JSON: line 1, column 10: Unexpected end of JSON input$/,
+    );
+    expect(failure('{\n  "a": 1,\n  oops\n}').message).toMatch(
+      /^fn\.json is not valid JSON: line 3, column 3: /,
+    );
     expect(failure('42').message).toBe('fn.json holds number, not a descriptor');
     expect(failure('[]').message).toBe('fn.json holds no descriptors');
+  });
+
+  test('an engine model file: the functions of its external_fns', () => {
+    const fns = parseDescriptorText(JSON.stringify(engineSerdeFixture), 'model.json');
+    expect(fns.map((f) => `${f.name}:${f.language}`)).toEqual([
+      'hypot:python',
+      'hyp_r:r',
+      'add_jl:julia',
+      'add_pure:pure',
+      'double:wasm',
+      'stamp:python',
+    ]);
   });
 
   test('a bad entry of a map is named by its key', () => {

@@ -1,6 +1,7 @@
 /** The commands examples/model/README.md prints, run for real and compared with the expected files. */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, test } from 'vitest';
 import { cli, EXAMPLES, languageStatus, skipNote } from './helpers.js';
 
@@ -59,6 +60,17 @@ describe('examples/model', async () => {
       expect(run.stdout).toBe(await readFile(join(EXAMPLES, 'expected/distance.csv'), 'utf8'));
     },
   );
+
+  test('the package ships the files its --help examples use, the same as examples/model', async () => {
+    const shipped = fileURLToPath(new URL('../examples/', import.meta.url));
+    const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8'));
+    expect(pkg.files).toContain('examples');
+    for (const name of ['distance.json', 'growth.json', 'rows.csv']) {
+      expect(await readFile(join(shipped, name), 'utf8'), name).toBe(
+        await readFile(join(EXAMPLES, name), 'utf8'),
+      );
+    }
+  });
 
   const readme = await readFile(join(EXAMPLES, 'README.md'), 'utf8');
   test('the README shows each of these commands', () => {

@@ -36,7 +36,8 @@ export async function cli(
     timeout?: number;
   } = {},
 ) {
-  const result = await execa('node', [BIN, ...args], {
+  // Node by its own path: a test may give the command a PATH without it.
+  const result = await execa(process.execPath, [BIN, ...args], {
     reject: false,
     cwd: options.cwd ?? EXAMPLES,
     env: { ...TEST_ENV, ...options.env },
@@ -107,18 +108,36 @@ export function fakeIo(
   packages: Record<string, unknown>,
   options: {
     cwd?: string;
+    /** stderr is a terminal. */
     isTTY?: boolean;
+    /** stdout is a terminal. */
+    stdoutTTY?: boolean;
     progressDelayMs?: number;
     env?: NodeJS.ProcessEnv;
+    stdin?: string;
+    signal?: AbortSignal;
+    /** Replaces the captured stdout (e.g. one that fails with EPIPE). */
+    stdout?: CliIo['stdout'];
   } = {},
 ): CapturedIo {
   let out = '';
   let err = '';
   return {
-    stdout: { write: (s: string) => (out += s) },
+    stdout: options.stdout ?? {
+      write: (s: string) => (out += s),
+      ...(options.stdoutTTY ? { isTTY: true } : {}),
+    },
     stderr: { write: (s: string) => (err += s), isTTY: options.isTTY ?? false, columns: 100 },
     env: options.env ?? {},
     cwd: options.cwd ?? EXAMPLES,
+    ...(options.stdin !== undefined
+      ? {
+          stdin: async function* () {
+            yield options.stdin!;
+          },
+        }
+      : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
     importPackage: async (name: string) => {
       if (name in packages) return packages[name];
       const error = new Error(`Cannot find package '${name}' imported from test`) as Error & {
@@ -141,13 +160,14 @@ export function fakeIo(
 export function fakeRunner(
   language = 'wasm',
   options: { delayMs?: number } = {},
-): LanguageRunner & { closed: number } {
+): LanguageRunner & { closed: number; rowsEvaluated: number } {
   const runner = {
     specificationVersion: 'v1' as const,
     language,
     packageName: `@improv/extfn-${language}`,
     capabilities: { isolated: false, warmWorkers: false, batch: true },
     closed: 0,
+    rowsEvaluated: 0,
     async probe() {
       return { language, available: true, detail: 'fake runner for tests' };
     },
@@ -155,6 +175,7 @@ export function fakeRunner(
       const body = new Function('args', `return (${fn.body});`) as (a: unknown[]) => unknown;
       try {
         const value = body(args.map((a) => (a as { value: unknown }).value));
+        if (fn.returnType === 'text') return { type: 'text', value: String(value) };
         return { type: 'number', value: value as number };
       } catch (error) {
         throw ExtFnError.runtime(fn.name, `Error: ${(error as Error).message}`);
@@ -163,11 +184,16 @@ export function fakeRunner(
     async callBatch(
       fn: ExternalFn,
       rows: readonly (readonly Value[])[],
-      batch: { onProgress?: (d: number, t: number) => void },
+      batch: { onProgress?: (d: number, t: number) => void; signal?: AbortSignal },
     ) {
       const out: RowResult[] = [];
       for (const row of rows) {
+        if (batch.signal?.aborted) {
+          out.push(ExtFnError.aborted(fn.name));
+          continue;
+        }
         if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
+        runner.rowsEvaluated++;
         try {
           out.push(await runner.call(fn, row));
         } catch (error) {
@@ -182,4 +208,48 @@ export function fakeRunner(
     },
   };
   return runner;
+}
+
+/** Debian's python3, whose pty module gives the command a real terminal (node-pty is not available). */
+export const PYTHON3 = '/usr/bin/python3';
+
+const PTY_SCRIPT = `
+import json, os, pty, sys
+spec = json.loads(sys.argv[1])
+pid, fd = pty.fork()
+if pid == 0:
+    os.chdir(spec['cwd'])
+    os.execve(spec['argv'][0], spec['argv'], spec['env'])
+chunks = []
+while True:
+    try:
+        data = os.read(fd, 65536)
+    except OSError:
+        break
+    if not data:
+        break
+    chunks.append(data)
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(json.dumps({'output': b''.join(chunks).decode('latin-1'), 'exitCode': os.waitstatus_to_exitcode(status)}))
+`;
+
+/**
+ * Runs the bin with stdin, stdout and stderr on a new pseudo-terminal and
+ * returns everything the terminal received, byte for byte (latin-1, so each
+ * byte is one character; the terminal turns "\n" into "\r\n").
+ */
+export async function inTerminal(
+  args: readonly string[],
+  options: { cwd?: string; env?: Record<string, string | undefined> } = {},
+): Promise<{ exitCode: number; output: string }> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries({ ...process.env, ...TEST_ENV, ...options.env })) {
+    if (value !== undefined) env[key] = value;
+  }
+  const spec = { argv: [process.execPath, BIN, ...args], cwd: options.cwd ?? EXAMPLES, env };
+  const result = await execa(PYTHON3, ['-c', PTY_SCRIPT, JSON.stringify(spec)], {
+    timeout: 60_000,
+    stdin: 'ignore',
+  });
+  return JSON.parse(result.stdout as string);
 }

@@ -1,9 +1,13 @@
 /** The commands in-process, with a fake runner: the logic, without an interpreter. */
-import { readFile } from 'node:fs/promises';
+import { EventEmitter } from 'node:events';
+import { chmod, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
+import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { parseCsv } from '../src/csv.js';
 import { ExitCode } from '../src/exit-codes.js';
+import { Interrupted } from '../src/io.js';
 import { main } from '../src/main.js';
 import { fakeIo, fakeRunner, scratch } from './helpers.js';
 
@@ -130,7 +134,7 @@ describe('run', () => {
         'label,a,b,result,error',
         'first,1,2,1,',
         'bad,x,2,,"MalformedRow: line 3: column 2 (a), argument 1 (number): ""x"" is not a number; write a decimal number such as 42, -3.5, 1e-3, NaN, Infinity or -Infinity"',
-        'short,3,,"MalformedRow: line 4: 2 cell(s), but the header has 3"',
+        'short,3,,,"MalformedRow: line 4: 2 cell(s), but the header has 3"',
         'neg,-4,0,,Runtime: Error: negative',
         '"quoted, label",5,1,5,',
         '',
@@ -183,22 +187,28 @@ describe('run', () => {
     });
   });
 
-  test('rows refused by the sandbox make the run exit 3, not 1', async () => {
+  test('a row refused by the sandbox stops the run at once: the cause and its fix once, exit 3, nothing written', async () => {
     const runner = fakeRunner();
-    runner.callBatch = async (fn, rows) =>
-      rows.map(() =>
+    let rowsSent = 0;
+    runner.callBatch = async (fn, rows) => {
+      rowsSent += rows.length;
+      return rows.map(() =>
         ExtFnError.sandbox('bubblewrap is not installed', 'apt-get install bubblewrap', {
           functionName: fn.name,
         }),
       );
+    };
     const fn = await tmp.file('add.json', JSON.stringify(add));
-    const rows = await tmp.file('rows.csv', '1,2\n3,4\n');
+    const rows = await tmp.file('rows.csv', '1,2\n'.repeat(5_000));
     const io = fakeIo(withRunner(runner));
     expect(await main(['run', fn, rows], io)).toBe(ExitCode.Unavailable);
-    expect(io.out()).toBe(
-      '1,2,,Sandbox: bubblewrap is not installed; apt-get install bubblewrap\n3,4,,Sandbox: bubblewrap is not installed; apt-get install bubblewrap\n',
+    expect(io.out()).toBe('');
+    expect(io.err()).toBe(
+      'improv-extfn: Sandbox: function add: bubblewrap is not installed; apt-get install bubblewrap\n' +
+        'improv-extfn: stopped at line 1: every row needs this\n',
     );
-    expect(io.err()).toContain('(Sandbox 2)');
+    expect(rowsSent).toBeLessThan(5_000);
+    expect(runner.closed).toBe(1);
   });
 
   test('an output path that cannot be written fails before any row runs (exit 2)', async () => {
@@ -252,7 +262,7 @@ describe('run', () => {
     const io2 = fakeIo(withRunner());
     expect(await main(['run', fn, arrays], io2)).toBe(ExitCode.FunctionError);
     expect(io2.out()).toBe(
-      '{"args":[1,2],"result":1}\n{"args":["Infinity",1],"result":"Infinity"}\n' +
+      '{"args":[1, 2],"result":1}\n{"args":["Infinity", 1],"result":"Infinity"}\n' +
         '{"args":[1],"error":{"kind":"MalformedRow","message":"line 3: 1 value(s), but picky takes 2 argument(s) (number, number)"},"line":3}\n',
     );
   });
@@ -295,7 +305,7 @@ describe('run', () => {
       progressDelayMs: 0,
     });
     expect(await main(['run', fn, rows], io)).toBe(ExitCode.Ok);
-    expect(io.err()).toMatch(/\r\[[#-]+\] +\d+% \d+\/30 rows · [\d,]+ rows\/s/);
+    expect(io.err()).toMatch(/\r\[[#-]+\] +\d+% \d+ rows · [\d,]+ rows\/s/);
     expect(io.err()).toContain('\r\u001b[K');
     const quiet = fakeIo(withRunner(fakeRunner('wasm', { delayMs: 10 })), {
       isTTY: true,
@@ -303,6 +313,327 @@ describe('run', () => {
     });
     expect(await main(['run', fn, rows, '--no-progress'], quiet)).toBe(ExitCode.Ok);
     expect(quiet.err()).not.toContain('\r');
+  });
+
+  test('the bar moves as rows complete; none under TERM=dumb, CI=true, or when rows go to the terminal', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', '1,2\n'.repeat(30));
+    const io = fakeIo(withRunner(fakeRunner('wasm', { delayMs: 25 })), {
+      isTTY: true,
+      progressDelayMs: 0,
+    });
+    expect(await main(['run', fn, rows], io)).toBe(ExitCode.Ok);
+    const drawn = new Set([...io.err().matchAll(/% (\d+) rows/g)].map((m) => m[1]));
+    expect(drawn.size).toBeGreaterThan(1);
+    for (const env of [{ TERM: 'dumb' }, { CI: 'true' }]) {
+      const quiet = fakeIo(withRunner(fakeRunner('wasm', { delayMs: 10 })), {
+        isTTY: true,
+        progressDelayMs: 0,
+        env,
+      });
+      expect(await main(['run', fn, rows], quiet)).toBe(ExitCode.Ok);
+      expect(quiet.err(), JSON.stringify(env)).not.toContain('\r');
+    }
+    const rowsOnTerminal = fakeIo(withRunner(fakeRunner('wasm', { delayMs: 10 })), {
+      isTTY: true,
+      stdoutTTY: true,
+      progressDelayMs: 0,
+    });
+    expect(await main(['run', fn, rows], rowsOnTerminal)).toBe(ExitCode.Ok);
+    expect(rowsOnTerminal.err()).not.toContain('\r');
+  });
+
+  test('ragged rows: every output row has the table width, then result and error', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', 'a,b,c\n1,2,x\n3\n4,5,y,extra,more\n"6,7\n8,9,z\n');
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, rows, '--header', '--columns', 'a,b'], io)).toBe(
+      ExitCode.FunctionError,
+    );
+    const records = parseCsv(io.out()).records.map((r) => r.cells);
+    for (const cells of records) expect(cells).toHaveLength(5);
+    expect(records[0]).toEqual(['a', 'b', 'c', 'result', 'error']);
+    expect(records[1]).toEqual(['1', '2', 'x', '3', '']);
+    expect(records[2]).toEqual([
+      '3',
+      '',
+      '',
+      '',
+      'MalformedRow: line 3: 1 cell(s), but the header has 3',
+    ]);
+    expect(records[3]).toEqual([
+      '4',
+      '5',
+      'y',
+      '',
+      'MalformedRow: line 4: 5 cell(s), but the header has 3 (left out of the output: extra,more)',
+    ]);
+    expect(records[4]![3]).toBe('');
+    expect(records[4]![4]).toMatch(/^MalformedRow: line 5: a quoted cell in column 1/);
+    expect(records[5]).toEqual(['8', '9', 'z', '17', '']);
+    // Without a header, the first row sets the width.
+    const bare = await tmp.file('bare.csv', 'x,1,2\ny,3\nz,4,5,6\n');
+    const io2 = fakeIo(withRunner());
+    expect(await main(['run', fn, bare, '--columns', '2,3'], io2)).toBe(ExitCode.FunctionError);
+    expect(io2.out()).toBe(
+      'x,1,2,3,\ny,3,,,"MalformedRow: line 2: 2 cell(s), but the first row has 3"\n' +
+        'z,4,5,,"MalformedRow: line 3: 4 cell(s), but the first row has 3 (left out of the output: 6)"\n',
+    );
+  });
+
+  test('CSV text cells that start with = + - @ are neutralised, numbers are not; --keep-formulas keeps them raw', async () => {
+    const fn = await tmp.file(
+      'label.json',
+      JSON.stringify({
+        ...add,
+        name: 'label',
+        body: 'args[0] < 0 ? "-" + (-args[0]) : "=HYPERLINK(\\"http://x.invalid/?\\" & A1)"',
+        returnType: 'text',
+      }),
+    );
+    const rows = await tmp.file('rows.csv', 'name,a,b\n@SUM(A1),1,2\n+x,-5,0\n-1e3,-Infinity,0\n');
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, rows, '--header', '--columns', 'a,b'], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toBe(
+      'name,a,b,result,error\n' +
+        `'@SUM(A1),1,2,"'=HYPERLINK(""http://x.invalid/?"" & A1)",\n` +
+        "'+x,-5,0,-5,\n" +
+        '-1e3,-Infinity,0,-Infinity,\n',
+    );
+    const raw = fakeIo(withRunner());
+    expect(
+      await main(['run', fn, rows, '--header', '--columns', 'a,b', '--keep-formulas'], raw),
+    ).toBe(ExitCode.Ok);
+    expect(raw.out()).toContain('@SUM(A1),1,2,"=HYPERLINK(');
+    expect(raw.out()).toContain('\n+x,-5,0,-5,\n');
+  });
+
+  test('JSON lines: an array among object rows is that row error; 1e400 is refused and echoed as written', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file(
+      'rows.jsonl',
+      '{"x":1,"y":2}\n[3,4]\n{"x":1e400,"y":1, "id":12345678901234567890}\n{"x":5,"y":6}\n',
+    );
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, rows, '--columns', 'x,y'], io)).toBe(ExitCode.FunctionError);
+    const lines = io.out().trimEnd().split('\n');
+    expect(lines).toHaveLength(4);
+    expect(lines[0]).toBe('{"x":1,"y":2,"result":3}');
+    expect(JSON.parse(lines[1]!)).toMatchObject({
+      args: [3, 4],
+      error: {
+        kind: 'MalformedRow',
+        message: expect.stringContaining('JSON array, but --columns names keys'),
+      },
+    });
+    expect(lines[2]).toMatch(
+      /^\{"x":1e400,"y":1, "id":12345678901234567890,"error":\{"kind":"MalformedRow","message":"line 3: key \\"x\\", argument 1 \(number\): the number is beyond the range of a 64-bit float/,
+    );
+    expect(lines[3]).toBe('{"x":5,"y":6,"result":11}');
+    const arrays = await tmp.file('arrays.jsonl', '[1e400, 1]\n[1, 2]\n');
+    const io2 = fakeIo(withRunner());
+    expect(await main(['run', fn, arrays], io2)).toBe(ExitCode.FunctionError);
+    expect(io2.out()).toMatch(/^\{"args":\[1e400, 1\],"error":\{"kind":"MalformedRow"/);
+    expect(io2.out()).toContain('\n{"args":[1, 2],"result":3}\n');
+  });
+
+  test('Ctrl-C: exit 130, the previous -o file is left as it was and stderr says so', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', '1,2\n'.repeat(2_000));
+    const out = await tmp.file('prev.csv', 'previous results\n');
+    const controller = new AbortController();
+    const runner = fakeRunner('wasm', { delayMs: 1 });
+    const original = runner.callBatch!.bind(runner);
+    runner.callBatch = async (f, r, b) => {
+      const results = await original(f, r, b);
+      controller.abort(new Interrupted('SIGINT'));
+      return results;
+    };
+    const io = fakeIo(withRunner(runner), { signal: controller.signal });
+    expect(await main(['run', fn, rows, '-o', out], io)).toBe(ExitCode.Interrupted);
+    expect(await readFile(out, 'utf8')).toBe('previous results\n');
+    expect(io.err()).toMatch(
+      /interrupted \(SIGINT\) after [\d,]+ row\(s\); .*prev\.csv was not changed\n$/,
+    );
+    expect((await readdir(tmp.dir)).sort()).toEqual(['add.json', 'prev.csv', 'rows.csv']);
+  });
+
+  test('a reader that goes away (EPIPE) ends the run without evaluating the rest', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', '1,2\n'.repeat(20_000));
+    const stdout = new EventEmitter() as EventEmitter & { write(s: string): boolean };
+    let written = '';
+    stdout.write = (text: string) => {
+      written += text;
+      setImmediate(() =>
+        stdout.emit('error', Object.assign(new Error('write EPIPE'), { code: 'EPIPE' })),
+      );
+      return true;
+    };
+    const runner = fakeRunner();
+    const io = fakeIo(withRunner(runner), { stdout });
+    expect(await main(['run', fn, rows], io)).toBe(ExitCode.Ok);
+    expect(written.startsWith('1,2,3,\n')).toBe(true);
+    expect(runner.rowsEvaluated).toBeLessThan(20_000);
+    expect(io.err()).toBe('');
+  });
+
+  test('-o replaces the file only at the end, keeping its permissions', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', '1,2\n');
+    const out = await tmp.file('out.csv', 'old\n');
+    await chmod(out, 0o640);
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, rows, '-o', out], io)).toBe(ExitCode.Ok);
+    expect(await readFile(out, 'utf8')).toBe('1,2,3,\n');
+    expect((await stat(out)).mode & 0o777).toBe(0o640);
+    expect((await readdir(tmp.dir)).sort()).toEqual(['add.json', 'out.csv', 'rows.csv']);
+  });
+
+  test('a Timeout or memory failure says which flag raises the limit', async () => {
+    const runner = fakeRunner();
+    runner.call = async (f) => {
+      throw ExtFnError.timeout(f.name, 5000);
+    };
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    let io = fakeIo(withRunner(runner));
+    expect(await main(['eval', fn, '1', '2'], io)).toBe(ExitCode.FunctionError);
+    expect(io.err()).toContain('fix: if the function needs longer, raise the limit with --timeout');
+    const rows = await tmp.file('rows.csv', '1,2\n3,4\n');
+    io = fakeIo(withRunner(runner));
+    expect(await main(['run', fn, rows], io)).toBe(ExitCode.FunctionError);
+    expect(io.err().match(/fix: .*--timeout/g)).toHaveLength(1);
+    runner.call = async (f) => {
+      throw ExtFnError.runtime(f.name, 'MemoryError', { limit: 'memory' });
+    };
+    io = fakeIo(withRunner(runner));
+    expect(await main(['eval', fn, '1', '2'], io)).toBe(ExitCode.FunctionError);
+    expect(io.err()).toContain('raise the limit with --memory');
+  });
+});
+
+describe('descriptor files', () => {
+  test('an engine model file: --name picks a function; a missing name lists them', async () => {
+    const model = await tmp.file('model.json', JSON.stringify(engineSerdeFixture));
+    const io = fakeIo(withRunner());
+    expect(await main(['eval', model, '1'], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toContain('holds 6 functions');
+    expect(io.err()).toContain(
+      'pick one with --name: hypot, hyp_r, add_jl, add_pure, double, stamp',
+    );
+    const wrong = fakeIo(withRunner());
+    expect(await main(['eval', model, '--name', 'triple', '1'], wrong)).toBe(ExitCode.BadInput);
+    expect(wrong.err()).toContain('has no function named triple');
+    expect(wrong.err()).toContain('use --name with one of: hypot, hyp_r');
+    const picked = fakeIo(withRunner(), {});
+    // The fake wasm runner evaluates JavaScript, so the WAT body fails to run; it was picked and loaded.
+    await main(['eval', model, '--name', 'double', '21'], picked);
+    expect(picked.err()).not.toContain('invalid descriptor');
+  });
+
+  test('a descriptor from standard input (-)', async () => {
+    const io = fakeIo(withRunner(), { stdin: JSON.stringify(add) });
+    expect(await main(['eval', '-', '2', '3'], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toBe('5\n');
+  });
+
+  test('invalid JSON names the line and column', async () => {
+    const fn = await tmp.file('bad.json', '{\n  "name": "f",\n  "body": x\n}\n');
+    const io = fakeIo(withRunner());
+    expect(await main(['eval', fn], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toContain('bad.json is not valid JSON: line 3, column 11: Unexpected token');
+  });
+
+  test('fix hints name environment variables, not API options', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const runner = fakeRunner();
+    runner.callBatch = async (f, rows) =>
+      rows.map(
+        () =>
+          new ExtFnError('LanguageUnavailable', `function ${f.name}: no python3 found`, {
+            fix: 'install Python 3, or set IMPROV_EXTFN_PYTHON or the `interpreter` option to its path',
+          }),
+      );
+    const rows = await tmp.file('rows.csv', '1,2\n');
+    const io = fakeIo(withRunner(runner));
+    expect(await main(['run', fn, rows], io)).toBe(ExitCode.Unavailable);
+    expect(io.err()).toContain('fix: install Python 3, or set IMPROV_EXTFN_PYTHON to its path\n');
+    expect(io.err()).not.toContain('option');
+  });
+});
+
+describe('third-party runners', () => {
+  const cobol = {
+    name: 'twice',
+    language: 'cobol',
+    body: 'args[0] * 2',
+    argTypes: ['number'],
+    returnType: 'number',
+  };
+
+  test('--runner loads a package by its default export; the language is then known', async () => {
+    const fn = await tmp.file('twice.json', JSON.stringify(cobol));
+    let io = fakeIo({});
+    expect(await main(['eval', fn, '4'], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toContain('load a runner package for it with --runner PACKAGE');
+    const runner = fakeRunner('cobol');
+    io = fakeIo({ 'extfn-cobol': { default: () => runner } });
+    expect(await main(['eval', fn, '4', '--runner', 'extfn-cobol'], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toBe('8\n');
+    expect(runner.closed).toBe(1);
+  });
+
+  test('IMPROV_EXTFN_RUNNERS, createRunner and PACKAGE#NAME', async () => {
+    const fn = await tmp.file('twice.json', JSON.stringify(cobol));
+    let io = fakeIo(
+      { 'extfn-cobol': { createRunner: () => fakeRunner('cobol') } },
+      { env: { IMPROV_EXTFN_RUNNERS: ' extfn-cobol ' } },
+    );
+    expect(await main(['eval', fn, '5'], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toBe('10\n');
+    io = fakeIo({ 'extfn-cobol': { cobol: () => fakeRunner('cobol') } });
+    expect(await main(['eval', fn, '6', '--runner', 'extfn-cobol#cobol'], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toBe('12\n');
+  });
+
+  test('a runner package without a factory stops the command with the fix (exit 3)', async () => {
+    const fn = await tmp.file('twice.json', JSON.stringify(cobol));
+    const io = fakeIo({ 'extfn-cobol': { something: 1 } });
+    expect(await main(['eval', fn, '4', '--runner', 'extfn-cobol'], io)).toBe(ExitCode.Unavailable);
+    expect(io.err()).toContain('runner extfn-cobol: extfn-cobol exports no runner factory');
+    expect(io.err()).toContain('fix: name the factory: --runner extfn-cobol#NAME');
+  });
+
+  test('doctor lists a third-party runner like ours', async () => {
+    const io = fakeIo({ ...withRunner(), 'extfn-cobol': { default: () => fakeRunner('cobol') } });
+    expect(await main(['doctor', '--runner', 'extfn-cobol'], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toMatch(/^cobol +ok +\(extfn-cobol, third-party\)$/m);
+    expect(io.out()).toContain('can run: wasm, cobol');
+  });
+});
+
+describe('terminal safety', () => {
+  const evil = {
+    ...add,
+    name: 'evil',
+    body: '"ok\\u001b]52;c;ZXZpbA==\\u0007\\u001b[2J\\rX\\u009b31m"',
+    returnType: 'text',
+  };
+
+  test('control characters are escaped on a terminal, kept exactly elsewhere', async () => {
+    const fn = await tmp.file('evil.json', JSON.stringify(evil));
+    const tty = fakeIo(withRunner(), { stdoutTTY: true });
+    expect(await main(['eval', fn, '1', '2'], tty)).toBe(ExitCode.Ok);
+    expect(tty.out()).toBe('ok\\u001b]52;c;ZXZpbA==\\u0007\\u001b[2J\\u000dX\\u009b31m\n');
+    const pipe = fakeIo(withRunner());
+    expect(await main(['eval', fn, '1', '2'], pipe)).toBe(ExitCode.Ok);
+    expect(pipe.out()).toBe('ok\u001b]52;c;ZXZpbA==\u0007\u001b[2J\rX\u009b31m\n');
+    const json = fakeIo(withRunner(), { stdoutTTY: true });
+    expect(await main(['eval', fn, '1', '2', '--json'], json)).toBe(ExitCode.Ok);
+    expect(json.out()).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(JSON.parse(json.out()).result.value).toBe(
+      'ok\u001b]52;c;ZXZpbA==\u0007\u001b[2J\rX\u009b31m',
+    );
   });
 });
 
@@ -351,6 +682,21 @@ describe('the command line', () => {
     io = fakeIo({});
     expect(await main(['frobnicate'], io)).toBe(ExitCode.BadInput);
     expect(io.err()).toContain('unknown command frobnicate');
+  });
+
+  test('help --help, -V and --version (listed in the help)', async () => {
+    const help = fakeIo({});
+    expect(await main(['help', '--help'], help)).toBe(ExitCode.Ok);
+    expect(help.out()).toContain('Usage: improv-extfn <command>');
+    expect(help.out()).toContain('-V, --version');
+    const { version } = JSON.parse(
+      await readFile(join(import.meta.dirname, '../package.json'), 'utf8'),
+    );
+    for (const flag of ['-V', '--version']) {
+      const io = fakeIo({});
+      expect(await main([flag], io)).toBe(ExitCode.Ok);
+      expect(io.out()).toBe(`${version}\n`);
+    }
   });
 
   test('help COMMAND equals COMMAND --help', async () => {

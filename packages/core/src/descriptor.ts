@@ -21,6 +21,12 @@ export interface ExternalFn {
   returnType: ValueType;
   /** Same arguments, same result, no effects: results may be cached. Never affects protection. */
   pure: boolean;
+  /**
+   * The body takes whole columns (one per argument) and returns one column
+   * of the same length; per-cell semantics stay those of a per-row call.
+   * Our form only: the engine's serde form has no such field (always per-row).
+   */
+  vectorized?: boolean;
 }
 
 const valueType = z.string().transform((name, ctx) => {
@@ -60,6 +66,7 @@ export const externalFnSchema = z.strictObject({
   argTypes: z.array(valueType),
   returnType: valueType,
   pure: z.boolean().default(false),
+  vectorized: z.boolean().optional(),
 });
 
 /** The engine's serde form. Unknown fields are ignored, as serde does by default. */

@@ -23,6 +23,15 @@ export type ResourceLimit =
 
 const MARKER = Symbol.for('@improv/extfn.error');
 
+/** The languages this project ships runners for, and the package of each. */
+export const FIRST_PARTY_RUNNERS: Readonly<Record<string, string>> = Object.freeze({
+  python: '@improv/extfn-python',
+  r: '@improv/extfn-r',
+  julia: '@improv/extfn-julia',
+  pure: '@improv/extfn-pure',
+  wasm: '@improv/extfn-wasm',
+});
+
 export interface ExtFnErrorFields {
   /** The function being called, when there is one. */
   functionName?: string;
@@ -111,14 +120,24 @@ export class ExtFnError extends Error {
     );
   }
 
+  /**
+   * No runner for `language`. The fix names `packageName` when the caller
+   * knows it (a runner's declared `packageName`), the first-party package for
+   * our own languages, and otherwise says what to install without guessing a
+   * package name.
+   */
   static languageUnavailable(
     name: string,
     language: string,
     installed: readonly string[],
-    packageName = `@improv/extfn-${language}`,
+    packageName: string | undefined = Object.hasOwn(FIRST_PARTY_RUNNERS, language)
+      ? FIRST_PARTY_RUNNERS[language]
+      : undefined,
   ): ExtFnError {
     const list = installed.length ? installed.join(', ') : 'none';
-    const fix = `install ${packageName} and pass its runner to the Registry`;
+    const fix = packageName
+      ? `install ${packageName} and pass its runner to the Registry`
+      : `install a runner package for "${language}" (one that implements LanguageRunner from @improv/extfn-core) and pass its runner to the Registry`;
     return new ExtFnError(
       'LanguageUnavailable',
       `function ${name}: no runner for language "${language}" is installed; ${fix} (installed: ${list})`,

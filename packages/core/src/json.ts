@@ -6,10 +6,13 @@
 import { ExtFnError } from './errors.js';
 import {
   type CellError,
+  DATETIME_MAX,
+  DATETIME_MIN,
   ENUM_MAX,
   ERROR_KINDS,
   type ErrorKind,
   formatInstant,
+  isInstantInRange,
   parseInstant,
   Value as V,
   type Value,
@@ -97,6 +100,8 @@ export function valueFromJson(json: unknown, expectedType: ValueType, functionNa
       const parsed = parseInstant(json);
       if (!parsed)
         throw mismatch(`${jsonTypeName(json)} (not an ISO-8601 instant with Z or an offset)`);
+      if (!isInstantInRange(parsed.date))
+        throw mismatch(`${jsonTypeName(json)} (outside ${DATETIME_MIN} .. ${DATETIME_MAX})`);
       return V.datetime(parsed.date, parsed.nanos);
     }
     case 'enum':

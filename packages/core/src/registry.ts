@@ -3,6 +3,8 @@
  * the pure-result cache, and the checks every call passes before a process
  * is started.
  */
+
+import { guardCall } from './backstop.js';
 import {
   type ArgumentsKey,
   argumentsKey,
@@ -12,6 +14,7 @@ import {
 } from './cache.js';
 import { type ExternalFn, parseExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
+import { checkEvalOptions, isTimeout, MAX_TIMEOUT_MS } from './eval-options.js';
 import {
   type BatchOptions,
   type CallOptions,
@@ -25,14 +28,13 @@ import { RunnerHandle } from './runner-handle.js';
 import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
-/** Node's timers hold at most 2^31 - 1 ms (about 24.8 days). */
-export const MAX_TIMEOUT_MS = 2_147_483_647;
+export { MAX_TIMEOUT_MS };
 
-/** A deadline in milliseconds, checked once here so no runner sees a nonsense one. */
-function checkTimeout(ms: number, where: string): number {
-  if (typeof ms !== 'number' || !(ms > 0) || ms > MAX_TIMEOUT_MS) {
+/** The registry's own default deadline, checked once at construction. */
+function checkDefaultTimeout(ms: number): number {
+  if (!isTimeout(ms)) {
     throw new RangeError(
-      `${where}: timeoutMs must be a number of milliseconds in (0, ${MAX_TIMEOUT_MS}], got ${String(ms)}`,
+      `new Registry: timeoutMs must be a number of milliseconds in (0, ${MAX_TIMEOUT_MS}], got ${String(ms)}`,
     );
   }
   return ms;
@@ -131,37 +133,6 @@ export function checkColumnArguments(
   return undefined;
 }
 
-/** Waits for `promise`, but no longer than the deadline plus a grace period, nor past an abort. */
-async function guard<T>(
-  fn: ExternalFn,
-  promise: Promise<T>,
-  deadlineMs: number,
-  signal: AbortSignal | undefined,
-): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const backstop = new Promise<never>((_, reject) => {
-    // The runner enforces the deadline itself (a warm worker may also need time to
-    // start); this only catches a runner that never settles.
-    timer = setTimeout(
-      () => reject(ExtFnError.timeout(fn.name, deadlineMs)),
-      deadlineMs + Math.max(2_000, deadlineMs),
-    );
-    timer.unref?.();
-    if (signal) {
-      onAbort = () => reject(ExtFnError.aborted(fn.name, signal.reason));
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-    }
-  });
-  try {
-    return await Promise.race([promise, backstop]);
-  } finally {
-    clearTimeout(timer);
-    if (onAbort) signal?.removeEventListener('abort', onAbort);
-  }
-}
-
 export class Registry {
   readonly timeoutMs: number;
   readonly cache: ResultCache | undefined;
@@ -170,7 +141,7 @@ export class Registry {
   #closed = false;
 
   constructor(options: RegistryOptions = {}) {
-    this.timeoutMs = checkTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS, 'new Registry');
+    this.timeoutMs = checkDefaultTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     this.cache = options.cache === false ? undefined : new ResultCache(options.cache);
     for (const runner of options.runners ?? []) this.addRunner(runner);
     for (const fn of options.functions ?? []) this.register(fn);
@@ -230,19 +201,22 @@ export class Registry {
   async eval(name: string, args: readonly Value[], options: EvalOptions = {}): Promise<Value> {
     const entry = this.#lookup(name);
     const { fn } = entry;
+    const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
     const invalid = checkArguments(fn, args);
     if (invalid) throw invalid;
-    const timeoutMs = checkTimeout(options.timeoutMs ?? this.timeoutMs, `function ${fn.name}`);
-    const cache = this.#cacheFor(entry, options);
+    const runner = this.#runnerFor(fn);
+    const salted = this.#cacheDigest(entry, runner, options);
+    // Await only when a runner salt is asked for: an uncached call reaches the runner synchronously.
+    const digest = typeof salted === 'object' ? await salted : salted;
+    const cache = digest === undefined ? undefined : this.cache;
     const cacheKey = cache ? argumentsKey(args) : undefined;
     if (cache) {
-      const hit = cache.get(entry.digest, cacheKey!);
+      const hit = cache.get(digest!, cacheKey!);
       if (hit !== undefined) return hit;
     }
-    const runner = this.#runnerFor(fn);
     const result = await invoke(runner, fn, args, { ...options, timeoutMs });
     if (ExtFnError.isInstance(result)) throw result;
-    cache?.set(entry.digest, cacheKey!, result);
+    cache?.set(digest!, cacheKey!, result);
     return result;
   }
 
@@ -258,11 +232,13 @@ export class Registry {
   ): Promise<RowResult[]> {
     const entry = this.#lookup(name);
     const { fn } = entry;
+    const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
     const runner = this.#runnerFor(fn);
-    const timeoutMs = checkTimeout(options.timeoutMs ?? this.timeoutMs, `function ${fn.name}`);
     const total = rows.length;
     const results: RowResult[] = new Array(total);
-    const cache = this.#cacheFor(entry, options);
+    const salted = this.#cacheDigest(entry, runner, options);
+    const digest = typeof salted === 'object' ? await salted : salted;
+    const cache = digest === undefined ? undefined : this.cache;
     // Typed arrays, not push(): this loop runs once per cell of a refresh.
     const pending = new Int32Array(total);
     const keys: ArgumentsKey[] | undefined = cache ? new Array(total) : undefined;
@@ -276,7 +252,7 @@ export class Registry {
       }
       if (cache) {
         const key = argumentsKey(args);
-        const hit = cache.get(entry.digest, key);
+        const hit = cache.get(digest!, key);
         if (hit !== undefined) {
           results[i] = hit;
           continue;
@@ -298,7 +274,7 @@ export class Registry {
     for (let j = 0; j < count; j++) {
       const result = checkResult(fn, computed[j]);
       results[pending[j]!] = result;
-      if (cache && !ExtFnError.isInstance(result)) cache.set(entry.digest, keys![j]!, result);
+      if (cache && !ExtFnError.isInstance(result)) cache.set(digest!, keys![j]!, result);
     }
     return results;
   }
@@ -317,10 +293,10 @@ export class Registry {
   ): Promise<ColumnResults> {
     const entry = this.#lookup(name);
     const { fn } = entry;
+    const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
     const invalid = checkColumnArguments(fn, columns);
     if (invalid) throw invalid;
     const runner = this.#runnerFor(fn);
-    const timeoutMs = checkTimeout(options.timeoutMs ?? this.timeoutMs, `function ${fn.name}`);
     return runner.callColumns(fn, columns, { ...options, timeoutMs });
   }
 
@@ -359,8 +335,23 @@ export class Registry {
     return runner;
   }
 
-  #cacheFor(entry: Entry, options: EvalOptions): ResultCache | undefined {
-    return entry.fn.pure && options.cache !== false ? this.cache : undefined;
+  /**
+   * The cache group of a call, or undefined when it is not cached: the
+   * function's digest, salted with what its runner says also decides results
+   * (library versions), so an upgrade never serves a stale result.
+   */
+  #cacheDigest(
+    entry: Entry,
+    runner: RunnerHandle,
+    options: EvalOptions,
+  ): string | undefined | Promise<string | undefined> {
+    if (!this.cache || !entry.fn.pure || options.cache === false) return undefined;
+    if (!runner.runner.cacheSalt) return entry.digest;
+    return runner
+      .cacheSalt()
+      .then((salt) =>
+        salt === undefined ? undefined : salt ? `${entry.digest}.${salt}` : entry.digest,
+      );
   }
 }
 
@@ -372,7 +363,7 @@ async function invoke(
   options: CallOptions,
 ): Promise<RowResult> {
   try {
-    const result = await guard(
+    const result = await guardCall(
       fn,
       runner.call(fn, args, options),
       options.timeoutMs,
@@ -400,6 +391,7 @@ export async function evaluate(
   options: StandaloneEvalOptions,
 ): Promise<Value> {
   const fn = parseExternalFn(descriptor);
+  const timeoutMs = checkEvalOptions(fn.name, options, DEFAULT_TIMEOUT_MS);
   const invalid = checkArguments(fn, args);
   if (invalid) throw invalid;
   const runner = options.runners.find((r) => r.language === fn.language);
@@ -412,7 +404,7 @@ export async function evaluate(
   }
   const handle = new RunnerHandle(runner, { owned: false });
   const result = await invoke(handle, fn, args, {
-    timeoutMs: checkTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS, `function ${fn.name}`),
+    timeoutMs,
     mode: options.mode ?? 'oneShot',
     ...(options.signal ? { signal: options.signal } : {}),
   });

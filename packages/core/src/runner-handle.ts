@@ -1,8 +1,10 @@
 /**
  * Core's wrapper around a runner, so that a runner author cannot get the
  * lifecycle wrong: close runs once, nothing runs after close, every failure
- * becomes an ExtFnError, and `callBatch` exists even when the runner has none.
+ * becomes an ExtFnError, `callBatch` exists even when the runner has none, and
+ * a batch the runner never finishes is cut off (see backstop.ts).
  */
+import { batchSilenceMs, guardCall, withBackstop } from './backstop.js';
 import { batchByCalls } from './batch-by-calls.js';
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
@@ -31,6 +33,18 @@ function checkColumns(
   return { values, errors: checked };
 }
 
+/** The same options, with progress reports also counted as a sign of life. */
+function withAlive(options: BatchOptions, alive: () => void): BatchOptions {
+  const report = options.onProgress;
+  return {
+    ...options,
+    onProgress: (done, total) => {
+      alive();
+      report?.(done, total);
+    },
+  };
+}
+
 export class RunnerHandle {
   readonly language: string;
   readonly runner: LanguageRunner;
@@ -54,6 +68,15 @@ export class RunnerHandle {
     this.runner = runner;
     this.language = runner.language.toLowerCase();
     this.#owned = owned;
+  }
+
+  /** The runner's cache salt: '' when it has none, undefined when asking failed (then nothing is cached). */
+  async cacheSalt(): Promise<string | undefined> {
+    try {
+      return String((await this.runner.cacheSalt?.()) ?? '');
+    } catch {
+      return undefined;
+    }
   }
 
   async probe(): Promise<RunnerProbe> {
@@ -87,8 +110,13 @@ export class RunnerHandle {
   ): Promise<RowResult[]> {
     if (this.#closing) throw ExtFnError.runtime(fn.name, 'the runner is closed');
     if (this.runner.callBatch) {
+      const callBatch = this.runner.callBatch.bind(this.runner);
       try {
-        const results = await this.runner.callBatch(fn, rows, options);
+        const results = await withBackstop(
+          (alive) => callBatch(fn, rows, withAlive(options, alive)),
+          batchSilenceMs(options.timeoutMs),
+          () => rows.map(() => ExtFnError.timeout(fn.name, options.timeoutMs)),
+        );
         if (!Array.isArray(results) || results.length !== rows.length) {
           throw new Error(
             `callBatch returned ${Array.isArray(results) ? results.length : typeof results} results for ${rows.length} rows`,
@@ -100,7 +128,9 @@ export class RunnerHandle {
         return rows.map(() => failure);
       }
     }
-    return batchByCalls(fn, rows, options, (args) => this.call(fn, args, options));
+    return batchByCalls(fn, rows, options, (args) =>
+      guardCall(fn, this.call(fn, args, options), options.timeoutMs, options.signal),
+    );
   }
 
   /** Never rejects for a row's failure: failed rows are NaN in `values` with their error in `errors`. */
@@ -118,8 +148,15 @@ export class RunnerHandle {
       // callBatch's results are unchecked here: rowResultsToColumns checks each row's type.
       return rowResultsToColumns(fn, await this.callBatch(fn, rows, options));
     }
+    const callColumns = this.runner.callColumns.bind(this.runner);
     try {
-      const { values, errors } = await this.runner.callColumns(fn, columns, options);
+      const { values, errors } = await withBackstop(
+        (alive) => callColumns(fn, columns, withAlive(options, alive)),
+        batchSilenceMs(options.timeoutMs),
+        () => {
+          throw ExtFnError.timeout(fn.name, options.timeoutMs);
+        },
+      );
       if (
         !(values instanceof Float64Array) ||
         values.length !== rowCount ||

@@ -1,7 +1,8 @@
 /**
  * The plugin interface a language runner implements. Versioned on purpose:
- * core checks `specificationVersion` and adapts older versions rather than
- * breaking them.
+ * every runner declares `specificationVersion`, and core refuses one it does
+ * not implement (today only 'v1' exists) with a message naming both versions,
+ * instead of calling methods whose contract it does not know.
  */
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError } from './errors.js';
@@ -95,18 +96,33 @@ export interface RunnerProbe {
   readonly protection?: string;
   /** What to do when something is missing. */
   readonly fix?: string;
+  /** The libraries bodies may use (host-allowed), with their versions. */
+  readonly libraries?: readonly {
+    readonly name: string;
+    readonly version: string;
+    readonly path: string;
+  }[];
 }
 
 export interface LanguageRunner {
   readonly specificationVersion: 'v1';
   /** The language id descriptors use, lower case (`python`, `wasm`, `lua`…). */
   readonly language: string;
-  /** The npm package that provides it, named in LanguageUnavailable messages. */
+  /** The npm package that provides it, for `doctor`, probes and error messages. */
   readonly packageName: string;
   readonly capabilities: RunnerCapabilities;
 
   /** Whether the runner can work here. Never throws; never runs a body. */
   probe(): Promise<RunnerProbe>;
+
+  /**
+   * What decides results here besides the function and its arguments (a
+   * digest of the library versions bodies may import): part of every
+   * pure-result cache key, so an upgrade never serves a stale result.
+   * Optional; memoise it (asked once per `eval`/`evalBatch` of a pure
+   * function). A rejection means "do not cache this call".
+   */
+  cacheSalt?(): Promise<string>;
 
   /**
    * Evaluates one call. Core has already checked arity and argument types.

@@ -6,12 +6,26 @@
  */
 import { z } from 'zod';
 import { decodeValue, valueFromEngineJson } from './json.js';
-import { ENUM_MAX, ERROR_KINDS, parseInstant, type Value } from './value.js';
+import {
+  DATETIME_MAX,
+  DATETIME_MIN,
+  ENUM_MAX,
+  ERROR_KINDS,
+  isInstantInRange,
+  parseInstant,
+  type Value,
+} from './value.js';
 
-const wireNumber = z.union([z.number(), z.enum(['NaN', 'Infinity', '-Infinity', '-0'])]);
+// z.literal, not z.enum: an enum's declared type has a `[-Infinity]` key, which
+// TypeScript refuses in a published .d.ts (TS1170) for consumers without skipLibCheck.
+const wireNumber = z.union([z.number(), z.literal(['NaN', 'Infinity', '-Infinity', '-0'])]);
 const instant = z
   .string()
-  .refine((s) => parseInstant(s) !== undefined, 'must be an ISO-8601 instant with Z or an offset');
+  .refine((s) => parseInstant(s) !== undefined, 'must be an ISO-8601 instant with Z or an offset')
+  .refine((s) => {
+    const parsed = parseInstant(s);
+    return parsed === undefined || isInstantInRange(parsed.date);
+  }, `must be in [${DATETIME_MIN}, ${DATETIME_MAX}]`);
 const enumIndex = z.number().int().min(0).max(ENUM_MAX);
 const measure = z.number().int().nullish();
 
@@ -22,7 +36,7 @@ const cellError = z.strictObject({
 });
 
 /** `{ type, value }` records as `encodeValue` writes them. */
-export const encodedValueSchema = z
+export const encodedValueSchema: z.ZodType<Value> = z
   .discriminatedUnion('type', [
     z.strictObject({ type: z.literal('number'), value: wireNumber }),
     z.strictObject({ type: z.literal('boolean'), value: z.boolean() }),
@@ -39,7 +53,7 @@ const engineErrorKind = z.union([
 ]);
 
 /** The engine's externally tagged values, e.g. `{ "DateTime": "2025-03-31T23:59:59.123456789Z" }`. */
-export const engineValueSchema = z
+export const engineValueSchema: z.ZodType<Value> = z
   .union([
     z.strictObject({ Number: wireNumber }),
     z.strictObject({ Boolean: z.boolean() }),
@@ -51,4 +65,4 @@ export const engineValueSchema = z
   .transform((json): Value => valueFromEngineJson(json));
 
 /** Either form. */
-export const valueSchema = z.union([encodedValueSchema, engineValueSchema]);
+export const valueSchema: z.ZodType<Value> = z.union([encodedValueSchema, engineValueSchema]);

@@ -63,6 +63,24 @@ export interface ErrorValue {
 
 export type Value = NumberValue | BooleanValue | TextValue | DatetimeValue | EnumValue | ErrorValue;
 
+/**
+ * The instants a datetime can hold, the same for every runner: four-digit
+ * years, as the wire's ISO-8601 form and every driver's datetime type read
+ * them. Checked where values enter (`Value.datetime`, the value schemas,
+ * `valueFromJson`, `isValueOf`), so no runner meets year 0 or year 10000.
+ */
+export const DATETIME_MIN = '0001-01-01T00:00:00Z';
+export const DATETIME_MAX = '9999-12-31T23:59:59.999999999Z';
+const MIN_MS = Date.parse(DATETIME_MIN);
+const MAX_MS = Date.parse('9999-12-31T23:59:59.999Z'); // nanos below the ms are at most .999999
+const RANGE_TEXT = `datetime must be in [${DATETIME_MIN}, ${DATETIME_MAX}]`;
+
+/** Whether an instant lies in [DATETIME_MIN, DATETIME_MAX]. */
+export function isInstantInRange(date: Date): boolean {
+  const ms = date.getTime();
+  return ms >= MIN_MS && ms <= MAX_MS;
+}
+
 /** ISO-8601 with an explicit offset or Z; fraction up to nanoseconds. */
 const ISO_INSTANT =
   /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}(?::\d{2})?)(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})$/i;
@@ -137,6 +155,9 @@ export const Value = {
       throw new TypeError(`Value.datetime needs a Date or an ISO-8601 string, got ${typeof value}`);
     }
     if (Number.isNaN(date.getTime())) throw new RangeError('Value.datetime got an invalid Date');
+    if (!isInstantInRange(date)) {
+      throw new RangeError(`Value.datetime: ${RANGE_TEXT}, got ${date.toISOString()}`);
+    }
     checkNanos(nanos);
     return nanos ? { type: 'datetime', value: date, nanos } : { type: 'datetime', value: date };
   },
@@ -196,7 +217,7 @@ export function isValueOf(x: unknown, type?: ValueType): x is Value {
     case 'datetime':
       return (
         v.value instanceof Date &&
-        !Number.isNaN(v.value.getTime()) &&
+        isInstantInRange(v.value) &&
         (v.nanos === undefined ||
           (Number.isInteger(v.nanos) && (v.nanos as number) >= 0 && (v.nanos as number) <= 999_999))
       );

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import {
+  type EvalOptions,
   ExtFnError,
   eval as evalFn,
   evaluate,
@@ -73,6 +74,25 @@ describe('Registry', () => {
     expect(error.kind).toBe('LanguageUnavailable');
     expect(error.message).toMatch(/install @improv\/extfn-r/);
     expect(error.message).toMatch(/installed: wasm/);
+  });
+
+  test('a third-party language gets a generic fix, never a guessed package name', async () => {
+    const registry = new Registry({ runners: [fakeRunner('wasm').runner] });
+    registry.register(fn('l', 'x', ['number'], 'number', false, 'lua'));
+    const error = await failure(registry.eval('l', [V.number(1)]));
+    expect(error.kind).toBe('LanguageUnavailable');
+    expect(error.message).not.toMatch(/@improv\/extfn-lua/);
+    expect(error.fix).toBe(
+      'install a runner package for "lua" (one that implements LanguageRunner from @improv/extfn-core) and pass its runner to the Registry',
+    );
+    // a caller that knows the package (e.g. from a runner's packageName) names it
+    expect(ExtFnError.languageUnavailable('l', 'lua', [], 'some-extfn-lua').fix).toBe(
+      'install some-extfn-lua and pass its runner to the Registry',
+    );
+    // an inherited property name is not a first-party language
+    expect(ExtFnError.languageUnavailable('l', 'constructor', []).fix).toMatch(
+      /runner package for "constructor"/,
+    );
   });
 
   test('runner failures become typed errors; wrong result types are Runtime', async () => {
@@ -362,18 +382,53 @@ describe('deadlines and misbehaving runners', () => {
     const registry = new Registry({ runners: [runner] });
     registry.register(fn('add', 'add', ['number', 'number'], 'number', true));
     const args = [V.number(1), V.number(2)];
+    const named = {
+      kind: 'Runtime',
+      message: expect.stringMatching(
+        /^function add: option timeoutMs must be a number of milliseconds in \(0, 2147483647\], got/,
+      ),
+    };
     for (const timeoutMs of [0, -1, Number.NaN, 2 ** 31, Infinity]) {
-      await expect(registry.eval('add', args, { timeoutMs })).rejects.toThrow(
-        /function add: timeoutMs must be/,
-      );
-      await expect(registry.evalBatch('add', [args], { timeoutMs })).rejects.toThrow(RangeError);
-      await expect(
-        evaluate(fn('add', 'add', ['number', 'number'], 'number'), args, {
-          runners: [runner],
-          timeoutMs,
-        }),
-      ).rejects.toThrow(RangeError);
+      expect(await failure(registry.eval('add', args, { timeoutMs }))).toMatchObject(named);
+      expect(await failure(registry.evalBatch('add', [args], { timeoutMs }))).toMatchObject(named);
+      expect(
+        await failure(
+          registry.evalColumns('add', [new Float64Array(1), new Float64Array(1)], { timeoutMs }),
+        ),
+      ).toMatchObject(named);
+      expect(
+        await failure(
+          evaluate(fn('add', 'add', ['number', 'number'], 'number'), args, {
+            runners: [runner],
+            timeoutMs,
+          }),
+        ),
+      ).toMatchObject(named);
     }
+    expect(calls).toHaveLength(0);
+  });
+
+  test('every bad option is an ExtFnError naming the option, and nothing runs', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    const args = [V.number(1), V.number(2)];
+    const bad: [string, Record<string, unknown>][] = [
+      ['mode', { mode: 'cold' }],
+      ['cache', { cache: 'yes' }],
+      ['signal', { signal: {} }],
+      ['onProgress', { onProgress: 5 }],
+      ['timeoutMs', { timeoutMs: '100' }],
+    ];
+    for (const [option, options] of bad) {
+      const error = await failure(registry.eval('add', args, options as EvalOptions));
+      expect(ExtFnError.isInstance(error)).toBe(true);
+      expect(error.message).toMatch(new RegExp(`^function add: option ${option} must be`));
+    }
+    const notAnObject = await failure(
+      registry.evalBatch('add', [args], 7 as unknown as EvalOptions),
+    );
+    expect(notAnObject.message).toMatch(/option options must be an object, got 7/);
     expect(calls).toHaveLength(0);
   });
 

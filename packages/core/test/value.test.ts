@@ -1,6 +1,10 @@
 import { describe, expect, test } from 'vitest';
 import {
+  DATETIME_MAX,
+  DATETIME_MIN,
   ENUM_MAX,
+  encodedValueSchema,
+  engineValueSchema,
   formatInstant,
   isError,
   isNumber,
@@ -9,6 +13,7 @@ import {
   sameValue,
   typeOf,
   Value,
+  valueFromJson,
 } from '../src/index.js';
 
 describe('Value constructors', () => {
@@ -88,5 +93,42 @@ describe('Value constructors', () => {
       ),
     ).toBe(false);
     expect(sameValue(Value.error('Custom', 'a'), Value.error('Custom', 'b'))).toBe(false);
+  });
+});
+
+describe('the datetime range, one for every runner', () => {
+  const range = /datetime must be in \[0001-01-01T00:00:00Z, 9999-12-31T23:59:59\.999999999Z\]/;
+
+  test('the ends are accepted, nanoseconds included', () => {
+    expect(formatInstant(Value.datetime(DATETIME_MIN).value)).toBe('0001-01-01T00:00:00Z');
+    const last = Value.datetime(DATETIME_MAX);
+    expect(formatInstant(last.value, last.nanos)).toBe(DATETIME_MAX);
+  });
+
+  test('year 0 and year 10000 are refused with the range in the message', () => {
+    expect(() => Value.datetime('0000-12-31T23:59:59Z')).toThrow(range);
+    expect(() => Value.datetime(new Date('+010000-01-01T00:00:00Z'))).toThrow(range);
+    // an offset that carries the instant past the end, in UTC
+    expect(() => Value.datetime('9999-12-31T23:00:00-05:00')).toThrow(range);
+    // a plain object that skipped the constructor is not a valid datetime either
+    expect(isValueOf({ type: 'datetime', value: new Date('+010000-01-01T00:00:00Z') })).toBe(false);
+    expect(isValueOf({ type: 'datetime', value: new Date('9999-12-31T00:00:00Z') })).toBe(true);
+  });
+
+  test('a runner result outside the range is a Runtime error naming the range', () => {
+    expect(() => valueFromJson('0000-01-01T00:00:00Z', 'datetime', 'f')).toThrow(
+      /function f: result expected datetime, got string "0000-01-01T00:00:00Z" \(outside 0001-01-01T00:00:00Z \.\. 9999-12-31T23:59:59\.999999999Z\)/,
+    );
+    expect(valueFromJson('9999-12-31T23:59:59.999999999Z', 'datetime').type).toBe('datetime');
+  });
+
+  test('the value schemas refuse it with the range in the issue', () => {
+    const out = encodedValueSchema.safeParse({ type: 'datetime', value: '0000-06-01T00:00:00Z' });
+    expect(out.success).toBe(false);
+    expect(out.error!.issues[0]!.message).toMatch(/must be in \[0001-01-01T00:00:00Z, /);
+    expect(engineValueSchema.safeParse({ DateTime: '9999-12-31T23:59:59Z' }).success).toBe(true);
+    expect(engineValueSchema.safeParse({ DateTime: '9999-12-31T20:00:00-05:00' }).success).toBe(
+      false,
+    );
   });
 });

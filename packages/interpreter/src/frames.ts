@@ -77,9 +77,11 @@ export class FrameError extends Error {
 }
 
 /**
- * Incremental frame parser. `push` returns the complete frames so far and
- * throws FrameError on a malformed frame or when buffered bytes pass the
- * budget (a runaway or hostile driver cannot make the host buffer without end).
+ * Incremental frame parser, fed bytes as they arrive. `push` returns the
+ * complete frames so far and throws FrameError on a malformed frame, on an
+ * unterminated line longer than `lineLimit`, or on a payload announced
+ * larger than `payloadLimit`: what it holds is bounded by those two limits
+ * plus one chunk, whatever a runaway or hostile driver sends.
  */
 export class FrameReader {
   #chunks: Buffer[] = [];
@@ -88,10 +90,24 @@ export class FrameReader {
   #pending: FrameHeader | undefined;
   /** Bytes at the start of the buffer already known to hold no newline (keeps long lines linear). */
   #scanned = 0;
-  budget: number;
+  /** Most bytes one header line may take. */
+  lineLimit: number;
+  /** Most bytes one payload may announce. */
+  payloadLimit: number;
 
   constructor(budget = 64 * 1024 * 1024) {
-    this.budget = budget;
+    this.lineLimit = budget;
+    this.payloadLimit = budget;
+  }
+
+  /** Sets both limits at once; reads the line limit. */
+  set budget(bytes: number) {
+    this.lineLimit = bytes;
+    this.payloadLimit = bytes;
+  }
+
+  get budget(): number {
+    return this.lineLimit;
   }
 
   get buffered(): number {
@@ -101,14 +117,15 @@ export class FrameReader {
   push(chunk: Buffer): Frame[] {
     this.#chunks.push(chunk);
     this.#buffered += chunk.length;
-    if (this.#buffered > this.budget) {
-      throw new FrameError(`the driver sent more than ${this.budget} bytes in one frame`, true);
-    }
     const frames: Frame[] = [];
     for (;;) {
       const frame = this.#next();
       if (!frame) break;
       frames.push(frame);
+    }
+    // What is left is part of one line (or of an announced, bounded payload).
+    if (!this.#pending && this.#buffered > this.lineLimit) {
+      throw new FrameError(`the driver sent more than ${this.lineLimit} bytes in one frame`, true);
     }
     return frames;
   }
@@ -133,6 +150,9 @@ export class FrameReader {
     }
     const end = this.#indexOfNewline();
     if (end < 0) return undefined;
+    if (end > this.lineLimit) {
+      throw new FrameError(`the driver sent more than ${this.lineLimit} bytes in one frame`, true);
+    }
     const line = this.#take(end + 1).toString('utf8', 0, end);
     let header: unknown;
     try {
@@ -149,9 +169,15 @@ export class FrameReader {
     }
     const h = header as FrameHeader;
     if (h.bytes !== undefined) {
-      if (!Number.isSafeInteger(h.bytes) || h.bytes < 0 || h.bytes > this.budget) {
+      if (!Number.isSafeInteger(h.bytes) || h.bytes < 0) {
         throw new FrameError(
           `malformed frame from the driver: bad payload size ${String(h.bytes)}`,
+        );
+      }
+      if (h.bytes > this.payloadLimit) {
+        throw new FrameError(
+          `the driver sent more than ${this.payloadLimit} bytes in one frame`,
+          true,
         );
       }
       this.#pending = h;

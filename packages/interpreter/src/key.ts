@@ -1,3 +1,6 @@
+/**
+ * The identity of a function for the pool: which warm worker may serve it.
+ */
 import { createHash } from 'node:crypto';
 import type { ExternalFn } from '@improv/extfn-core';
 
@@ -8,6 +11,7 @@ interface Memo {
   body: string;
   returnType: string;
   argTypes: string[];
+  vectorized: boolean;
 }
 
 const memos = new WeakMap<ExternalFn, Memo>();
@@ -18,6 +22,7 @@ function unchanged(fn: ExternalFn, memo: Memo): boolean {
     fn.name !== memo.name ||
     fn.language !== memo.language ||
     fn.returnType !== memo.returnType ||
+    (fn.vectorized === true) !== memo.vectorized ||
     fn.argTypes.length !== memo.argTypes.length
   ) {
     return false;
@@ -36,7 +41,16 @@ export function functionKey(fn: ExternalFn): string {
   const memo = memos.get(fn);
   if (memo && unchanged(fn, memo)) return memo.key;
   const key = createHash('sha256')
-    .update(JSON.stringify([fn.language, fn.name, fn.body, fn.argTypes, fn.returnType]))
+    .update(
+      JSON.stringify([
+        fn.language,
+        fn.name,
+        fn.body,
+        fn.argTypes,
+        fn.returnType,
+        fn.vectorized === true,
+      ]),
+    )
     .digest('base64url');
   memos.set(fn, {
     key,
@@ -45,6 +59,7 @@ export function functionKey(fn: ExternalFn): string {
     body: fn.body,
     returnType: fn.returnType,
     argTypes: [...fn.argTypes],
+    vectorized: fn.vectorized === true,
   });
   return key;
 }

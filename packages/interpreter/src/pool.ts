@@ -1,9 +1,18 @@
 /**
  * The bounded pool of warm workers for one runner. At most `max` workers
  * live at once, all functions together; a worker serves one function
- * (`key`) for its whole life; callers beyond the bound wait in FIFO order;
+ * (`key`) for its whole life; callers beyond the bound wait (see `#pump`);
  * idle workers end after `idleMs`; an idle worker of another function is
  * evicted when a waiting caller needs the slot.
+ *
+ * Across functions: a worker keeps serving its function while that function
+ * has queued work (a freed worker goes to a waiter of its own function
+ * first); callers of the function with the fewest workers are served first
+ * (oldest first among equals); and a batch lane gives its worker back
+ * between chunks only when `shouldYield` says so — to a caller of its own
+ * function (no restart), or to a function with at least two workers fewer.
+ * A refresh of many functions thus starts at most one worker per function
+ * per slot, instead of taking turns chunk by chunk.
  *
  * A healthy worker that ends (idle, evicted, retired, closed) is asked to
  * exit and given EXIT_GRACE_MS before its tree is killed, so an interpreter
@@ -11,25 +20,42 @@
  * its slot stays taken until it is gone, so the bound counts processes.
  */
 import type { ExternalFn } from '@improv/extfn-core';
-import { type Worker, WorkerFailure } from './worker.js';
+import { WorkerFailure } from './failures.js';
+
+/** What the pool needs of a worker: the seam tests fill with fakes. */
+export interface PooledWorker {
+  /** The function it serves (a worker never serves two). */
+  readonly key: string;
+  readonly alive: boolean;
+  readonly pid: number | undefined;
+  /** Ends it politely (exit, then kill after `graceMs`); a failed one at once. */
+  stop(graceMs: number): Promise<void>;
+  kill(): Promise<void>;
+  /** For an idle worker: why it must go although no request is in flight (it keeps working), if it must. */
+  idleWork?(): string | undefined;
+}
+
+/** How often idle workers are looked at for work they should not be doing. */
+export const IDLE_CHECK_MS = 500;
 
 /** How long a healthy worker may take to exit on its own before it is killed. */
 export const EXIT_GRACE_MS = 200;
 
-export type Launch = (
+/** Starts a ready worker for `fn` (the pool's seam: the runner starts interpreters, tests fakes). */
+export type Launch<W extends PooledWorker> = (
   key: string,
   fn: ExternalFn,
   signal: AbortSignal | undefined,
-) => Promise<Worker>;
+) => Promise<W>;
 
-interface Waiter {
+interface Waiter<W extends PooledWorker> {
   /** The function a worker is wanted for; undefined for a bare slot (a one-shot process). */
   key: string | undefined;
   signal: AbortSignal | undefined;
   /** Takes a free slot and serves the waiter (starts its worker, or hands over the slot). */
   grant(): void;
   /** Hands over an idle worker of the waiter's function. */
-  reuse(worker: Worker): void;
+  reuse(worker: W): void;
   reject(error: unknown): void;
   onAbort?: () => void;
   timer?: NodeJS.Timeout;
@@ -43,23 +69,26 @@ export interface PoolCounters {
   queued: number;
 }
 
-export class Pool {
+export class Pool<W extends PooledWorker = PooledWorker> {
   readonly max: number;
   readonly idleMs: number;
-  #launch: Launch;
+  #launch: Launch<W>;
   /** Slots taken: live workers, workers being started, and one-shot processes. */
   #slots = 0;
   #peak = 0;
   #killed = 0;
-  #idle = new Map<string, Worker[]>();
-  #idleTimers = new Map<Worker, NodeJS.Timeout>();
-  #all = new Set<Worker>();
+  #idle = new Map<string, W[]>();
+  #idleTimers = new Map<W, NodeJS.Timeout>();
+  #all = new Set<W>();
   /** Workers exiting gracefully: their slots are still taken. */
-  #stopping = new Set<Worker>();
-  #queue: Waiter[] = [];
+  #stopping = new Set<W>();
+  #queue: Waiter<W>[] = [];
+  #idleCheck: NodeJS.Timeout | undefined;
+  /** Workers per function: live and starting (not those exiting). */
+  #perKey = new Map<string, number>();
   #closed = false;
 
-  constructor(max: number, idleMs: number, launch: Launch) {
+  constructor(max: number, idleMs: number, launch: Launch<W>) {
     this.max = Math.max(1, Math.floor(max));
     this.idleMs = idleMs;
     this.#launch = launch;
@@ -80,9 +109,24 @@ export class Pool {
       .filter((p): p is number => p !== undefined);
   }
 
-  /** Whether callers are waiting for a worker. */
-  hasWaiters(): boolean {
-    return this.#queue.length > 0;
+  /** Live and starting workers of one function. */
+  workersOf(key: string): number {
+    return this.#perKey.get(key) ?? 0;
+  }
+
+  /**
+   * Whether a caller holding a worker of `key` between requests (a batch
+   * lane) should give it back: a caller of the same function waits (handing
+   * over costs nothing), or a caller of a function with at least two
+   * workers fewer (its fair share: a function with none gets one first).
+   */
+  shouldYield(key: string): boolean {
+    const mine = this.workersOf(key);
+    for (const waiter of this.#queue) {
+      if (waiter.key === key) return true;
+      if (this.#workersFor(waiter) + 1 < mine) return true;
+    }
+    return false;
   }
 
   /**
@@ -94,7 +138,7 @@ export class Pool {
     fn: ExternalFn,
     signal?: AbortSignal,
     maxWaitMs = Number.POSITIVE_INFINITY,
-  ): Promise<Worker> {
+  ): Promise<W> {
     const idle = this.#closed || signal?.aborted ? undefined : this.#takeIdle(key);
     if (idle) return Promise.resolve(idle);
     return this.#wait(key, signal, maxWaitMs, (resolve, reject) => ({
@@ -130,7 +174,7 @@ export class Pool {
     serve: (
       resolve: (value: T) => void,
       reject: (error: unknown) => void,
-    ) => Pick<Waiter, 'grant' | 'reuse'>,
+    ) => Pick<Waiter<W>, 'grant' | 'reuse'>,
   ): Promise<T> {
     if (this.#closed) return Promise.reject(new WorkerFailure('closed', 'the runner is closed'));
     if (signal?.aborted) {
@@ -139,11 +183,11 @@ export class Pool {
       );
     }
     return new Promise<T>((resolve, reject) => {
-      const waiter: Waiter = {
+      const waiter: Waiter<W> = {
         key,
         signal,
         reject,
-        ...(serve(resolve, reject) as Pick<Waiter, 'grant' | 'reuse'>),
+        ...(serve(resolve, reject) as Pick<Waiter<W>, 'grant' | 'reuse'>),
       };
       if (this.#queue.length === 0 && this.#slots < this.max) {
         waiter.grant(); // nobody waits and a slot is free: no queueing
@@ -175,7 +219,7 @@ export class Pool {
   }
 
   /** Gives a worker back: kept warm when `reusable` and alive, otherwise ended (a healthy one gracefully). */
-  release(worker: Worker, reusable: boolean): void {
+  release(worker: W, reusable: boolean): void {
     if (!reusable || !worker.alive || this.#closed) {
       this.#discard(worker);
     } else {
@@ -199,10 +243,12 @@ export class Pool {
     }
     for (const timer of this.#idleTimers.values()) clearTimeout(timer);
     this.#idleTimers.clear();
+    clearInterval(this.#idleCheck);
     this.#idle.clear();
     // Idle workers exit on their own (bounded by the grace); busy ones are killed at once.
     const all = [...this.#all, ...this.#stopping];
     this.#all.clear();
+    this.#perKey.clear();
     await Promise.all(all.map((w) => w.stop(EXIT_GRACE_MS)));
   }
 
@@ -212,13 +258,15 @@ export class Pool {
     this.#peak = Math.max(this.#peak, this.#slots);
   }
 
-  #start(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<Worker> {
+  #start(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<W> {
     this.#takeSlot();
+    this.#count(key, 1);
     return this.#launch(key, fn, signal).then(
       (worker) => {
         if (this.#closed) {
           void worker.kill();
           this.#slots--;
+          this.#count(key, -1);
           throw new WorkerFailure('closed', 'the runner is closed');
         }
         this.#all.add(worker);
@@ -226,10 +274,22 @@ export class Pool {
       },
       (error: unknown) => {
         this.#slots--;
+        this.#count(key, -1);
         this.#pump();
         throw error;
       },
     );
+  }
+
+  #count(key: string, delta: number): void {
+    const n = (this.#perKey.get(key) ?? 0) + delta;
+    if (n > 0) this.#perKey.set(key, n);
+    else this.#perKey.delete(key);
+  }
+
+  /** Workers of a waiter's function; a one-shot slot counts as a function without any. */
+  #workersFor(waiter: Waiter<W>): number {
+    return waiter.key === undefined ? 0 : this.workersOf(waiter.key);
   }
 
   /**
@@ -237,8 +297,9 @@ export class Pool {
    * once it has exited (or been killed after the grace) for a healthy one.
    * Returns whether the slot is free now.
    */
-  #discard(worker: Worker): boolean {
+  #discard(worker: W): boolean {
     if (!this.#all.delete(worker)) return false;
+    this.#count(worker.key, -1);
     this.#unpark(worker);
     if (!worker.alive) {
       this.#killed++;
@@ -255,7 +316,7 @@ export class Pool {
     return false;
   }
 
-  #park(worker: Worker): void {
+  #park(worker: W): void {
     const list = this.#idle.get(worker.key) ?? [];
     list.push(worker);
     this.#idle.set(worker.key, list);
@@ -265,9 +326,28 @@ export class Pool {
     }, this.idleMs);
     timer.unref();
     this.#idleTimers.set(worker, timer);
+    if (worker.idleWork && !this.#idleCheck) {
+      this.#idleCheck = setInterval(() => this.#checkIdle(), IDLE_CHECK_MS);
+      this.#idleCheck.unref();
+    }
   }
 
-  #unpark(worker: Worker): void {
+  /** Kills idle workers that keep working (a timer the body left behind), so they burn at most until the next look. */
+  #checkIdle(): void {
+    if (this.#idleTimers.size === 0) {
+      clearInterval(this.#idleCheck);
+      this.#idleCheck = undefined;
+      return;
+    }
+    for (const worker of [...this.#idleTimers.keys()]) {
+      if (worker.idleWork?.() === undefined) continue;
+      void worker.kill(); // marks it failed: #discard counts it as killed and frees its slot
+      this.#discard(worker);
+    }
+    this.#pump();
+  }
+
+  #unpark(worker: W): void {
     const timer = this.#idleTimers.get(worker);
     if (timer) clearTimeout(timer);
     this.#idleTimers.delete(worker);
@@ -278,7 +358,7 @@ export class Pool {
     if (list.length === 0) this.#idle.delete(worker.key);
   }
 
-  #takeIdle(key: string): Worker | undefined {
+  #takeIdle(key: string): W | undefined {
     const list = this.#idle.get(key);
     while (list?.length) {
       const worker = list[list.length - 1]!;
@@ -298,7 +378,7 @@ export class Pool {
     return undefined;
   }
 
-  #dequeue(waiter: Waiter): void {
+  #dequeue(waiter: Waiter<W>): void {
     const i = this.#queue.indexOf(waiter);
     if (i >= 0) this.#queue.splice(i, 1);
     if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
@@ -306,34 +386,41 @@ export class Pool {
   }
 
   /**
-   * Serves waiting callers with idle workers or free slots, oldest first.
-   * A slot being freed by an exiting worker is promised to the oldest
-   * waiter without one; past those, idle workers of other functions are evicted.
+   * Serves waiting callers with idle workers or free slots: callers whose
+   * function has the fewest workers first, oldest first among equals. A slot
+   * being freed by an exiting worker is promised to a waiter without one;
+   * past those, idle workers of other functions are evicted.
    */
   #pump(): void {
-    let coming = this.#stopping.size;
-    let i = 0;
-    while (i < this.#queue.length && !this.#closed) {
-      const waiter = this.#queue[i]!;
+    if (this.#closed) return;
+    // An idle worker of a waiter's own function costs nothing: hand those over first.
+    for (const waiter of [...this.#queue]) {
       const idle = waiter.key === undefined ? undefined : this.#takeIdle(waiter.key);
       if (idle) {
         this.#dequeue(waiter);
         waiter.reuse(idle);
-        continue;
       }
+    }
+    let coming = this.#stopping.size;
+    const promised = new Set<Waiter<W>>();
+    while (this.#queue.length > promised.size && !this.#closed) {
+      let waiter: Waiter<W> | undefined;
+      for (const candidate of this.#queue) {
+        if (promised.has(candidate)) continue;
+        if (!waiter || this.#workersFor(candidate) < this.#workersFor(waiter)) waiter = candidate;
+      }
+      if (!waiter) return;
       if (this.#slots < this.max) {
         this.#dequeue(waiter);
         waiter.grant();
-        continue;
-      }
-      if (coming > 0) {
+      } else if (coming > 0) {
         coming--; // this waiter gets the next slot that frees up
-        i++;
-        continue;
+        promised.add(waiter);
+      } else {
+        const evicted = this.#evictOne();
+        if (evicted === undefined) return;
+        if (evicted === 'stopping') coming++; // then look at the same waiter again
       }
-      const evicted = this.#evictOne();
-      if (evicted === undefined) return;
-      if (evicted === 'stopping') coming++; // then look at the same waiter again
     }
   }
 }

@@ -1,7 +1,9 @@
 /**
- * `createInterpreterRunner`: a LanguageRunner from an InterpreterSpec. Warm
- * calls go through the pool; one-shot calls start the same driver through
- * `runSandboxed`; batches are chunked across workers with hang isolation.
+ * `createInterpreterRunner`: a LanguageRunner from an InterpreterSpec. It
+ * routes each call — warm calls and batches through the scheduler and
+ * `dispatch` to pooled workers, one-shot calls (`one-shot.ts`) and the probe
+ * (`probe.ts`) through `runDriverOnce` — and owns what is per runner: the
+ * options, the resolved interpreter, remembered load errors, counters.
  */
 import { availableParallelism, endianness } from 'node:os';
 import {
@@ -22,17 +24,28 @@ import {
   assertSandboxAvailable,
   DEFAULT_LIMITS,
   policyFor,
-  probeSandbox,
-  runSandboxed,
   type SandboxLimits,
+  type SandboxOptions,
   type SandboxPolicy,
-  spawnSandboxed,
 } from '@improv/extfn-sandbox';
-import { callHeader, columnRows, schedule, valueRows } from './batch.js';
-import { type DriverError, encodeFrame, type Frame, FrameReader, isReadyFrame } from './frames.js';
+import {
+  type DispatchWorker,
+  dispatch,
+  endLease,
+  type Lease,
+  toExtFnError,
+  type WorkerRequest,
+} from './dispatch.js';
+import { LoadFailure } from './failures.js';
+import type { DriverError, Frame, FrameHeader } from './frames.js';
 import { functionKey } from './key.js';
-import { driverErrorToExtFnError, ResponseShapeError, resultsFromJsonFrame } from './marshal.js';
+import { driverErrorToExtFnError, resultsFromJsonFrame } from './marshal.js';
+import { oneShotCall } from './one-shot.js';
 import { Pool } from './pool.js';
+import { probeInterpreter } from './probe.js';
+import { callHeader, columnRows, valueRows } from './row-sources.js';
+import { type SchedulerContext, schedule } from './scheduler.js';
+import { startWorker } from './start-worker.js';
 import type {
   InterpreterDefaults,
   InterpreterRunner,
@@ -41,7 +54,7 @@ import type {
   InterpreterStats,
   ResolvedInterpreter,
 } from './types.js';
-import { driverPreamble, LoadFailure, Worker, WorkerFailure } from './worker.js';
+import type { WarmWorker } from './warm-worker.js';
 
 const DEFAULT_IDLE_MS = 30_000;
 const DEFAULT_STARTUP_MS = 15_000;
@@ -68,58 +81,34 @@ function withDefaults(
   return merged as InterpreterRunnerOptions;
 }
 
-/** One request for `SubprocessRunner.request`. */
-export interface WorkerRequest {
-  header: Record<string, unknown>;
-  payload?: Uint8Array | undefined;
-  /** Rows in the request: sizes the response's byte budget. */
-  rows: number;
-  timeoutMs: number;
-  signal?: AbortSignal | undefined;
-  /**
-   * A batch lane keeps its worker between chunks while no one else waits
-   * (or for a time slice when someone does), instead of a pool round trip
-   * per chunk. The lane releases `lease.worker` when it ends.
-   */
-  lease?: Lease;
-  /**
-   * Reads the response while the worker is still held: a ResponseShapeError
-   * (an answer that does not fit the request) kills the worker and rejects
-   * with WorkerFailure `malformed`, so a batch retries the rows one by one.
-   */
-  decode?: (frame: Frame) => void;
+/** The `load` request: what the driver is given of a function (docs/protocol.md). */
+export function loadHeader(fn: ExternalFn, maxOutputBytes: number): FrameHeader {
+  return {
+    op: 'load',
+    fn: {
+      name: fn.name,
+      body: fn.body,
+      argTypes: fn.argTypes,
+      returnType: fn.returnType,
+      ...(fn.vectorized === true ? { vectorized: true } : {}),
+    },
+    maxOutputBytes,
+  };
 }
 
-export interface Lease {
-  worker?: Worker | undefined;
-  since: number;
-}
-
-/** A lane gives its worker back when others wait and it has held it this long (amortises a start). */
-const LEASE_SLICE_MS = 100;
-
-/** Everything the batch and call paths need from the runner. */
-export interface RunnerContext {
-  readonly pool: Pool;
-  readonly maxOutputBytes: number;
-  readonly chunkMs: number;
-  readonly f64: boolean;
-  /** Measured milliseconds per row by function key, so the next batch starts at the right chunk size. */
-  readonly perRowMs: Map<string, number>;
-  /** Runs one request on a pooled worker for `fn`; see SubprocessRunner.request. */
-  request(fn: ExternalFn, key: string, request: WorkerRequest): Promise<Frame>;
-  /** A worker failure, load failure or anything else as the ExtFnError of `fn`. */
-  toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
-}
-
-class SubprocessRunner implements InterpreterRunner, RunnerContext {
+class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   readonly specificationVersion = 'v1' as const;
   readonly language: string;
   readonly packageName: string;
-  readonly capabilities: { isolated: boolean; warmWorkers: boolean; batch: boolean };
-  readonly pool: Pool;
+  /** `isolated` follows the policy in force: false once the sandbox fell back to rlimits only. */
+  get capabilities(): { isolated: boolean; warmWorkers: boolean; batch: boolean } {
+    return { isolated: this.#policyInForce === 'restricted', warmWorkers: true, batch: true };
+  }
+  readonly pool: Pool<DispatchWorker>;
   readonly maxOutputBytes: number;
+  readonly retireAfterBusyMs: number;
   readonly chunkMs: number;
+  readonly lanes: number;
   readonly f64: boolean;
   readonly perRowMs = new Map<string, number>();
   #spec: InterpreterSpec;
@@ -131,6 +120,8 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
   #closed = false;
   /** The policy for which the interpreter was found and the sandbox proved usable. */
   #preparedFor: SandboxPolicy | undefined;
+  /** What the sandbox probe says is really in force (the fallback, where it applied). */
+  #policyInForce: SandboxPolicy;
 
   constructor(spec: InterpreterSpec, callerOptions: InterpreterRunnerOptions) {
     this.#spec = spec;
@@ -138,10 +129,11 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     this.#options = options;
     this.language = spec.language;
     this.packageName = spec.packageName;
-    const policy = options.policy ?? policyFor(process.env);
-    this.capabilities = { isolated: policy === 'restricted', warmWorkers: true, batch: true };
+    this.#policyInForce = options.policy ?? policyFor(process.env);
     this.maxOutputBytes =
       options.maxOutputBytes ?? this.#limits().stdoutBytes ?? DEFAULT_LIMITS.stdoutBytes;
+    // retire at half the lifetime CPU budget
+    this.retireAfterBusyMs = this.#workerCpuSeconds() * 500;
     this.chunkMs = options.chunkMs ?? 5;
     this.f64 = spec.f64 === true && options.f64 !== false && endianness() === 'LE';
     this.pool = new Pool(
@@ -149,6 +141,7 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
       options.idleMs ?? DEFAULT_IDLE_MS,
       (key, fn, signal) => this.#launch(key, fn, signal),
     );
+    this.lanes = this.pool.max;
   }
 
   stats(): InterpreterStats {
@@ -160,65 +153,19 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     return this.pool.pids();
   }
 
-  async probe(): Promise<RunnerProbe> {
-    const language = this.language;
-    let interpreter: ResolvedInterpreter | undefined;
-    try {
-      interpreter = await this.#resolve();
-    } catch (error) {
-      return {
-        language,
-        available: false,
-        detail: `could not look for the interpreter: ${String(error)}`,
-      };
-    }
-    if (!interpreter) {
-      return {
-        language,
-        available: false,
-        detail: `no ${language} interpreter found`,
-        fix: this.#installHint(),
-      };
-    }
-    const sandbox = await probeSandbox({ policy: this.#policy(), ...this.#bwrap() });
-    const base = { language, interpreter: { path: interpreter.path }, protection: sandbox.summary };
-    if (!sandbox.ok) {
-      return {
-        ...base,
-        available: false,
-        detail: sandbox.problem ?? sandbox.summary,
-        ...(sandbox.fix ? { fix: sandbox.fix } : {}),
-      };
-    }
-    // Start the driver (no body) under the real sandbox: proves the interpreter runs there and reads its version.
-    try {
-      const result = await runSandboxed({
+  probe(): Promise<RunnerProbe> {
+    return probeInterpreter({
+      language: this.language,
+      resolve: () => this.#resolve(),
+      installHint: this.#installHint(),
+      policy: this.#policy(),
+      ...this.#bwrap(),
+      sandbox: (interpreter) => ({
         ...this.#sandboxOptions(interpreter, 'probe', this.#limits()),
         timeoutMs: this.#spec.startupTimeoutMs ?? DEFAULT_STARTUP_MS,
-        stdin: Buffer.concat([
-          driverPreamble(this.#spec.driverSource),
-          encodeFrame({ op: 'exit' }),
-        ]),
-      });
-      const ready = new FrameReader().push(result.stdout)[0]?.header;
-      if (!isReadyFrame(ready)) {
-        return {
-          ...base,
-          available: false,
-          detail: `the driver did not start: ${result.stderr.trim().split('\n').pop() ?? `exit ${result.exitCode}`}`,
-        };
-      }
-      const version = typeof ready.version === 'string' ? ready.version : undefined;
-      return {
-        ...base,
-        available: true,
-        interpreter: { path: interpreter.path, ...(version ? { version } : {}) },
-        detail: `${language} ${version ?? ''} at ${interpreter.path}`.replace(/ +/g, ' '),
-      };
-    } catch (error) {
-      const e = error as ExtFnError;
-      return { ...base, available: false, detail: e.message, ...(e.fix ? { fix: e.fix } : {}) };
-    }
+      }),
+      driverSource: this.#spec.driverSource,
+    });
   }
 
   async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
@@ -301,139 +248,41 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     await this.pool.close();
   }
 
-  /**
-   * One request on a warm worker for `fn`. A worker that fails is killed and
-   * replaced; a worker that died while it had served earlier requests is
-   * retried once on a fresh one (its state, not this request, may be at fault).
-   */
-  async request(fn: ExternalFn, key: string, request: WorkerRequest): Promise<Frame> {
-    const { header, payload, rows, timeoutMs, signal, lease, decode } = request;
-    for (let attempt = 0; ; attempt++) {
-      let worker = lease?.worker;
-      if (!worker?.alive) {
-        if (worker) this.pool.release(worker, false);
-        // Waiting for a slot is bounded like the registry's own backstop, so a call
-        // the caller gave up on does not run later for nothing.
-        worker = await this.pool.acquire(key, fn, signal, timeoutMs + 2_000);
-        if (lease) {
-          lease.worker = worker;
-          lease.since = performance.now();
-        }
-      }
-      const fresh = worker.requests === 0;
-      let keep = false;
-      try {
-        const frame = await worker.request(header, payload, {
-          deadlineMs: timeoutMs,
-          signal,
-          budget: rows * (this.maxOutputBytes + 64) + 1024 * 1024,
-        });
-        try {
-          decode?.(frame);
-        } catch (error) {
-          if (!(error instanceof ResponseShapeError)) throw error;
-          void worker.kill(); // it answered out of protocol: not to be trusted with another request
-          throw new WorkerFailure('malformed', error.message);
-        }
-        keep = worker.busyMs < this.#workerCpuSeconds() * 500; // retire at half the CPU budget
-        return frame;
-      } catch (error) {
-        if (attempt === 0 && !fresh && error instanceof WorkerFailure && error.reason === 'exited')
-          continue;
-        throw error;
-      } finally {
-        const held =
-          keep &&
-          lease !== undefined &&
-          (!this.pool.hasWaiters() || performance.now() - lease.since < LEASE_SLICE_MS);
-        if (!held) {
-          if (lease) lease.worker = undefined;
-          this.pool.release(worker, keep);
-        }
-      }
-    }
+  // ---- the scheduler's context ---------------------------------------------------
+
+  request(fn: ExternalFn, key: string, request: WorkerRequest): Promise<Frame> {
+    return dispatch(this, fn, key, request);
+  }
+
+  endLease(lease: Lease): void {
+    endLease(this.pool, lease);
   }
 
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {
-    if (ExtFnError.isInstance(error)) return error.withFunctionName(fn.name);
-    if (error instanceof LoadFailure) return driverErrorToExtFnError(fn, error.error);
-    if (error instanceof WorkerFailure) {
-      if (ExtFnError.isInstance(error.cause)) return error.cause.withFunctionName(fn.name);
-      switch (error.reason) {
-        case 'closed':
-          return ExtFnError.runtime(fn.name, 'the runner is closed');
-        case 'timeout':
-          return ExtFnError.timeout(fn.name, timeoutMs);
-        case 'aborted':
-          return ExtFnError.aborted(fn.name, error.abortReason);
-        case 'output':
-          return ExtFnError.runtime(fn.name, 'output too large', {
-            limit: 'output',
-            ...(error.stderr ? { stderr: error.stderr } : {}),
-          });
-        default: {
-          const limit = error.limit ? ` (${error.limit} limit)` : '';
-          return ExtFnError.runtime(fn.name, `${error.message}${limit}`, {
-            ...(error.stderr ? { stderr: error.stderr } : {}),
-            ...(error.limit ? { limit: error.limit } : {}),
-            cause: error,
-          });
-        }
-      }
-    }
-    const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-    return ExtFnError.runtime(fn.name, `runner failed: ${message}`, { cause: error });
+    return toExtFnError(fn, error, timeoutMs);
   }
 
   // ---- starting interpreters -------------------------------------------------
 
-  async #launch(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<Worker> {
+  async #launch(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<WarmWorker> {
     const interpreter = await this.#resolve();
     if (!interpreter) throw this.#unavailable(fn);
     const limits = { ...this.#limits(), cpuSeconds: Math.ceil(this.#workerCpuSeconds()) };
-    const process = spawnSandboxed(this.#sandboxOptions(interpreter, fn.name, limits));
-    this.#started++;
-    const worker = new Worker(key, process, this.#spec.driverSource);
-    const startupMs = this.#spec.startupTimeoutMs ?? DEFAULT_STARTUP_MS;
     try {
-      await worker.ready(startupMs, signal);
-      const frame = await worker.request(this.#loadHeader(fn), undefined, {
-        deadlineMs: startupMs,
+      return await startWorker({
+        key,
+        sandbox: this.#sandboxOptions(interpreter, fn.name, limits),
+        driverSource: this.#spec.driverSource,
+        load: loadHeader(fn, this.maxOutputBytes),
+        startupMs: this.#spec.startupTimeoutMs ?? DEFAULT_STARTUP_MS,
+        maxOutputBytes: this.maxOutputBytes,
         signal,
-        budget: 1024 * 1024,
+        onSpawned: () => {
+          this.#started++;
+        },
       });
-      if (frame.header.error !== undefined) {
-        const error = frame.header.error as DriverError;
-        this.#rememberLoadError(key, error);
-        throw new LoadFailure(error);
-      }
-      if (frame.header.ok !== true) {
-        throw new WorkerFailure(
-          'malformed',
-          `unexpected load response ${JSON.stringify(frame.header).slice(0, 200)}`,
-        );
-      }
-      worker.requests = 0; // `load` does not count as history for the retry rule
-      return worker;
     } catch (error) {
-      await worker.kill();
-      // A worker that dies before it is ready says nothing about any row: report it as a
-      // start failure, so a batch fails once instead of retrying row by row.
-      if (
-        error instanceof WorkerFailure &&
-        error.reason !== 'aborted' &&
-        error.reason !== 'closed' &&
-        error.reason !== 'startup'
-      ) {
-        const failure = new WorkerFailure(
-          'startup',
-          `${error.message} while starting`,
-          error.stderr,
-          error.limit,
-        );
-        failure.cause = error;
-        throw failure;
-      }
+      if (error instanceof LoadFailure) this.#rememberLoadError(key, error.error);
       throw error;
     }
   }
@@ -449,71 +298,19 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     }
     const controller = new AbortController();
     this.#oneShots.add(controller);
-    const signal = options.signal
-      ? AbortSignal.any([options.signal, controller.signal])
-      : controller.signal;
     this.#started++;
-    let stdout: Buffer;
-    let stderr: string;
-    let exit: string;
-    let limit: ExtFnError['limit'];
     try {
-      const result = await runSandboxed({
-        ...this.#sandboxOptions(interpreter, fn.name, this.#limits()),
-        timeoutMs: options.timeoutMs,
-        signal,
-        stdin: Buffer.concat([
-          driverPreamble(this.#spec.driverSource),
-          encodeFrame({ ...this.#loadHeader(fn), id: 1 }),
-          encodeFrame({ ...callHeader([args]), id: 2 }),
-          encodeFrame({ op: 'exit' }),
-        ]),
+      return await oneShotCall(fn, args, {
+        ...options,
+        sandbox: this.#sandboxOptions(interpreter, fn.name, this.#limits()),
+        driverSource: this.#spec.driverSource,
+        load: loadHeader(fn, this.maxOutputBytes),
+        closing: controller.signal,
       });
-      ({ stdout, stderr, limit } = result);
-      exit = result.signal
-        ? `was killed by ${result.signal}`
-        : `exited with code ${result.exitCode}`;
-    } catch (error) {
-      if (controller.signal.aborted && !options.signal?.aborted)
-        throw ExtFnError.runtime(fn.name, 'the runner is closed');
-      throw this.toError(fn, error, options.timeoutMs);
     } finally {
       this.#oneShots.delete(controller);
       release();
     }
-    let frames: Frame[];
-    try {
-      frames = new FrameReader(Number.MAX_SAFE_INTEGER).push(stdout);
-    } catch (error) {
-      throw ExtFnError.runtime(fn.name, (error as Error).message, { stderr });
-    }
-    // Exactly ready, then the answers to requests 1 and 2, as a warm worker would
-    // send them: anything else (a body writing to the protocol channel) fails the
-    // call the same way it fails a warm worker.
-    const unexpected = frames.find((f, k) =>
-      k === 0 ? f.header.ready === undefined : f.header.id !== k,
-    );
-    if (unexpected) {
-      throw ExtFnError.runtime(
-        fn.name,
-        `unexpected frame from the driver: ${JSON.stringify(unexpected.header).slice(0, 200)}`,
-        { stderr },
-      );
-    }
-    const load = frames[1];
-    if (load?.header.error !== undefined)
-      throw driverErrorToExtFnError(fn, load.header.error as DriverError);
-    const answer = frames[2];
-    if (!answer) {
-      const why = limit ? ` (${limit} limit)` : '';
-      throw ExtFnError.runtime(fn.name, `the interpreter ${exit} before answering${why}`, {
-        stderr,
-        ...(limit ? { limit } : {}),
-      });
-    }
-    const result = resultsFromJsonFrame(fn, answer, 1)[0]!;
-    if (ExtFnError.isInstance(result)) throw result;
-    return result;
   }
 
   /** One-shot mode for a batch: each row its own process, as many at a time as the pool allows. */
@@ -540,19 +337,11 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     return { mode, key, loadError: loadError && driverErrorToExtFnError(fn, loadError) };
   }
 
-  #loadHeader(fn: ExternalFn): Record<string, unknown> {
-    return {
-      op: 'load',
-      fn: { name: fn.name, body: fn.body, argTypes: fn.argTypes, returnType: fn.returnType },
-      maxOutputBytes: this.maxOutputBytes,
-    };
-  }
-
   #sandboxOptions(
     interpreter: ResolvedInterpreter,
     functionName: string,
     limits: Partial<SandboxLimits>,
-  ) {
+  ): Omit<SandboxOptions, 'timeoutMs'> {
     return {
       command: interpreter.path,
       args: this.#spec.args,
@@ -602,7 +391,8 @@ class SubprocessRunner implements InterpreterRunner, RunnerContext {
     if (this.#preparedFor === policy) return; // the hot path of warm calls: nothing to await
     const interpreter = await this.#resolve();
     if (!interpreter) throw this.#unavailable(fn);
-    await assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name });
+    const probe = await assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name });
+    this.#policyInForce = probe.policy;
     this.#preparedFor = policy;
   }
 

@@ -251,7 +251,7 @@ function write_result(io::IO, type::String, x)
     elseif type == "datetime"
         DATES !== nothing && x isa DATES.Date && (x = DATES.DateTime(x))
         (DATES !== nothing && x isa DATES.DateTime) || throw(result_error("datetime", x))
-        0 <= DATES.year(x) <= 9999 || throw(ResultError("datetime", "$(describe(x)) (outside the years 0000-9999)"))
+        1 <= DATES.year(x) <= 9999 || throw(ResultError("datetime", "$(describe(x)) (outside the years 0001-9999)"))
         ms = DATES.millisecond(x)
         print(io, '"', lpad(DATES.year(x), 4, '0'), '-', lpad(DATES.month(x), 2, '0'), '-', lpad(DATES.day(x), 2, '0'),
               'T', lpad(DATES.hour(x), 2, '0'), ':', lpad(DATES.minute(x), 2, '0'), ':', lpad(DATES.second(x), 2, '0'),
@@ -274,6 +274,7 @@ mutable struct Loaded
     body::Expr                  # the parsed body, Expr(:toplevel, …)
     call::Union{Function,Nothing}  # compiled once: function mode
     maxoutput::Int
+    vectorized::Bool               # the body takes whole columns (Vectors)
 end
 
 const LOADED = Ref{Union{Loaded,Nothing}}(nothing)
@@ -302,7 +303,11 @@ function load!(request)
         call = Core.eval(m, lambda)
     end
     maxoutput = Int(get(request, "maxOutputBytes", 1048576))
-    LOADED[] = Loaded(String(get(fn, "name", "f")), String.(fn["argTypes"]), String(fn["returnType"]), ex, call, maxoutput)
+    vectorized = get(fn, "vectorized", false) === true
+    if vectorized && isempty(fn["argTypes"])
+        throw(ArgumentProblem("a vectorized function needs at least one argument (its columns tell the body how many rows there are)"))
+    end
+    LOADED[] = Loaded(String(get(fn, "name", "f")), String.(fn["argTypes"]), String(fn["returnType"]), ex, call, maxoutput, vectorized)
 end
 
 function run_body(f::Loaded, args::Vector{Any})
@@ -442,6 +447,79 @@ function run_rows(f::Loaded, n::Int, args_of::Function, produce::Function, faile
     return errors
 end
 
+"""
+Runs a vectorized body on whole columns: `cell(k, j)` gives argument j of
+row k, `produce(k, value)` stores row k's value in wire form (or throws,
+making it that row's error), `failed(k)` marks a row that has none. The body
+gets one Vector per argument and returns one Vector of the same length; a
+`nothing` or `missing` in it is that row's error. If the body throws (or
+prints past the cap), the rows are run again one by one on columns of
+length one, so each failing row gets its own error and every other row its
+value, as per-row calls would. A result that is not one Vector of the
+rows' length fails them all.
+"""
+function run_vectorized(f::Loaded, rows::Vector{Int}, cell::Function, produce::Function, failed::Function)
+    errors = Pair{Int,String}[]
+    arity = length(f.argtypes)
+    function attempt(at::Vector{Int})
+        position = output_size()
+        outcome = try
+            args = Any[map(identity, Any[cell(k, j) for k in at]) for j in 1:arity]
+            RANDOM === nothing || RANDOM.seed!(0)
+            (:value, run_body(f, args))
+        catch e
+            (:rerun, row_error(e, catch_backtrace()))
+        end
+        if output_size() - position > f.maxoutput
+            cut_output!(position)
+            return (:rerun, error_json("OutputLimit", "output too large"; limit = "output"))
+        end
+        outcome[1] === :rerun && return outcome
+        r = outcome[2]
+        m = length(at)
+        if !(r isa AbstractVector)
+            got = describe(r)
+            return (:chunk, error_json("ResultTypeError", "a vectorized body returns one vector of $m values, got $got"; got = got))
+        end
+        if length(r) != m
+            return (:chunk, error_json("ResultTypeError", "a vectorized body returns one value per row: $m rows, got $(length(r)) values";
+                                       got = "a vector of $(length(r)) values"))
+        end
+        return (:value, r)
+    end
+    function place(at::Vector{Int}, outcome)
+        if outcome[1] !== :value
+            for k in at
+                push!(errors, k - 1 => outcome[2])
+                failed(k)
+            end
+            return
+        end
+        for (i, k) in enumerate(at)
+            value = outcome[2][i]
+            try
+                (value === nothing || value === missing) &&
+                    throw(ResultError(f.returntype, "$(repr(value)) (a missing value in the vectorized result)"))
+                produce(k, value)
+            catch e
+                push!(errors, k - 1 => row_error(e, catch_backtrace()))
+                failed(k)
+            end
+        end
+    end
+    isempty(rows) && return errors
+    whole = attempt(rows)
+    if whole[1] === :rerun && length(rows) > 1
+        cut_output!(0)  # each row prints again on its own
+        for k in rows
+            place([k], attempt([k]))
+        end
+    else
+        place(rows, whole)
+    end
+    return errors
+end
+
 function errors_json(errors)
     isempty(errors) && return "{}"
     return "{" * join(("\"$k\":$v" for (k, v) in errors), ",") * "}"
@@ -453,7 +531,23 @@ function call_json(f::Loaded, id, rows::Vector{Any})
     args_of(k) = Any[from_wire(f.argtypes[j], rows[k][j]) for j in 1:length(f.argtypes)]
     produce(k, result) = (parts[k] = sprint(write_result, f.returntype, result))
     failed(k) = (parts[k] = "null")
-    errors = run_rows(f, n, args_of, produce, failed)
+    if f.vectorized
+        # Arguments are read per row: a bad one is that row's error, the rest go on as columns.
+        converted = Vector{Any}(undef, n)
+        errors = Pair{Int,String}[]
+        good = Int[]
+        for k in 1:n
+            try
+                converted[k] = args_of(k)
+                push!(good, k)
+            catch e
+                push!(errors, k - 1 => row_error(e, catch_backtrace()))
+            end
+        end
+        append!(errors, run_vectorized(f, good, (k, j) -> converted[k][j], produce, failed))
+    else
+        errors = run_rows(f, n, args_of, produce, failed)
+    end
     forward_output!()
     frame("{\"id\":$id,\"values\":[" * join(parts, ",") * "],\"errors\":" * errors_json(errors) * "}")
 end
@@ -468,7 +562,8 @@ function call_f64(f::Loaded, id, n::Int, payload::Vector{UInt8})
         results[k] = Float64(result)
     end
     failed(k) = (results[k] = NaN)
-    errors = run_rows(f, n, args_of, produce, failed)
+    errors = f.vectorized ? run_vectorized(f, collect(1:n), (k, j) -> columns[(j-1)*n+k], produce, failed) :
+        run_rows(f, n, args_of, produce, failed)
     forward_output!()
     write(PROTO[], "{\"id\":$id,\"rows\":$n,\"bytes\":$(8n),\"errors\":" * errors_json(errors) * "}\n")
     write(PROTO[], htol.(results))

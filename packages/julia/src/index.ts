@@ -48,13 +48,6 @@ const EXECUTABLE_PROBE = [
   'print(joinpath(Sys.BINDIR, Base.julia_exe_name))',
 ];
 
-/** Julia lives in its own prefix (/opt/julia-1.x, …): bind it, its lib/ and share/ are needed. */
-function prefixOutsideUsr(path: string): string[] {
-  if (path.startsWith('/usr/')) return [];
-  const bin = path.slice(0, path.lastIndexOf('/'));
-  return [bin.slice(0, bin.lastIndexOf('/')) || '/'];
-}
-
 /**
  * The Julia runner. Bodies are statements (indented or not) that read
  * `args[1]`, `args[2]`, … and set `result`.
@@ -71,7 +64,7 @@ export function julia(options: JuliaRunnerOptions = {}): InterpreterRunner {
           envVar: 'IMPROV_EXTFN_JULIA',
           names: ['julia'],
           realPathArgs: EXECUTABLE_PROBE,
-          readOnlyPaths: prefixOutsideUsr,
+          // no readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own prefix
         }),
       args: JULIA_ARGS,
       driverSource: DRIVER_SOURCE,

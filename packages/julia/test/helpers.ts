@@ -1,3 +1,4 @@
+/** Shared by the Julia tests: finding julia, the bytes a one-shot call sends, and a real Julia parser (tree-sitter-julia). */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { type ExternalFn, ExtFnError, type Value, valueToJson } from '@improv/extfn-core';

@@ -106,6 +106,28 @@ describe.skipIf(!juliaFound)(`julia specifics${juliaFound ? '' : ` (${noJulia})`
     expect(await registry.eval('modules', [Value.number(4)])).toEqual(Value.number(8));
   });
 
+  test('vectorized: Vectors in, one Vector out; a throwing chunk re-runs row by row, nothing is a row error', async () => {
+    registry.register({
+      name: 'vec',
+      language: 'julia',
+      body: 'x, y = args\nany(==(13.0), x) && error("thirteen")\nresult = Any[v < 0 ? nothing : v * 1.05^w for (v, w) in zip(x, y)]',
+      argTypes: ['number', 'number'],
+      returnType: 'number',
+      vectorized: true,
+    });
+    const rows = [1, 13, -1, 4].map((x) => [Value.number(x), Value.number(2)]);
+    const single = [];
+    for (const row of rows) single.push(await registry.eval('vec', row).catch((e) => e.message));
+    expect(single).toEqual([
+      Value.number(1.1025),
+      'function vec: ErrorException: thirteen',
+      'function vec: result expected number, got nothing (a missing value in the vectorized result)',
+      Value.number(4.41),
+    ]);
+    const batch = await registry.evalBatch('vec', rows);
+    expect(batch.map((r) => ('kind' in r ? r.message : r))).toEqual(single);
+  });
+
   test('a missing result is a Runtime error', async () => {
     registry.register({
       name: 'unset',

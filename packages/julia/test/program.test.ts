@@ -1,5 +1,5 @@
 /**
- * Issue 5 (Julia), checked without Julia: the driver, the bootstrap and the
+ * The Julia driver checked without Julia: the driver, the bootstrap and the
  * bodies are valid Julia as a real Julia parser (tree-sitter-julia) reads
  * them, and what a call sends to the interpreter carries bodies and values
  * only as JSON data, never as program text.
@@ -43,12 +43,15 @@ describe('the programs julia runs', () => {
       'function load!(',
       'function call_json(',
       'function call_f64(',
+      'function run_vectorized(',
     ]) {
       expect(DRIVER_SOURCE).toContain(name);
     }
     for (const op of ['"load"', '"call"', '"callf64"', '"exit"'])
       expect(DRIVER_SOURCE).toContain(`op == ${op}`);
     expect(DRIVER_SOURCE).toContain('{\\"ready\\":1,\\"protocol\\":1,\\"version\\":');
+    // `vectorized: true` in the load frame's fn selects the column path.
+    expect(DRIVER_SOURCE).toContain('get(fn, "vectorized", false) === true');
   });
 
   test('memory limits let Julia start: 16 GiB of address space, not the 1 GiB default', () => {
@@ -66,6 +69,8 @@ describe('bodies', () => {
       'result = string("cost: \\$", args[1], " #{not interpolated}")',
     'tabs and CRLF line ends': '\tx = args[1]\r\n\tresult = x\r\n',
     'an early return': 'args[1] < 0 && return 0.0\nresult = sqrt(args[1])',
+    'a vectorized body broadcasting over its column Vectors':
+      'x, y = args\nresult = x .* 1.05 .^ y',
   };
   for (const [what, body] of Object.entries(bodies)) {
     test(`${what}: valid Julia as the body of the driver's function of args`, async () => {

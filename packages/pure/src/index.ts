@@ -12,6 +12,7 @@ import {
   resolveExecutable,
 } from '@improv/extfn-interpreter';
 import { DRIVERS_DIR, PURE_ARGS, PURE_ENV, PURE_LIMITS } from './bootstrap.js';
+import { refuseVectorized } from './refuse-vectorized.js';
 
 export { BOOTSTRAP_PATH, DRIVERS_DIR, PURE_ARGS, PURE_ENV, PURE_LIMITS } from './bootstrap.js';
 
@@ -29,39 +30,36 @@ export const DRIVER_SOURCE: string = readFileSync(
   'utf8',
 );
 
-/** Pure installs under a prefix (/usr/local by default): bind it for lib/pure, plus our drivers. */
-function sandboxPaths(path: string): string[] {
-  const bin = path.slice(0, path.lastIndexOf('/'));
-  const prefix = bin.slice(0, bin.lastIndexOf('/')) || '/';
-  return path.startsWith('/usr/') ? [DRIVERS_DIR] : [prefix, DRIVERS_DIR];
-}
-
 /**
  * The Pure runner. Bodies are Pure statements that read `args` (a list:
  * `args!0`, `args!1`, …) and define `result`, e.g. `let result = args!0 + args!1;`.
+ * Per-row only: a `vectorized: true` descriptor is refused with a Runtime error.
  */
 export function pure(options: PureRunnerOptions = {}): InterpreterRunner {
   const { interpreter, ...runnerOptions } = options;
-  return createInterpreterRunner(
-    {
-      language: 'pure',
-      packageName: '@improv/extfn-pure',
-      resolveInterpreter: () =>
-        resolveExecutable({
-          explicit: interpreter,
-          envVar: 'IMPROV_EXTFN_PURE',
-          names: ['pure'],
-          readOnlyPaths: sandboxPaths,
-        }),
-      args: PURE_ARGS,
-      driverSource: DRIVER_SOURCE,
-      env: PURE_ENV,
-      limits: PURE_LIMITS,
-      f64: false,
-      startupTimeoutMs: 30_000,
-      installHint:
-        'install the Pure interpreter (https://agraef.github.io/pure-lang/), or set IMPROV_EXTFN_PURE or the `interpreter` option to its path',
-    },
-    runnerOptions,
+  return refuseVectorized(
+    createInterpreterRunner(
+      {
+        language: 'pure',
+        packageName: '@improv/extfn-pure',
+        resolveInterpreter: () =>
+          resolveExecutable({
+            explicit: interpreter,
+            envVar: 'IMPROV_EXTFN_PURE',
+            names: ['pure'],
+            // the interpreter's own prefix (lib/pure) is bound by @improv/extfn-sandbox; our drivers too
+            readOnlyPaths: () => [DRIVERS_DIR],
+          }),
+        args: PURE_ARGS,
+        driverSource: DRIVER_SOURCE,
+        env: PURE_ENV,
+        limits: PURE_LIMITS,
+        f64: false,
+        startupTimeoutMs: 30_000,
+        installHint:
+          'install the Pure interpreter (https://agraef.github.io/pure-lang/), or set IMPROV_EXTFN_PURE or the `interpreter` option to its path',
+      },
+      runnerOptions,
+    ),
   );
 }

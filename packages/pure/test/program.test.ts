@@ -1,5 +1,5 @@
 /**
- * Issue 5 (Pure), checked without Pure: the bootstrap and the driver are
+ * The Pure driver checked without Pure: the bootstrap and the driver are
  * well-formed Pure as far as a structural reader can tell (no Pure parser
  * exists for Node), every driver function they use is defined, and what a
  * call sends carries bodies and values only as JSON data.
@@ -163,6 +163,36 @@ describe('finding pure', () => {
       runner.call({ ...addPure, pure: false }, [Value.number(1), Value.number(2)], {
         timeoutMs: 1_000,
       }),
+    ).rejects.toMatchObject({ kind: 'LanguageUnavailable' });
+    expect(runner.stats().started).toBe(0);
+    await runner.close();
+  });
+});
+
+describe('vectorized functions', () => {
+  test('are refused with a Runtime error naming the fix, and nothing starts', async () => {
+    const runner = pure({ interpreter: '/nonexistent/pure' });
+    const fn = {
+      name: 'vec',
+      language: 'pure',
+      body: 'let result = args!0;',
+      argTypes: ['number' as const],
+      returnType: 'number' as const,
+      pure: false,
+      vectorized: true,
+    };
+    const options = { timeoutMs: 1_000 };
+    await expect(runner.call(fn, [Value.number(1)], options)).rejects.toMatchObject({
+      kind: 'Runtime',
+      message: expect.stringMatching(/no vectorized functions: drop `vectorized: true`/),
+    });
+    const batch = await runner.callBatch(fn, [[Value.number(1)], [Value.number(2)]], options);
+    expect(batch.map((r) => (r as { kind: string }).kind)).toEqual(['Runtime', 'Runtime']);
+    const columns = await runner.callColumns(fn, [Float64Array.from([1, 2])], options);
+    expect([...columns.errors.keys()]).toEqual([0, 1]);
+    // Without the flag the same function goes on to look for the interpreter.
+    await expect(
+      runner.call({ ...fn, vectorized: false }, [Value.number(1)], options),
     ).rejects.toMatchObject({ kind: 'LanguageUnavailable' });
     expect(runner.stats().started).toBe(0);
     await runner.close();

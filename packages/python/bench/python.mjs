@@ -1,4 +1,4 @@
-// Benchmark of the Python runner (issues 4 and 7), against dist/. Run: pnpm bench
+// Benchmark of the Python runner, against dist/. Run: pnpm bench
 // `result = args[0] + args[1]` over ROWS rows, through a core Registry, side by
 // side in one run: one-shot spawn per call (a sample, extrapolated), warm
 // sequential eval, evalBatch over JSON frames and over binary f64 columns, and
@@ -265,7 +265,7 @@ console.log('\nworker memory (resident, from /proc):');
 for (const p of rss)
   console.log(`  pid ${p.pid} ${p.comm.padEnd(12)} ${(p.rssKb / 1024).toFixed(1)} MiB`);
 console.log(
-  '\ntargets (issue 7): warm call < 100 µs median; evalBatch ≥ 2 M rows/s (JSON), ≥ 10 M rows/s (f64 columns, all-number functions)',
+  '\ntargets: warm call < 100 µs median; evalBatch ≥ 2 M rows/s (JSON), ≥ 10 M rows/s (f64 columns, all-number functions)',
 );
 console.log(
   `bounds: "driver alone" is one CPython process doing only decode, one call per row and encode

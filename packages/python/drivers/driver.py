@@ -15,6 +15,13 @@ if sys.version_info < (3, 8):
 if sys.path and sys.path[0] in ('', '.'):
     del sys.path[0]  # never import from the working directory (what -P does on 3.11+)
 
+# The libraries the host allows (python({ packages })), bound read-only by the
+# sandbox: appended after the standard library, so none can shadow it. Their
+# .pth files are not run: nothing executes before the body but the driver.
+for _dir in os.environ.get('IMPROV_EXTFN_PYTHON_PATH', '').split(os.pathsep):
+    if _dir and _dir not in sys.path:
+        sys.path.append(_dir)
+
 # The bootstrap read exactly the driver's bytes from fd 0 (os.read, no
 # buffering), so everything after them is the request stream.
 _proto_in = os.fdopen(os.dup(0), 'rb', buffering=1 << 16)
@@ -64,6 +71,10 @@ def _number_in(x):
     return _NAN_WIRE[x]
 
 
+class _ArgumentError(ValueError):
+    """An argument Python cannot hold: reported without the driver's traceback."""
+
+
 class _Instant(datetime):
     """A datetime argument with more than microsecond precision: keeps its
     nanoseconds so an unchanged value goes back exactly. Arithmetic on it
@@ -74,15 +85,20 @@ class _Instant(datetime):
 def _datetime_in(text):
     m = _ISO.match(text)
     if not m:
-        raise ValueError('bad datetime on the wire: %r' % (text,))
+        raise _ArgumentError('datetime %r is not an ISO-8601 instant with a four-digit year '
+                             '(0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z)' % (text,))
     y, mo, d, h, mi, s, frac, zone = m.groups()
     frac = frac or ''
     micro = int((frac + '000000')[:6])
-    value = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s or 0), micro, tzinfo=_UTC)
-    if zone.upper() != 'Z':
-        sign = 1 if zone[0] == '+' else -1
-        digits = zone[1:].replace(':', '')
-        value -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    try:
+        value = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s or 0), micro, tzinfo=_UTC)
+        if zone.upper() != 'Z':
+            sign = 1 if zone[0] == '+' else -1
+            digits = zone[1:].replace(':', '')
+            value -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    except (ValueError, OverflowError) as e:
+        raise _ArgumentError('datetime %s is not an instant in 0001-01-01T00:00:00Z .. '
+                             '9999-12-31T23:59:59.999999999Z (%s)' % (text, e))
     if len(frac) > 6 and int(frac[6:]) != 0:
         exact = _Instant(value.year, value.month, value.day, value.hour, value.minute,
                          value.second, value.microsecond, tzinfo=_UTC)
@@ -307,6 +323,7 @@ _stdin = sys.stdin = open(os.devnull, 'r')
 # Calls that look at or change the namespace itself: inside a function they
 # would see the function's locals, not the module's, so such bodies run with exec.
 _DYNAMIC_NAMES = frozenset(['locals', 'vars', 'globals', 'exec', 'eval', 'dir', '__annotations__'])
+_DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.GeneratorExp)
 
 
 def _needs_exec(tree):
@@ -319,6 +336,11 @@ def _needs_exec(tree):
         if isinstance(node, ast.Name):
             if node.id in _DYNAMIC_NAMES:
                 return True
+        # What the body defines is named after where it is defined: in the
+        # wrapper, `class A` would be `__extfn__.<locals>.A` (its repr, its
+        # error messages), so such bodies run at module level.
+        if isinstance(node, _DEFINITIONS):
+            return True
     # Names the module level binds: in a function they become locals, which
     # would hide a builtin of the same name before its assignment runs.
     for node in tree.body:
@@ -387,10 +409,12 @@ class _Body(object):
 def _error(e, filename, output=''):
     """A row's exception as the protocol's error object."""
     if isinstance(e, _OutputTooLarge):
-        return {'type': 'OutputTooLarge', 'message': 'output too large', 'limit': 'output',
+        return {'type': 'OutputLimit', 'message': 'output too large', 'limit': 'output',
                 'traceback': output}
     if isinstance(e, _ResultTypeError):
         return {'type': 'ResultTypeError', 'message': str(e), 'got': e.got}
+    if isinstance(e, _ArgumentError):
+        return {'type': 'ValueError', 'message': str(e)}
     import traceback
     tb = e.__traceback__
     # Drop the driver's own frames: the traceback starts in the body.
@@ -421,13 +445,29 @@ def _error(e, filename, output=''):
 class _Loaded(object):
     def __init__(self, fn):
         self.name = fn['name']
+        self.arg_types = fn['argTypes']
         self.arg_in = [_IN[t] for t in fn['argTypes']]
         self.out = _OUT[fn['returnType']]
-        if 'random' in fn['body']:
+        self.return_type = fn['returnType']
+        self.vectorized = fn.get('vectorized') is True
+        if self.vectorized and not self.arg_in:
+            raise ValueError('function %s: a vectorized function needs at least one argument '
+                             '(its columns tell the body how many rows there are)' % (self.name,))
+        body = fn['body']
+        if 'random' in body:
             # Seed before the first row: a generator imported by the row itself
             # would otherwise start from os.urandom.
             import random  # noqa: F401
-        self.body = _Body(self.name, fn['body'])
+        self.numpy = None
+        if self.vectorized or 'numpy' in body:
+            # Vectorized bodies get numpy arrays where numpy is allowed; and
+            # numpy's global generator is then seeded before the first row too.
+            try:
+                import numpy
+                self.numpy = numpy
+            except ImportError:
+                pass
+        self.body = _Body(self.name, body)
         self.all_numbers = all(t == 'number' for t in fn['argTypes'])
 
     def convert(self, row):
@@ -436,22 +476,42 @@ class _Loaded(object):
         return [f(x) for f, x in zip(self.arg_in, row)]
 
 
+# ---- determinism ----------------------------------------------------------------------
+
+def _generators():
+    """How many global random generators are loaded (random, numpy.random)."""
+    modules = sys.modules
+    return ('random' in modules) + ('numpy.random' in modules)
+
+
+_seeded = []  # random's state after seed(0): restoring it costs a third of seeding
+
+
 def _reseed():
     # A global generator in the body's reach gets the same seed every row, so
     # a row's result never depends on the rows before it.
     random = sys.modules.get('random')
     if random is not None:
-        random.seed(0)
+        if _seeded:
+            random.setstate(_seeded[0])
+        else:
+            random.seed(0)
+            _seeded.append(random.getstate())
+    np_random = sys.modules.get('numpy.random')
+    if np_random is not None and hasattr(np_random, 'seed'):
+        np_random.seed(0)
 
 
 def _rerun_seeded(run, args):
-    """The row imported random itself (through tempfile, say), so its generator
-    started from os.urandom: drop what it printed, seed, and run it again.
-    Returns the reseed function for the rows after it, and the result."""
+    """The row loaded a generator itself (random through tempfile, numpy), so it
+    started from os.urandom: drop what the row printed, seed, and run it again.
+    Returns the generators now loaded, and the result."""
     _capture.discard()
     _reseed()
-    return _reseed, run(args)
+    return _generators(), run(args)
 
+
+# ---- rows -----------------------------------------------------------------------------
 
 def _row_failed(fn, e, capture):
     """A row's exception (or unset result) as its protocol error; forwards what it printed."""
@@ -471,53 +531,66 @@ def _not_set():
     return _ResultTypeError('result was not set (assign it, e.g. `result = args[0]`)', 'nothing')
 
 
-def _call(fn, rows, plain=False):
-    """JSON rows in, JSON-ready values out. The loop is the hot path: checks
-    that are rare (output printed, a result that is not a plain float) are
-    taken out of line."""
+def _rows(fn, rows, to_args, out, failed, floats_as_is):
+    """The one row loop, for JSON rows and f64 columns alike. `to_args` makes a
+    row's argument list (None: the row already is one), `out` converts a result
+    for the wire or raises, `failed` stands in for a failed row's value, and
+    `floats_as_is` says every float goes out unchanged (f64 frames). Checks that
+    are rare (a new import, output printed, a result that is not a plain
+    float) are taken out of line: this loop is the hot path."""
     values = []
     append = values.append
     errors = {}
     run = fn.body.call
-    out = fn.out
     capture = _capture
-    reseed = _reseed if 'random' in sys.modules else None
-    numbers = fn.all_numbers
-    # `plain`: every argument is a finite JSON float, so an all-number row is usable as parsed.
-    as_parsed = numbers and plain
-    convert = fn.convert
-    plain_float = fn.out is _number_out
+    modules = sys.modules
+    known = len(modules)
+    generators = _generators()
     inf = _INF
     i = -1
     for row in rows:
         i += 1
         try:
-            args = row if as_parsed else list(map(float, row)) if numbers else convert(row)
-            if reseed is not None:
-                reseed()
+            args = row if to_args is None else to_args(row)
+            if generators:
+                _reseed()
             r = run(args)
-            if reseed is None and 'random' in sys.modules:
-                reseed, r = _rerun_seeded(run, args)
+            if len(modules) != known:  # the row imported something: a generator?
+                if _generators() != generators:
+                    generators, r = _rerun_seeded(run, args)
+                known = len(modules)
             if capture.size:  # the row printed: forward it (over the cap fails the row)
                 if capture.over:
                     raise _OutputTooLarge()
                 capture.take()
-            if plain_float and type(r) is float and -inf < r < inf and r != 0.0:
+            if type(r) is float and (floats_as_is or -inf < r < inf and r != 0.0):
                 append(r)
             elif r is _UNSET:
                 raise _not_set()
             else:
                 append(out(r))
         except BaseException as e:
-            append(None)
+            append(failed)
             errors[str(i)] = _row_failed(fn, e, capture)
     return values, errors
 
 
+def _call(fn, rows, plain=False):
+    """JSON rows in, JSON-ready values out."""
+    if fn.vectorized:
+        return _call_vectorized(fn, rows)
+    if fn.all_numbers:
+        # `plain`: every argument is a finite JSON float, so a row is usable as parsed.
+        to_args = None if plain else fn.convert
+    else:
+        to_args = fn.convert
+    return _rows(fn, rows, to_args, fn.out, None, False)
+
+
 def _f64_fast(fn, cols, n):
     """Every row through map(): the same calls in the same order as the row
-    loop below, without its per-row bookkeeping. Gives up (None) when a row
-    printed or imported random, which need that bookkeeping; the caller then
+    loop, without its per-row bookkeeping. Gives up (None) when a row
+    printed or loaded a generator, which need that bookkeeping; the caller then
     re-runs the rows with it, so results never depend on which path ran."""
     capture = _capture
     rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
@@ -533,7 +606,7 @@ def _f64_fast(fn, cols, n):
                 break
             errors[str(len(out))] = _row_failed(fn, e, capture)
             out.append(0.0)
-    if capture.size or capture.over or 'random' in sys.modules:
+    if capture.size or capture.over or _generators():
         capture.discard()
         return None
     if {float} == set(map(type, out)):  # a scan at C speed: most chunks are floats only
@@ -552,45 +625,21 @@ def _f64_fast(fn, cols, n):
 
 def _callf64(fn, n, payload):
     arity = len(fn.arg_in)
+    if fn.vectorized:
+        return _callf64_vectorized(fn, n, arity, payload)
     columns = memoryview(payload).cast('d')
     if not _LITTLE:
         columns = array('d', columns)
         columns.byteswap()
     flat = columns.tolist()
     cols = [flat[j * n:(j + 1) * n] for j in range(arity)]
-    if 'random' not in sys.modules and not _capture.size:
+    if not _generators() and not _capture.size:
         fast = _f64_fast(fn, cols, n)
         if fast is not None:
             return _f64_bytes(fast[0]), fast[1]
-    out = [0.0] * n
-    errors = {}
-    run = fn.body.call
-    capture = _capture
-    reseed = _reseed if 'random' in sys.modules else None
-    rows = zip(*cols) if arity else ([()] * n)
-    i = -1
-    for row in rows:
-        i += 1
-        try:
-            if reseed is not None:
-                reseed()
-            args = [*row]
-            r = run(args)
-            if reseed is None and 'random' in sys.modules:
-                reseed, r = _rerun_seeded(run, args)
-            if capture.size:  # the row printed: forward it (over the cap fails the row)
-                if capture.over:
-                    raise _OutputTooLarge()
-                capture.take()
-            if type(r) is float:
-                out[i] = r
-            elif r is _UNSET:
-                raise _not_set()
-            else:
-                out[i] = _f64_out(r)
-        except BaseException as e:
-            errors[str(i)] = _row_failed(fn, e, capture)
-    return _f64_bytes(out), errors
+    rows = map(list, zip(*cols)) if arity else ([] for _ in range(n))
+    values, errors = _rows(fn, rows, None, _f64_out, 0.0, True)
+    return _f64_bytes(values), errors
 
 
 def _f64_bytes(values):
@@ -599,6 +648,150 @@ def _f64_bytes(values):
     if not _LITTLE:
         result.byteswap()
     return result.tobytes()
+
+
+# ---- vectorized bodies ----------------------------------------------------------------
+
+class _ChunkError(_ResultTypeError):
+    """A vectorized result that is not one column of the chunk's length: every row of the chunk fails."""
+
+
+_COLUMN_DTYPES = {'number': 'float64', 'boolean': 'bool', 'enum': 'int64'}
+
+
+def _column(fn, j, cells):
+    """Argument j's cells as the body sees them: a numpy array where numpy is
+    allowed (number, boolean, enum), else a list."""
+    np = fn.numpy
+    dtype = _COLUMN_DTYPES.get(fn.arg_types[j])
+    if np is not None and dtype is not None:
+        return np.array(cells, dtype=dtype)
+    return list(cells)
+
+
+def _missing(fn):
+    return _ResultTypeError('result expected %s, got None (a missing value in the vectorized result)'
+                            % (fn.return_type,), 'None')
+
+
+def _vector_once(fn, make_args, n, out, failed, floats_as_is, raw_ok):
+    """One run of the body over columns of n rows. Raises what the body raised,
+    or _ChunkError when the result is not one column of n cells; else returns
+    (values, errors) per cell, or (bytes, {}) when `raw_ok` and the result is
+    a float64 array (f64 frames take it as it is)."""
+    capture = _capture
+    run = fn.body.call
+    generators = _generators()
+    if generators:
+        _reseed()
+    r = run(make_args())
+    if _generators() != generators:
+        capture.discard()
+        _reseed()
+        r = run(make_args())  # fresh columns: the first run may have changed them in place
+    if capture.size:
+        if capture.over:
+            raise _OutputTooLarge()
+        capture.take()
+    if r is _UNSET:
+        raise _not_set()
+    np = fn.numpy
+    if isinstance(r, (str, bytes, bytearray, dict, set)) or not hasattr(r, '__len__') or getattr(r, 'ndim', 1) != 1:
+        raise _ChunkError('a vectorized body returns one column (a list or a 1-D array) of %d values, got %s'
+                          % (n, _describe(r)), _describe(r))
+    if len(r) != n:
+        raise _ChunkError('a vectorized body returns one value per row: %d rows, got %d values'
+                          % (n, len(r)), 'a column of %d values' % (len(r),))
+    if raw_ok and np is not None and isinstance(r, np.ndarray) and r.dtype.kind == 'f':
+        return np.ascontiguousarray(r, dtype='<f8').tobytes(), {}
+    cells = r.tolist() if hasattr(r, 'tolist') else list(r)
+    values = []
+    append = values.append
+    errors = {}
+    inf = _INF
+    for i, c in enumerate(cells):
+        if type(c) is float and (floats_as_is or -inf < c < inf and c != 0.0):
+            append(c)
+            continue
+        try:
+            if c is None:
+                raise _missing(fn)
+            append(out(c))
+        except BaseException as e:
+            append(failed)
+            errors[str(i)] = _error(e, fn.body.filename)
+    return values, errors
+
+
+def _vector(fn, cols, n, out, failed, floats_as_is, raw_ok=False):
+    """A vectorized body over a chunk's columns. If it raises (or prints past
+    the cap), the chunk is re-run row by row on columns of length one, so each
+    failing row gets its own error and every other row its value, exactly as
+    per-row calls would."""
+    if n == 0:
+        return [], {}
+    try:
+        return _vector_once(fn, lambda: [_column(fn, j, c) for j, c in enumerate(cols)],
+                            n, out, failed, floats_as_is, raw_ok)
+    except _ChunkError as e:
+        error = _row_failed(fn, e, _capture)
+        return [failed] * n, dict((str(i), error) for i in range(n))
+    except BaseException as e:
+        if n == 1:
+            return [failed], {'0': _row_failed(fn, e, _capture)}
+        _capture.discard()  # each row prints again on its own
+    values = []
+    errors = {}
+    for i in range(n):
+        one = [c[i:i + 1] for c in cols]
+        try:
+            v, e = _vector_once(fn, lambda: [_column(fn, j, c) for j, c in enumerate(one)],
+                                1, out, failed, floats_as_is, False)
+            values.append(v[0])
+            if e:
+                errors[str(i)] = e['0']
+        except BaseException as e:
+            values.append(failed)
+            errors[str(i)] = _row_failed(fn, e, _capture)
+    return values, errors
+
+
+def _call_vectorized(fn, rows):
+    """JSON rows of a vectorized function: arguments are converted per row (a
+    bad one is that row's error), the other rows go to the body as columns."""
+    good = []
+    converted = []
+    errors = {}
+    for i, row in enumerate(rows):
+        try:
+            converted.append(fn.convert(row))
+            good.append(i)
+        except BaseException as e:
+            errors[str(i)] = _row_failed(fn, e, _capture)
+    cols = [[row[j] for row in converted] for j in range(len(fn.arg_in))]
+    chunk_values, chunk_errors = _vector(fn, cols, len(good), fn.out, None, False)
+    values = [None] * len(rows)
+    for k, i in enumerate(good):
+        values[i] = chunk_values[k]
+        error = chunk_errors.get(str(k))
+        if error is not None:
+            errors[str(i)] = error
+    return values, errors
+
+
+def _callf64_vectorized(fn, n, arity, payload):
+    np = fn.numpy
+    if np is not None:
+        # One copy into a writable buffer: a body may change its columns in place.
+        cols = list(np.frombuffer(bytearray(payload), dtype='<f8').reshape(arity, n)) if arity else []
+    else:
+        flat = array('d', payload)
+        if not _LITTLE:
+            flat.byteswap()
+        flat = flat.tolist()
+        cols = [flat[j * n:(j + 1) * n] for j in range(arity)]
+    values, errors = _vector(fn, cols, n, _f64_out, 0.0, True, raw_ok=True)
+    return (values if isinstance(values, bytes) else _f64_bytes(values)), errors
 
 
 def _read_exact(n):

@@ -4,16 +4,17 @@
  * @improv/extfn-interpreter; this package is the driver and how to find python.
  */
 import { readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import {
-  createInterpreterRunner,
   type InterpreterRunner,
   type InterpreterRunnerOptions,
   resolveExecutable,
 } from '@improv/extfn-interpreter';
 import { PYTHON_ARGS } from './bootstrap.js';
+import { type PythonPackages, withLibraries } from './with-libraries.js';
 
 export { BOOTSTRAP, PYTHON_ARGS } from './bootstrap.js';
+export type { AllowedLibraries, Library, PythonPackages } from './libraries.js';
+export { allowedLibraries } from './libraries.js';
 
 export interface PythonRunnerOptions extends InterpreterRunnerOptions {
   /**
@@ -21,6 +22,12 @@ export interface PythonRunnerOptions extends InterpreterRunnerOptions {
    * `IMPROV_EXTFN_PYTHON` environment variable, else `python3` on PATH.
    */
   interpreter?: string;
+  /**
+   * What bodies may import besides the standard library (the default):
+   * `'system'` (the interpreter's site packages), `{ venv: path }`, or
+   * explicit directories. Bound read-only into the sandbox; see the README.
+   */
+  packages?: PythonPackages;
 }
 
 /** The driver program (drivers/driver.py, shipped in the package). */
@@ -37,8 +44,15 @@ const EXECUTABLE_PROBE = ['-s', '-S', '-c', 'import sys; print(sys.executable)']
  * declared order) and set `result`.
  */
 export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
-  const { interpreter, ...runnerOptions } = options;
-  return createInterpreterRunner(
+  const { interpreter, packages, ...runnerOptions } = options;
+  // The driver reads the allowed directories from here (IMPROV_EXTFN_PYTHON_PATH),
+  // set once they are resolved, before any process starts.
+  const env: Record<string, string> = {
+    PYTHONHASHSEED: '0',
+    PYTHONDONTWRITEBYTECODE: '1',
+    PYTHONIOENCODING: 'utf-8',
+  };
+  return withLibraries(
     {
       language: 'python',
       packageName: '@improv/extfn-python',
@@ -48,16 +62,18 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
           envVar: 'IMPROV_EXTFN_PYTHON',
           names: ['python3'],
           realPathArgs: EXECUTABLE_PROBE,
-          // An interpreter outside /usr (pyenv, conda) needs its prefix: lib/pythonX.Y lives there.
-          readOnlyPaths: (path) => (path.startsWith('/usr/') ? [] : [dirname(dirname(path))]),
+          // No readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own tree
+          // (pyenv, conda: its prefix, where lib/pythonX.Y lives) and never a home.
         }),
       args: PYTHON_ARGS,
       driverSource: DRIVER_SOURCE,
-      env: { PYTHONHASHSEED: '0', PYTHONDONTWRITEBYTECODE: '1', PYTHONIOENCODING: 'utf-8' },
+      env,
       f64: true,
       installHint:
         'install Python 3 (e.g. apt-get install python3), or set IMPROV_EXTFN_PYTHON or the `interpreter` option to its path',
     },
     runnerOptions,
+    packages,
+    env,
   );
 }

@@ -1,3 +1,4 @@
+/** The runner conformance kit (core/testing) against the Python runner, Restricted sandbox. */
 import { Value } from '@improv/extfn-core';
 import { runnerConformanceSuite } from '@improv/extfn-core/testing';
 import { test } from 'vitest';
@@ -13,6 +14,8 @@ const bodies = {
   flood: 'for i in range(60000):\n    print("z" * 99)\nresult = 0',
   mixedBatch:
     'x = args[0]\nif x < 0:\n    raise ValueError("nope")\nwhile x == 13:\n    pass\nresult = 2 * x',
+  remember: 'result = globals().get("leaked", -1.0)\nglobals()["leaked"] = args[0]',
+  random: 'import random\nresult = random.random()',
 };
 
 const verbatim = [

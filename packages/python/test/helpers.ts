@@ -1,3 +1,5 @@
+/** Shared by the Python tests: the interpreter, sandbox availability, scoped registries and process checks. */
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { ExtFnError, Registry, type Value } from '@improv/extfn-core';
 import { probeSandbox, type SandboxPolicy } from '@improv/extfn-sandbox';
@@ -8,6 +10,19 @@ import { type PythonRunnerOptions, python } from '../src/index.js';
 export const PYTHON = '/usr/bin/python3';
 export const hasPython = existsSync(PYTHON);
 
+/** Whether Debian's python3-numpy is importable by that interpreter (tests of `packages: 'system'`). */
+export const hasNumpy =
+  hasPython &&
+  (() => {
+    try {
+      execFileSync(PYTHON, ['-c', 'import numpy'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+export const noNumpy = 'skipped: python3-numpy is not installed for /usr/bin/python3';
+
 const restrictedProbe = await probeSandbox({ policy: 'restricted' });
 export const restrictedOk = hasPython && restrictedProbe.ok;
 export const noRestricted = `skipped: Restricted sandbox unavailable here (${restrictedProbe.problem ?? restrictedProbe.summary})`;
@@ -16,15 +31,21 @@ export function runner(options: PythonRunnerOptions = {}) {
   return python({ interpreter: PYTHON, ...options });
 }
 
-/** A registry with one python runner; `fns` maps name → [body, argTypes, returnType]. */
+/** Descriptor fields beyond body and types: `vectorized`, `pure`. */
+export interface FnExtras {
+  vectorized?: boolean;
+  pure?: boolean;
+}
+
+/** A registry with one python runner; `fns` maps name → [body, argTypes, returnType, extras?]. */
 export function registryWith(
   policy: SandboxPolicy,
-  fns: Record<string, [string, Value['type'][], Value['type']]>,
+  fns: Record<string, [string, Value['type'][], Value['type'], FnExtras?]>,
   options: PythonRunnerOptions = {},
 ) {
   const r = runner({ policy, ...options });
   const registry = new Registry({ runners: [r], timeoutMs: 10_000 });
-  for (const [name, [body, argTypes, returnType]] of Object.entries(fns)) {
+  for (const [name, [body, argTypes, returnType, extras]] of Object.entries(fns)) {
     registry.register({
       name,
       language: 'python',
@@ -32,6 +53,7 @@ export function registryWith(
       argTypes,
       returnType,
       pure: false,
+      ...extras,
     } as never);
   }
   return { registry, runner: r };

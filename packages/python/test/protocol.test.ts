@@ -1,5 +1,13 @@
+/**
+ * The driver at its edges: bodies that forge frames on the protocol channel,
+ * a fork bomb bounded by the process limit, binary f64 batches through the
+ * fast and the per-row paths, and frames the host never sends (a datetime
+ * outside the range) answered with a clear row error.
+ */
+import { execFileSync } from 'node:child_process';
 import { afterAll, describe, expect, test } from 'vitest';
-import { failure, noRestricted, registryWith, restrictedOk } from './helpers.js';
+import { DRIVER_SOURCE, PYTHON_ARGS } from '../src/index.js';
+import { failure, hasPython, noRestricted, PYTHON, registryWith, restrictedOk } from './helpers.js';
 
 // A body that finds the protocol channel and writes a frame of its own: it can
 // spoil only its own call, and it does so the same way in both modes.
@@ -134,3 +142,44 @@ describe.skipIf(!restrictedOk)(
     });
   },
 );
+
+describe.skipIf(!hasPython)('the driver spoken to directly (no sandbox: frames only)', () => {
+  test('a datetime outside 0001..9999 is a clear row error, not a driver traceback', () => {
+    const source = Buffer.from(DRIVER_SOURCE);
+    const frames = [
+      {
+        op: 'load',
+        id: 1,
+        fn: {
+          name: 'id',
+          body: 'result = args[0]',
+          argTypes: ['datetime'],
+          returnType: 'datetime',
+        },
+      },
+      {
+        op: 'call',
+        id: 2,
+        rows: [['0000-01-01T00:00:00Z'], ['+010000-01-01T00:00:00Z'], ['0001-01-01T00:00:00Z']],
+      },
+      { op: 'exit' },
+    ];
+    const out = execFileSync(PYTHON, PYTHON_ARGS, {
+      input: Buffer.concat([
+        Buffer.from(`${source.length}\n`),
+        source,
+        Buffer.from(frames.map((f) => `${JSON.stringify(f)}\n`).join('')),
+      ]),
+      env: { PYTHONHASHSEED: '0' },
+    });
+    const answer = JSON.parse(out.toString().trim().split('\n')[2]!);
+    expect(answer.values).toEqual([null, null, '0001-01-01T00:00:00Z']);
+    expect(answer.errors['0']).toEqual({
+      type: 'ValueError',
+      message:
+        'datetime 0000-01-01T00:00:00Z is not an instant in 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z (year 0 is out of range)',
+    });
+    expect(answer.errors['1'].message).toMatch(/not an ISO-8601 instant with a four-digit year/);
+    expect(answer.errors['1'].traceback).toBeUndefined();
+  });
+});

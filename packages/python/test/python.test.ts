@@ -1,6 +1,9 @@
 /**
- * Issue 4: the Python runner, safe and exact. Real runs of /usr/bin/python3,
- * under the Restricted sandbox where the issue says so.
+ * The Python runner end to end: what the Restricted sandbox keeps a body
+ * from (memory, host files and secrets, the network, runaway loops and
+ * forks, output floods), every value type in and out, and how bodies are
+ * compiled (exec mode, what a body defines, syntax errors, line numbers).
+ * Real runs of /usr/bin/python3.
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -458,6 +461,64 @@ describe.skipIf(!hasPython)(
       expect(execMode.stderr).toMatch(/line 5, in <module>[\s\S]*line 4, in f/);
       const nested = await failure(registry.eval('nested', []));
       expect(nested.stderr).toMatch(/line 4, in <module>[\s\S]*line 2, in g/);
+    });
+
+    test("what a body defines keeps its own names: classes, functions and lambdas are not the wrapper's locals", async () => {
+      const { registry } = trusted({
+        cls: ['class A: pass\nresult = A.__qualname__ + " " + repr(A)', [], 'text'],
+        fn: [
+          'def f(x):\n    return x\nresult = f.__qualname__ + " " + (lambda: 0).__qualname__',
+          [],
+          'text',
+        ],
+        err: ['class Error(Exception): pass\nraise Error("boom")', [], 'text'],
+        twice: [
+          'class Counter:\n    n = 0\nCounter.n += args[0]\nresult = Counter.n',
+          ['number'],
+          'number',
+        ],
+      });
+      expect(await registry.eval('cls', [])).toEqual(Value.text("A <class '__extfn__.A'>"));
+      expect(await registry.eval('fn', [])).toEqual(Value.text('f <lambda>'));
+      const error = await failure(registry.eval('err', []));
+      expect(error.message).toBe('function err: Error: boom');
+      expect(error.stderr).toMatch(/^__extfn__\.Error: boom$|^Error: boom$/m);
+      expect(error.stderr).not.toContain('<locals>');
+      // Still fresh per row: a class attribute changed by one row is not seen by the next.
+      expect(await registry.eval('twice', [Value.number(2)])).toEqual(Value.number(2));
+      expect(await registry.eval('twice', [Value.number(2)])).toEqual(Value.number(2));
+    });
+
+    test('datetimes at both ends of the range go through exactly; past them is a clear row error', async () => {
+      const { registry } = trusted({
+        id: ['result = args[0]', ['datetime'], 'datetime'],
+        parts: [
+          't = args[0]\nresult = "%04d %d %d" % (t.year, t.microsecond, t.second)',
+          ['datetime'],
+          'text',
+        ],
+        past: [
+          'from datetime import timedelta\nresult = args[0] + timedelta(days=1)',
+          ['datetime'],
+          'datetime',
+        ],
+      });
+      for (const edge of [
+        '0001-01-01T00:00:00Z',
+        '9999-12-31T23:59:59.999999999Z',
+        '9999-12-31T23:59:59.999999Z',
+      ]) {
+        const value = Value.datetime(edge);
+        expect(await registry.eval('id', [value])).toEqual(value);
+      }
+      expect(await registry.eval('parts', [Value.datetime('0001-01-01T00:00:00Z')])).toEqual(
+        Value.text('0001 0 0'),
+      );
+      expect(
+        await registry.eval('parts', [Value.datetime('9999-12-31T23:59:59.999999999Z')]),
+      ).toEqual(Value.text('9999 999999 59'));
+      const past = await failure(registry.eval('past', [Value.datetime('9999-12-31T00:00:00Z')]));
+      expect(past.message).toBe('function past: OverflowError: date value out of range');
     });
 
     test('syntax errors, unset results and exec-mode bodies (global, locals(), shadowed builtins)', async () => {

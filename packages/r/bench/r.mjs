@@ -1,5 +1,5 @@
 /**
- * R runner benchmark (issue 7): `result <- args[[1]] + args[[2]]` over
+ * R runner benchmark: `result <- args[[1]] + args[[2]]` over
  * 100,000 rows, side by side in one run — one-shot spawn per call (a sample,
  * extrapolated), warm sequential eval, evalBatch — under the Restricted
  * sandbox. Run with `pnpm --filter @improv/extfn-r bench` (builds first).
@@ -186,5 +186,5 @@ console.log(
       .join(' ')}`,
 );
 console.log(
-  'issue 7 target: R evalBatch ≥ 100,000 rows/s — bound by R evaluating the body once per row (no vectorised shortcut: a body is per-row code)',
+  'target: R evalBatch ≥ 100,000 rows/s — bound by R evaluating the body once per row and reading JSON frames (bench/vectorized.mjs: whole-column bodies)',
 );

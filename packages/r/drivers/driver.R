@@ -23,6 +23,14 @@ function(con) {
   out <- stdout()
   err <- stderr()
 
+  # Libraries the host chose (r({ libraries: [...] })), bound read-only by the
+  # sandbox: searched before R's own, without the site libraries. Unset means
+  # R's default (site libraries included).
+  libs <- Sys.getenv("IMPROV_EXTFN_R_LIBS", NA)
+  if (!is.na(libs)) {
+    .libPaths(if (nzchar(libs)) strsplit(libs, ":", fixed = TRUE)[[1L]] else character(0), include.site = FALSE)
+  }
+
   frame <- function(text) {
     writeLines(text, out, useBytes = TRUE)
     flush(out)
@@ -206,6 +214,13 @@ function(con) {
     list(y = yoe + era * 400 + (m <= 2), m = m, d = d)
   }
 
+  # The first instant past the range (10000-01-01T00:00:00Z) and the range's start (0001-01-01).
+  end_secs <- 253402300800
+  start_secs <- -62135596800
+  # The last double before the end: an instant in 9999-12-31T23:59:59.x that
+  # a double cannot tell from the end (it rounds up) is kept below it.
+  last_secs <- end_secs - 2^(floor(log2(end_secs)) - 52)
+
   instant_re <- "^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\\.[0-9]{1,9})?Z$"
 
   parse_instants <- function(s) {
@@ -217,6 +232,7 @@ function(con) {
       fraction <- ifelse(nzchar(fraction), as.numeric(paste0("0", fraction)), 0)
       days <- days_from_civil(field(1L), field(2L), field(3L))
       secs[ok] <- days * 86400 + field(4L) * 3600 + field(5L) * 60 + field(6L) + fraction
+      secs[ok & secs >= end_secs & substr(s, 1L, 4L) == "9999"] <- last_secs
     }
     secs
   }
@@ -297,8 +313,8 @@ function(con) {
     else if (inherits(r, "Date")) unclass(r)[[1L]] * 86400
     else wrong("datetime", r)
     if (!is.double(secs) && !is.integer(secs) || !is.finite(secs)) wrong("datetime", r)
-    # 0000-01-01 .. 9999-12-31: what ISO-8601 with four year digits can say.
-    if (secs < -62167219200 || secs >= 253402300800) wrong("datetime", r, "outside the years 0000-9999")
+    # 0001-01-01 .. 9999-12-31: the documented range of every runner.
+    if (secs < start_secs || secs >= end_secs) wrong("datetime", r, "outside the years 0001-9999")
     secs
   }
   to_enum <- function(r) {
@@ -346,6 +362,10 @@ function(con) {
     scale <- 10^digits
     units <- round((secs - whole) * scale)
     carry <- units >= scale
+    # Rounding up must not leave the range: the last second of 9999 keeps its fraction digits.
+    last <- carry & whole + 1 >= end_secs
+    units[last] <- scale[last] - 1
+    carry <- carry & !last
     whole[carry] <- whole[carry] + 1
     units[carry] <- 0
     days <- whole %/% 86400
@@ -413,7 +433,18 @@ function(con) {
   code <- NULL
   max_output <- 1048576
   seed <- NULL
+  # Reset the RNG before each row only once a row has drawn (as the Python
+  # driver does): until then the state before every row still is `seed`.
+  rng_used <- FALSE
+  # One environment for every row, where no row can see what another left in
+  # it (see straight_line); NULL means a fresh environment per row.
+  shared_env <- NULL
   not_set <- new.env()
+  # What the global environment and the search path hold between rows (set
+  # at load): see restore_globals.
+  global_names <- character(0)
+  global_baseline <- character(0)
+  search_envs <- list()
   no_result <- structure(
     class = c("NameError", "error", "condition"),
     list(message = "the body did not set result", call = NULL)
@@ -432,9 +463,95 @@ function(con) {
     )
     f$argTypes <- vapply(f$argTypes, as.character, "")
     if (!f$returnType %in% names(converters)) stop("unknown return type ", f$returnType)
+    if (isTRUE(f$vectorized) && !length(f$argTypes)) {
+      stop("function ", f$name, ": a vectorized function needs at least one argument (its columns tell the body how many rows there are)")
+    }
     fn <<- f
     set.seed(0L)
     seed <<- get(".Random.seed", envir = genv)
+    rng_used <<- FALSE
+    global_names <<- .Internal(ls(genv, TRUE, FALSE))
+    global_baseline <<- global_names
+    search_envs <<- lapply(seq_along(.Internal(search())), as.environment)
+    shared_env <<- if (straight_line(exprs)) new.env(parent = genv) else NULL
+  }
+
+  # Calls that can see or change the environment a row runs in, or run code
+  # named by a string: a body using one gets a fresh environment per row.
+  env_peekers <- c(
+    "<<-", "->>", "assign", "delayedAssign", "makeActiveBinding", "exists", "get", "get0", "mget",
+    "rm", "remove", "ls", "objects", "environment", "environment<-", "sys.function", "sys.call",
+    "sys.calls", "sys.frame", "sys.frames", "parent.frame", "parent.env", "local", "eval", "evalq",
+    "eval.parent", "with", "within", "missing", "on.exit", "function", "source", "sys.source",
+    "attach", "list2env", "as.environment", "do.call", "match.fun", "browser", "Recall", "match.arg"
+  )
+
+  # Whether rows may share one environment without any row seeing what an
+  # earlier one left: every top-level statement assigns a name (`x <- ...`),
+  # `result` among them, and reads only `args`, names assigned by an earlier
+  # statement, or names the body never assigns (globals, functions); nothing
+  # assigns elsewhere or looks at the environment. A row then overwrites every
+  # name before reading it, so a fresh environment could not change its result.
+  straight_line <- function(exprs) {
+    assigned <- "args"
+    for (e in as.list(exprs)) {
+      if (!is.call(e) || !(identical(e[[1L]], as.name("<-")) || identical(e[[1L]], as.name("="))) ||
+          length(e) != 3L || !is.name(e[[2L]])) return(FALSE)
+      reads <- all.names(e[[3L]])
+      if (any(reads %in% env_peekers)) return(FALSE)
+      if (any(c("<-", "=", "->") %in% reads)) return(FALSE)
+      assigned <- c(assigned, as.character(e[[2L]]))
+    }
+    if (!"result" %in% assigned) return(FALSE)
+    # A name read before the statement that assigns it would find the previous row's value.
+    for (k in seq_along(exprs)) {
+      later <- setdiff(vapply(as.list(exprs)[k:length(exprs)], function(e) as.character(e[[2L]]), ""), assigned[seq_len(k)])
+      if (any(all.names(exprs[[k]][[3L]]) %in% later)) return(FALSE)
+    }
+    TRUE
+  }
+
+  # A row's own environment goes with the row, but `<<-`, assign(envir =
+  # globalenv()), attach() and the like (however reached: eval(parse()),
+  # get("assign"), sys.function()) write to places every row sees. Rather
+  # than guess from the body's text, every row ends with a look at those
+  # places (cheap: the names in the global environment and the length of
+  # the search path); only when they changed does this put them back: names
+  # the row added to the global environment are removed (.Random.seed is
+  # reset by the caller), and environments it attached are detached, except
+  # packages (library() attaches a locked package environment once, and it
+  # holds no row's values). If the global environment cannot be restored (a
+  # body locked it), the worker exits and is replaced rather than let the
+  # next row see this one's values.
+  restore_globals <- function() {
+    added <- setdiff(.Internal(ls(genv, TRUE, FALSE)), global_baseline)
+    if (length(added)) {
+      gone <- tryCatch(
+        {
+          rm(list = added, envir = genv)
+          TRUE
+        },
+        error = function(e) FALSE
+      )
+      if (!gone) {
+        cat("the global environment cannot be restored after a row (locked?): the worker exits\n", file = err)
+        quit(save = "no", status = 70L)
+      }
+    }
+    # The same names may list in another order (the hash table grew): keep
+    # that order so the next row's check is the cheap one again.
+    now <- .Internal(ls(genv, TRUE, FALSE))
+    if (setequal(now, global_baseline)) global_names <<- now
+    kept <- list()
+    for (pos in rev(seq_along(.Internal(search())))) {
+      env <- as.environment(pos)
+      known <- any(vapply(search_envs, identical, FALSE, env))
+      name <- attr(env, "name")
+      package <- is.character(name) && startsWith(name, "package:") && environmentIsLocked(env)
+      if (known || package) kept <- c(list(env), kept) else detach(pos = pos)
+    }
+    search_envs <<- kept
+    invisible()
   }
 
   # stop("x") is reported as R prints it, "Error: x"; other condition
@@ -496,10 +613,17 @@ function(con) {
               i <- i + 1L
               next
             }
-            genv$.Random.seed <- seed
-            env <- new.env(parent = genv)
+            if (rng_used) genv$.Random.seed <- seed
+            env <- if (is.null(shared_env)) new.env(parent = genv) else shared_env
             env$args <- rows[[i]]
             eval(code, env)
+            # The state is `seed` until a row draws: from then on, reset before each row.
+            if (!rng_used && !identical(genv$.Random.seed, seed)) {
+              rng_used <<- TRUE
+              genv$.Random.seed <- seed
+            }
+            if (!identical(.Internal(ls(genv, TRUE, FALSE)), global_names) ||
+                length(.Internal(search())) != length(search_envs)) restore_globals()
             now <- tell()
             if (now - position > max_output) {
               cut_output()
@@ -522,6 +646,13 @@ function(con) {
           }
         ),
         error = function(e) {
+          # A row that drew and then failed leaves the state changed too.
+          if (!rng_used && !identical(genv$.Random.seed, seed)) {
+            rng_used <<- TRUE
+            genv$.Random.seed <- seed
+          }
+          if (!identical(.Internal(ls(genv, TRUE, FALSE)), global_names) ||
+              length(.Internal(search())) != length(search_envs)) restore_globals()
           if (tell() - position > max_output) {
             cut_output()
           } else {
@@ -537,6 +668,157 @@ function(con) {
     wire <- rep("null", n)
     if (any(ok)) wire[ok] <- write_values(type, values[ok])
     list(values = wire, errors = errors)
+  }
+
+  # ---- vectorized bodies ----------------------------------------------------------
+
+  # A vectorized body's result as wire values of the declared type, cell by
+  # cell: the common case (a plain vector of the type, no NA) is converted
+  # whole; every other cell goes through the per-row converter, so a cell's
+  # error reads as a per-row call's would (NA: "got NA (double, R's missing
+  # value)"). Returns list(values, errors) with errors named by cell (0-based).
+  column_out <- function(r, m) {
+    type <- fn$returnType
+    fast <- rep(FALSE, m)
+    values <- vector(storage[[type]], m)
+    plain <- r
+    if (!is.object(r)) {
+      if (type == "number" && (is.double(r) || is.integer(r))) {
+        fast <- !is.na(r) | is.nan(r)
+      } else if (type == "boolean" && is.logical(r)) {
+        fast <- !is.na(r)
+      } else if (type == "text" && is.character(r)) {
+        plain <- enc2utf8(r)
+        fast <- !is.na(plain) & validUTF8(plain)
+      } else if (type == "enum" && (is.double(r) || is.integer(r))) {
+        fast <- !is.na(r) & r == round(r) & r >= 0 & r <= 4294967295
+      }
+    } else if (type == "datetime" && inherits(r, "POSIXct")) {
+      plain <- as.double(unclass(r))
+      fast <- is.finite(plain) & plain >= start_secs & plain < end_secs
+    }
+    fast[is.na(fast)] <- FALSE
+    if (any(fast)) values[fast] <- as.vector(plain[fast], storage[[type]])
+    errors <- character(0)
+    convert <- converters[[type]]
+    for (i in which(!fast)) {
+      cell <- if (is.list(r)) r[[i]] else r[i]
+      v <- tryCatch(convert(cell), error = function(e) e)
+      if (inherits(v, "condition")) {
+        errors[[as.character(i - 1L)]] <- json_error("ResultTypeError", conditionMessage(v), got = v$got)
+      } else {
+        values[i] <- v
+      }
+    }
+    wire <- rep("null", m)
+    ok <- !(as.character(seq_len(m) - 1L) %in% names(errors))
+    if (any(ok)) wire[ok] <- write_values(type, values[ok])
+    list(values = wire, errors = errors)
+  }
+
+  chunk_error <- function(message, got) {
+    json_error("ResultTypeError", message, got = got)
+  }
+
+  # Runs a vectorized body once per request on whole columns (vectors). If it
+  # fails (or prints past the cap), the rows are run again one by one on
+  # columns of length one, so each failing row gets its own error and every
+  # other row its value, as per-row calls would.
+  run_vectorized <- function(columns, problems) {
+    n <- length(problems)
+    wire <- rep("null", n)
+    errors <- character(0)
+    for (k in which(!is.na(problems))) errors[[as.character(k - 1L)]] <- json_error("ValueError", problems[k])
+    good <- which(is.na(problems))
+    sink_open <- !is.null(capture)
+    .Internal(sink(if (sink_open) capture else err, FALSE, FALSE, FALSE))
+    on.exit({
+      while (.Internal(sink.number(TRUE)) > 0L) .Internal(sink(-1L, FALSE, FALSE, FALSE))
+      forward_output()
+    })
+    tell <- if (sink_open) function() .Internal(seek(capture, NA_real_, 1L, 2L)) else function() 0
+    # One run over the rows `at`: list(values, errors) per cell, or
+    # list(failure = <error json>, rerun = TRUE when rows alone may do better).
+    attempt <- function(at) {
+      position <- tell()
+      outcome <- tryCatch(
+        withCallingHandlers(
+          {
+            genv$.Random.seed <- seed
+            env <- new.env(parent = genv)
+            env$args <- lapply(columns, function(column) column[at])
+            eval(code, env)
+            if (!exists("result", envir = env, inherits = FALSE)) stop(no_result)
+            list(result = env$result)
+          },
+          warning = function(w) {
+            cat("Warning: ", conditionMessage(w), "\n", sep = "", file = err)
+            invokeRestart("muffleWarning")
+          }
+        ),
+        error = function(e) list(error = e)
+      )
+      restore_globals()
+      if (tell() - position > max_output) {
+        seek(capture, position, rw = "write")
+        truncate(capture)
+        return(list(failure = json_error("OutputLimit", "output too large", limit = "output"), rerun = TRUE))
+      }
+      if (!is.null(outcome$error)) {
+        t <- error_text(outcome$error)
+        if (identical(outcome$error$message, "")) t$message <- "error with an empty message"
+        return(list(failure = json_error(t$type, t$message, t$traceback), rerun = TRUE))
+      }
+      r <- outcome$result
+      m <- length(at)
+      if (is.null(r) || !(is.atomic(r) || is.list(r)) || !is.null(dim(r))) {
+        got <- describe(r)
+        return(list(failure = chunk_error(paste0("a vectorized body returns one vector of ", m, " values, got ", got), got), rerun = FALSE))
+      }
+      if (length(r) != m) {
+        return(list(
+          failure = chunk_error(
+            paste0("a vectorized body returns one value per row: ", m, " rows, got ", length(r), " values"),
+            paste("a vector of", length(r), "values")
+          ),
+          rerun = FALSE
+        ))
+      }
+      column_out(r, m)
+    }
+    place <- function(at, result) {
+      if (!is.null(result$failure)) {
+        for (k in at) errors[[as.character(k - 1L)]] <<- result$failure
+        return(invisible())
+      }
+      wire[at] <<- result$values
+      if (length(result$errors)) {
+        rows <- at[as.integer(names(result$errors)) + 1L]
+        errors[as.character(rows - 1L)] <<- unname(result$errors)
+      }
+    }
+    if (length(good)) {
+      whole <- attempt(good)
+      if (!is.null(whole$failure) && whole$rerun && length(good) > 1L) {
+        if (sink_open) {
+          seek(capture, 0, rw = "write")
+          truncate(capture)
+        }
+        for (k in good) place(k, attempt(k))
+      } else {
+        place(good, whole)
+      }
+    }
+    list(values = wire, errors = errors)
+  }
+
+  # A column read per row (read_column) as the vector a vectorized body gets.
+  as_vector <- function(type, values) {
+    switch(type,
+      datetime = .POSIXct(vapply(values, unclass, 0), tz = "UTC"),
+      enum = vapply(values, as.double, 0),
+      values
+    )
   }
 
   # ---- requests -----------------------------------------------------------------
@@ -565,6 +847,10 @@ function(con) {
       columns[[a]] <- column$values
       bad <- !is.na(column$problems) & is.na(problems)
       problems[bad] <- paste0(fn$argTypes[[a]], " argument ", a, " ", column$problems[bad])
+    }
+    if (isTRUE(fn$vectorized)) {
+      for (a in seq_len(arity)) columns[[a]] <- as_vector(fn$argTypes[[a]], columns[[a]])
+      return(list(header = list(id = id), columns = columns, problems = problems))
     }
     rows <- if (arity == 0L) rep(list(list()), n_rows) else .mapply(list, columns, NULL)
     list(header = list(id = id), rows = rows, problems = problems)
@@ -598,7 +884,9 @@ function(con) {
           if (is.null(fn)) stop("call before load")
           parsed <- call_rows(tokens)
           request <- parsed$header
-          list(op = "call", result = run_rows(parsed$rows, parsed$problems))
+          result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
+          else run_vectorized(parsed$columns, parsed$problems)
+          list(op = "call", result = result)
         } else {
           request <- read_json(tokens)
           list(op = request$op)

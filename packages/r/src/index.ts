@@ -5,14 +5,17 @@
  */
 import { readFileSync } from 'node:fs';
 import {
-  createInterpreterRunner,
   type InterpreterRunner,
   type InterpreterRunnerOptions,
   resolveExecutable,
 } from '@improv/extfn-interpreter';
 import { R_ARGS, R_ENV } from './bootstrap.js';
+import type { RLibraries } from './libraries.js';
+import { withLibraries } from './with-libraries.js';
 
 export { BOOTSTRAP, R_ARGS, R_ENV } from './bootstrap.js';
+export type { AllowedRLibraries, Library, RLibraries } from './libraries.js';
+export { allowedRLibraries } from './libraries.js';
 
 /**
  * R refuses to start ("the limit on the number of open files is too low")
@@ -30,6 +33,12 @@ export interface RRunnerOptions extends InterpreterRunnerOptions {
    * `IMPROV_EXTFN_R` environment variable, else `Rscript` on PATH.
    */
   interpreter?: string;
+  /**
+   * Where `library()` looks besides R's own packages: `'system'` (R's site
+   * libraries, the default) or explicit directories (`[]`: base R only).
+   * Explicit ones are bound read-only into the sandbox; see the README.
+   */
+  libraries?: RLibraries;
 }
 
 /** The driver program (drivers/driver.R, shipped in the package). */
@@ -39,22 +48,15 @@ export const DRIVER_SOURCE: string = readFileSync(
 );
 
 /**
- * R's installation lives outside /usr when it was built from source or comes
- * from conda: bind the prefix of the real Rscript (its bin/.. directory).
- */
-function prefixOutsideUsr(path: string): string[] {
-  if (path.startsWith('/usr/')) return [];
-  const bin = path.slice(0, path.lastIndexOf('/'));
-  return [bin.slice(0, bin.lastIndexOf('/')) || '/'];
-}
-
-/**
  * The R runner. Bodies are base R statements that read `args` (a list:
  * `args[[1]]`, `args[[2]]`, …) and set `result`.
  */
 export function r(options: RRunnerOptions = {}): InterpreterRunner {
-  const { interpreter, ...runnerOptions } = options;
-  return createInterpreterRunner(
+  const { interpreter, libraries = 'system', ...runnerOptions } = options;
+  // The driver reads explicit library directories from here (IMPROV_EXTFN_R_LIBS),
+  // set once they are resolved, before any process starts.
+  const env: Record<string, string> = { ...R_ENV };
+  return withLibraries(
     {
       language: 'r',
       packageName: '@improv/extfn-r',
@@ -63,11 +65,11 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
           explicit: interpreter,
           envVar: 'IMPROV_EXTFN_R',
           names: ['Rscript'],
-          readOnlyPaths: prefixOutsideUsr,
+          // no readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own prefix
         }),
       args: R_ARGS,
       driverSource: DRIVER_SOURCE,
-      env: R_ENV,
+      env,
       limits: R_LIMITS,
       // R cannot write binary frames to a piped stdout (stdout() is a text
       // connection and /dev/stdout cannot be opened on a socket), so rows
@@ -80,5 +82,7 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
       defaults: { chunkMs: R_CHUNK_MS },
     },
     runnerOptions,
+    libraries,
+    env,
   );
 }

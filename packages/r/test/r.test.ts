@@ -1,5 +1,5 @@
 /**
- * Issue 5 (R): real runs of Rscript under the Restricted sandbox — the
+ * The R runner end to end: real runs of Rscript under the Restricted sandbox — the
  * fixtures, each type, R's own errors, a runaway loop, the decisions about
  * NA, NUL, enums past R's integers and datetime precision, and how the
  * interpreter is found.
@@ -139,6 +139,17 @@ describe.skipIf(!restrictedOk)(
       expect((await failure(reg.eval('missing', []))).message).toMatch(/got NA/);
     });
 
+    test('a text with a lone surrogate is that row’s Runtime error before the body runs (not Unicode)', async () => {
+      const { registry: reg } = registry({
+        len: ['result <- nchar(args[[1]])', ['text'], 'number'],
+      });
+      const batch = await reg.evalBatch('len', [[Value.text('a\uD800b')], [Value.text('ok')]]);
+      expect((batch[0] as ExtFnError).message).toBe(
+        'function len: ValueError: text argument 1 contains a lone UTF-16 surrogate, which is not Unicode',
+      );
+      expect(batch[1]).toEqual(Value.number(2));
+    });
+
     test('a text with NUL is that row’s Runtime error before the body runs (R strings cannot hold NUL)', async () => {
       const { registry: reg } = registry({
         len: ['result <- nchar(args[[1]])', ['text'], 'number'],
@@ -211,6 +222,27 @@ describe.skipIf(!restrictedOk)(
       );
     });
 
+    test('both ends of the datetime range: the first instant exactly, the last second of 9999 never rounds into 10000', async () => {
+      const { registry: reg } = registry({
+        id: ['result <- args[[1]]', ['datetime'], 'datetime'],
+        year: ['result <- as.numeric(format(args[[1]], "%Y"))', ['datetime'], 'number'],
+        past: ['result <- args[[1]] + 86400', ['datetime'], 'datetime'],
+      });
+      const first = Value.datetime('0001-01-01T00:00:00Z');
+      expect(await reg.eval('id', [first])).toEqual(first);
+      // Near 9999 a double holds about 30 µs: the fraction is rounded down, never up past the range.
+      for (const last of ['9999-12-31T23:59:59.999999999Z', '9999-12-31T23:59:59.99999Z']) {
+        const back = await reg.eval('id', [Value.datetime(last)]);
+        expect(back).toEqual(Value.datetime('9999-12-31T23:59:59.9999Z'));
+        expect(await reg.eval('year', [Value.datetime(last)])).toEqual(Value.number(9999));
+      }
+      expect(await reg.eval('id', [Value.datetime('9999-12-31T23:59:59Z')])).toEqual(
+        Value.datetime('9999-12-31T23:59:59Z'),
+      );
+      const past = await failure(reg.eval('past', [Value.datetime('9999-12-31T00:00:00Z')]));
+      expect(past.message).toMatch(/result expected datetime, got .*outside the years 0001-9999/);
+    });
+
     test('each row gets fresh variables, the same random seed, and its own output', async () => {
       const { registry: reg } = registry({
         leak: [
@@ -231,6 +263,119 @@ describe.skipIf(!restrictedOk)(
       expect(new Set(draws.map((v) => (v as { value: number }).value)).size).toBe(1);
       expect(await reg.eval('draw', [Value.number(9)])).toEqual(draws[0]);
       expect(await reg.evalBatch('chatty', rows)).toEqual(rows.map((row) => row[0]));
+    });
+
+    test('the RNG is reset only once a row draws, and results stay those of a reset before every row', async () => {
+      const { registry: reg } = registry({
+        sometimes: [
+          'x <- args[[1]]\nif (x > 5) x <- x + runif(1)\nresult <- x',
+          ['number'],
+          'number',
+        ],
+        failing: [
+          'u <- runif(1)\nif (args[[1]] == 2) stop("after a draw")\nresult <- u',
+          ['number'],
+          'number',
+        ],
+      });
+      const first = 0.8966972001362592; // set.seed(0); runif(1)
+      const rows = [1, 2, 6, 3, 7, 6].map((x) => [Value.number(x)]);
+      const batch = await reg.evalBatch('sometimes', rows);
+      expect(batch.map((v) => (v as { value: number }).value)).toEqual([
+        1,
+        2,
+        6 + first,
+        3,
+        7 + first,
+        6 + first,
+      ]);
+      // A row that draws and then fails leaves the generator moved: the next row still starts from the seed.
+      const failing = await reg.evalBatch(
+        'failing',
+        [2, 1, 3].map((x) => [Value.number(x)]),
+      );
+      expect((failing[0] as ExtFnError).message).toMatch(/after a draw/);
+      expect(failing[1]).toEqual(Value.number(first));
+      expect(failing[2]).toEqual(Value.number(first));
+    });
+
+    test('rows share an environment only where none can see what another left', async () => {
+      const { registry: reg } = registry({
+        // Straight-line: every name assigned before it is read; shared, and results as fresh.
+        straight: ['x <- args[[1]]\ny <- x * 2\nresult <- y + x', ['number'], 'number'],
+        // Reads `y` before assigning it: a shared environment would hand row 2 row 1's y.
+        early: ['result <- y\ny <- args[[1]]', ['number'], 'number'],
+        // Conditional assignment at top level: not straight-line.
+        maybe: [
+          'if (args[[1]] > 0) z <- 1\nresult <- exists("z", inherits = FALSE)',
+          ['number'],
+          'boolean',
+        ],
+      });
+      const rows = [1, 2, 3].map((x) => [Value.number(x)]);
+      expect(await reg.evalBatch('straight', rows)).toEqual([3, 6, 9].map(Value.number));
+      for (const r of await reg.evalBatch('early', rows)) {
+        expect((r as ExtFnError).message).toMatch(/object 'y' not found/);
+      }
+      expect(
+        await reg.evalBatch(
+          'maybe',
+          [1, -1].map((x) => [Value.number(x)]),
+        ),
+      ).toEqual([Value.boolean(true), Value.boolean(false)]);
+    });
+
+    test('a row cannot leave a global behind, by any route, and the write is seen within its row', async () => {
+      // Each body reads what an earlier row left (-1 if none), writes args[[1]]
+      // where every row could see it, and returns -99 unless the write took
+      // effect within its own row (the control: the route really writes).
+      const check = (write: string, read = 'leaked') =>
+        `before <- if (exists("leaked")) ${read} else -1\n${write}\nresult <- if (identical(${read}, args[[1]])) before else -99`;
+      const routes: Record<string, string> = {
+        superassign: check('leaked <<- args[[1]]'),
+        assignGlobal: check('assign("leaked", args[[1]], envir = globalenv())'),
+        parsed: check('eval(parse(text = "leaked <<- args[[1]]"))'),
+        getAssign: check('get("assign")("leaked", args[[1]], envir = topenv())'),
+        searchPath: check('assign("leaked", args[[1]], envir = as.environment(1))'),
+        attached: check('attach(list(leaked = args[[1]]), name = "rows", warn.conflicts = FALSE)'),
+        // Straight-line (rows share one environment) and no name the driver looks for.
+        straight: [
+          'before <- getExportedValue("base", "get0")("leaked", envir = globalenv(), ifnotfound = -1)',
+          'x <- getExportedValue("base", "assign")("leaked", args[[1]], pos = 1)',
+          'after <- getExportedValue("base", "get0")("leaked", envir = globalenv())',
+          'result <- before + (after - args[[1]])',
+        ].join('\n'),
+      };
+      const fns = Object.fromEntries(
+        Object.entries(routes).map(([name, body]) => [
+          name,
+          [body, ['number'], 'number'] as [string, ['number'], 'number'],
+        ]),
+      );
+      const { registry: reg } = registry(fns);
+      const rows = [1, 2, 3, 4].map((x) => [Value.number(x)]);
+      for (const name of Object.keys(routes)) {
+        expect([name, await reg.evalBatch(name, rows)]).toEqual([name, rows.map(() => Value.number(-1))]);
+        expect([name, await reg.eval(name, [Value.number(5)])]).toEqual([name, Value.number(-1)]);
+      }
+    });
+
+    test('a body that locks the global environment after leaving a global there costs its worker, not the next row', async () => {
+      const { registry: reg, runner } = registry({
+        lock: [
+          'result <- if (exists("leaked")) leaked else -1\nleaked <<- args[[1]]\nlockEnvironment(globalenv())',
+          ['number'],
+          'number',
+        ],
+      });
+      const first = await reg.evalBatch(
+        'lock',
+        [1, 2].map((x) => [Value.number(x)]),
+      );
+      expect(first.every((r) => ExtFnError.isInstance(r))).toBe(true);
+      expect(runner.stats().killed).toBeGreaterThan(0);
+      // A fresh worker: nothing left behind.
+      expect(await reg.eval('lock', [Value.number(3)])).toEqual(Value.number(-1));
     });
 
     test('a result that is not one value is a Runtime error naming what came back', async () => {

@@ -1,3 +1,7 @@
+/**
+ * Which resource limit explains a failed exit, from what the host saw (CPU
+ * time, signals) and, as a diagnostic only, the guest's last words.
+ */
 import { constants } from 'node:os';
 import type { ResourceLimit } from '@improv/extfn-core';
 

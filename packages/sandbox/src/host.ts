@@ -1,6 +1,10 @@
+/**
+ * Facts about the host process the sandbox starts from: where an executable
+ * really is, which descriptors it would leak to a child, and the fixed Perl
+ * program that closes them.
+ */
 import { accessSync, constants, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
+import { delimiter, isAbsolute, join, resolve } from 'node:path';
 
 /** An executable found on the host's PATH (or the absolute path given), symlinks resolved. */
 export function findExecutable(name: string, path = process.env.PATH ?? ''): string | undefined {
@@ -20,32 +24,6 @@ export function findExecutable(name: string, path = process.env.PATH ?? ''): str
     } catch {}
   }
   return undefined;
-}
-
-/** Directories every sandbox sees read-only; anything else must be asked for. */
-export const SYSTEM_DIRECTORIES = ['/usr', '/etc'] as const;
-
-/**
- * What an interpreter outside /usr needs bound read-only: its prefix (its
- * `lib`, `share`…): /opt/python-3.12/bin/python3.12 → /opt/python-3.12. Never
- * something as broad as a home directory or a top-level directory
- * (~/bin/python must not expose ~/.ssh): then only the directory of the
- * binary, or the binary alone; the runner adds what else it needs through
- * `readOnlyPaths`.
- */
-export function interpreterPrefix(realPath: string): string | undefined {
-  if (SYSTEM_DIRECTORIES.some((dir) => realPath.startsWith(`${dir}/`))) return undefined;
-  const dir = dirname(realPath);
-  const prefix = dir.endsWith('/bin') || dir.endsWith('/sbin') ? dirname(dir) : dir;
-  return [prefix, dir, realPath].find(narrowEnough);
-}
-
-function narrowEnough(path: string): boolean {
-  const depth = path.split('/').filter(Boolean).length;
-  if (depth < 2) return false;
-  const homes = new Set([homedir(), '/root']);
-  if (homes.has(path) || /^\/(home|Users)\/[^/]+$/.test(path)) return false;
-  return true;
 }
 
 const O_CLOEXEC = 0o2000000;

@@ -1,17 +1,21 @@
-export type { SandboxExit } from './launch.js';
+/**
+ * @improv/extfn-sandbox: the one way runners start an interpreter —
+ * bubblewrap, seccomp, a uid of its own, rlimits, a cgroup per tree where
+ * the host offers one, a scrubbed environment, deadline and output caps.
+ */
+export { ETC_ENTRIES, interpreterTree } from './binds.js';
+export { type CgroupSupport, type CgroupVersion, cgroupSupport } from './cgroup.js';
+export type { SandboxExit } from './exit.js';
+export { APPARMOR_PROFILE } from './fixes.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './limits.js';
-export { policyFor, type SandboxPolicy } from './policy.js';
+export { fallbackAllowed, policyFor, type SandboxPolicy } from './policy.js';
 export {
   assertSandboxAvailable,
   type ProbeOptions,
   probeSandbox,
   type SandboxProbe,
 } from './probe.js';
-export {
-  runSandboxed,
-  type SandboxedProcess,
-  type SandboxOptions,
-  type SandboxResult,
-  spawnSandboxed,
-} from './run.js';
-export { DENIED_SYSCALLS, seccompProgram } from './seccomp.js';
+export { type ProcessTree, readProcessTree, type TreeProcess } from './process-tree.js';
+export { runSandboxed, spawnSandboxed } from './run.js';
+export { DENIED_SYSCALLS, seccompProgram, UNAVAILABLE_SYSCALLS } from './seccomp.js';
+export type { SandboxedProcess, SandboxOptions, SandboxResult } from './types.js';

@@ -1,19 +1,27 @@
-/** Resource limits of one sandboxed process tree. */
+/** The resource limits of one sandboxed tree: defaults, and how a partial set is completed. */
 export interface SandboxLimits {
-  /** RLIMIT_AS: address space of each process, default 1 GiB. */
+  /**
+   * RLIMIT_AS: address space of each process, default 1 GiB. Where a cgroup
+   * is available, the whole tree's memory (all processes, tmpfs, shared
+   * memory) is also held to `memoryBytes + tmpfsBytes`, without swap.
+   */
   memoryBytes: number;
   /**
    * RLIMIT_CPU soft limit (SIGXCPU; SIGKILL one second later). 0 = derived from
    * the timeout: ceil(timeoutMs / 1000) + 1, or unlimited without a timeout.
    */
   cpuSeconds: number;
-  /** RLIMIT_NPROC: processes of the sandbox's uid (binds only when that uid is not 0). */
+  /**
+   * Processes (threads included) of one tree: RLIMIT_NPROC of its own uid on
+   * a root host, inside its user namespace otherwise (Linux 5.14+), and the
+   * cgroup's pids.max where there is one.
+   */
   processes: number;
   /** RLIMIT_NOFILE: open file descriptors per process. */
   openFiles: number;
   /** RLIMIT_FSIZE: largest file a process may write. */
   fileSizeBytes: number;
-  /** Size of the fresh tmpfs mounted on /tmp (and on /dev/shm) under `restricted`. */
+  /** One budget for the fresh tmpfs on /tmp (three quarters) and /dev/shm (a quarter) under `restricted`. */
   tmpfsBytes: number;
   /** stdout cap of `runSandboxed`; past it the call fails with Runtime "output too large". */
   stdoutBytes: number;

@@ -1,14 +1,32 @@
-/** Who decides how much protection a body gets: the host, never the model. */
+/**
+ * Who decides how much protection a body gets: the host, never the model.
+ * What each policy keeps (layers as the README numbers them):
+ *
+ * - `restricted` (default): everything — bubblewrap namespaces and mounts (1),
+ *   a uid of its own on a root host (2), seccomp (3), rlimits (4), a cgroup
+ *   per tree where the host offers one, a clean environment and closed
+ *   descriptors (5), deadline and output caps (6).
+ * - `unsandboxed`: no namespaces and no seccomp; keeps 2, 4, the cgroup, 5
+ *   and 6 plus no_new_privs. Chosen in code, or by the probe as the fallback
+ *   of `restricted` where bubblewrap cannot start and the operator set
+ *   IMPROV_EXTFN_ALLOW_UNSANDBOXED=1.
+ * - `trusted` (IMPROV_EXTFN_TRUSTED=1): 5 and 6 only; bodies run with the
+ *   host's privileges.
+ */
 export type SandboxPolicy = 'restricted' | 'unsandboxed' | 'trusted';
 
 /**
- * The policy the host asked for through its environment. Restricted unless the
- * operator opted out: `IMPROV_EXTFN_TRUSTED=1` → trusted (layers 4–6 only),
- * `IMPROV_EXTFN_ALLOW_UNSANDBOXED=1` → unsandboxed (layers 2–6, no namespaces).
+ * The policy the host asked for through its environment: `trusted` when
+ * IMPROV_EXTFN_TRUSTED=1, else `restricted`. IMPROV_EXTFN_ALLOW_UNSANDBOXED=1
+ * does not change it: it only permits the fallback (`fallbackAllowed`).
  * A model file cannot reach this: it reads the host process's environment.
  */
 export function policyFor(env: NodeJS.ProcessEnv = process.env): SandboxPolicy {
   if (env.IMPROV_EXTFN_TRUSTED === '1') return 'trusted';
-  if (env.IMPROV_EXTFN_ALLOW_UNSANDBOXED === '1') return 'unsandboxed';
   return 'restricted';
+}
+
+/** Whether `restricted` may fall back to `unsandboxed` where bubblewrap cannot start. */
+export function fallbackAllowed(env: NodeJS.ProcessEnv = process.env): boolean {
+  return env.IMPROV_EXTFN_ALLOW_UNSANDBOXED === '1';
 }

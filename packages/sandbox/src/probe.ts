@@ -1,15 +1,33 @@
+/**
+ * What protection a sandboxed call gets on this host, found by a trial run:
+ * which layers are active, why not more, and the fix. Runners assert it
+ * before starting anything; `doctor` prints it. It also decides the one
+ * fallback there is: `restricted` → `unsandboxed` where bubblewrap cannot
+ * start and the operator allowed it.
+ */
 import { ExtFnError } from '@improv/extfn-core';
 import { execa } from 'execa';
+import { type CgroupVersion, cgroupSupport } from './cgroup.js';
+import {
+  FIX_NAMESPACES,
+  FIX_NO_BWRAP,
+  FIX_OLD_BWRAP,
+  FIX_PLATFORM,
+  FIX_UTIL_LINUX,
+  fixAppArmor,
+  isAppArmorUsernsBlock,
+  readAppArmorSysctl,
+} from './fixes.js';
 import { findExecutable } from './host.js';
-import { FIX_NAMESPACES, FIX_NO_BWRAP } from './launch.js';
-import { policyFor, type SandboxPolicy } from './policy.js';
-import { runUnchecked } from './run.js';
+import { runOnce } from './one-shot.js';
+import { fallbackAllowed, policyFor, type SandboxPolicy } from './policy.js';
 import { seccompArch } from './seccomp.js';
 import { hostTools } from './tools.js';
 import { hostIsRoot } from './uid-pool.js';
 
 /** What protection a sandboxed call gets on this host, and why not more. */
 export interface SandboxProbe {
+  /** The policy in force: the one asked for, or `unsandboxed` when `fallbackFrom` is set. */
   policy: SandboxPolicy;
   /** Whether the policy can be honoured here; false → calls fail closed with `problem` and `fix`. */
   ok: boolean;
@@ -18,10 +36,17 @@ export interface SandboxProbe {
     seccomp: boolean;
     uidDrop: boolean;
     rlimits: boolean;
+    /** A cgroup per tree (memory without swap, pids), or false; `cgroupReason` says why. */
+    cgroup: CgroupVersion | false;
     cleanEnv: true;
     deadline: true;
     outputCaps: true;
   };
+  cgroupReason?: string;
+  /** Set when `restricted` could not start and IMPROV_EXTFN_ALLOW_UNSANDBOXED=1 allowed the fallback. */
+  fallbackFrom?: { policy: 'restricted'; problem: string; fix: string };
+  /** Ubuntu's AppArmor restriction of unprivileged user namespaces blocks bubblewrap here. */
+  appArmorUserns?: true;
   bwrap?: { path: string; version: string };
   /** The uid a sandboxed process ran as in the trial run. */
   uid?: number;
@@ -33,29 +58,35 @@ export interface SandboxProbe {
 export interface ProbeOptions {
   bwrapPath?: string;
   policy?: SandboxPolicy;
+  /** Default: IMPROV_EXTFN_ALLOW_UNSANDBOXED=1 in process.env. */
+  allowFallback?: boolean;
 }
 
 const memo = new Map<string, Promise<SandboxProbe>>();
 const settled = new Map<string, SandboxProbe>();
-const keyOf = (policy: SandboxPolicy, bwrapPath: string | undefined) =>
-  `${policy}\0${bwrapPath ?? 'bwrap'}`;
+
+function resolved(options: ProbeOptions) {
+  const policy = options.policy ?? policyFor(process.env);
+  const allowFallback = options.allowFallback ?? fallbackAllowed(process.env);
+  const key = `${policy}\0${options.bwrapPath ?? 'bwrap'}\0${allowFallback}`;
+  return { policy, allowFallback, key };
+}
 
 /** The probe's result if it already ran for these options (spawnSandboxed cannot wait for one). */
-export function knownProbe(options: ProbeOptions & { policy: SandboxPolicy }) {
-  return settled.get(keyOf(options.policy, options.bwrapPath));
+export function knownProbe(options: ProbeOptions): SandboxProbe | undefined {
+  return settled.get(resolved(options).key);
 }
 
 /**
- * Which layers are active here, found by a trial run (memoised per policy and
- * bwrap path): bwrap's version, namespaces, seccomp, the uid the child runs
- * as, rlimits. `doctor` prints `summary`; runners call `assertSandboxAvailable`.
+ * Which layers are active here, found by a trial run (memoised per policy,
+ * bwrap path and fallback permission): bwrap's version, namespaces,
+ * seccomp, the uid the child runs as, rlimits, the cgroup.
  */
 export function probeSandbox(options: ProbeOptions = {}): Promise<SandboxProbe> {
-  const policy = options.policy ?? policyFor(process.env);
-  const key = keyOf(policy, options.bwrapPath);
+  const { policy, allowFallback, key } = resolved(options);
   let probe = memo.get(key);
   if (!probe) {
-    probe = runProbe(policy, options.bwrapPath).then((result) => {
+    probe = probeWithFallback(policy, options.bwrapPath, allowFallback).then((result) => {
       settled.set(key, result);
       return result;
     });
@@ -67,9 +98,10 @@ export function probeSandbox(options: ProbeOptions = {}): Promise<SandboxProbe> 
 /** Throws ExtFnError Sandbox (before any body starts) when the policy cannot be honoured here. */
 export async function assertSandboxAvailable(
   options: ProbeOptions & { functionName?: string } = {},
-): Promise<void> {
+): Promise<SandboxProbe> {
   const probe = await probeSandbox(options);
   if (!probe.ok) throw sandboxErrorFor(probe, options.functionName);
+  return probe;
 }
 
 /** The Sandbox error a call gets when the probe found the policy cannot be honoured here. */
@@ -79,18 +111,40 @@ export function sandboxErrorFor(probe: SandboxProbe, functionName: string | unde
   });
 }
 
+async function probeWithFallback(
+  policy: SandboxPolicy,
+  bwrapPath: string | undefined,
+  allowFallback: boolean,
+): Promise<SandboxProbe> {
+  const probe = await runProbe(policy, bwrapPath);
+  if (probe.ok || policy !== 'restricted' || !allowFallback) return probe;
+  const fallback = await runProbe('unsandboxed', bwrapPath);
+  if (!fallback.ok) return probe;
+  fallback.fallbackFrom = {
+    policy: 'restricted',
+    problem: probe.problem ?? 'unknown',
+    fix: probe.fix ?? '',
+  };
+  if (probe.appArmorUserns) fallback.appArmorUserns = true;
+  fallback.summary =
+    `restricted cannot start here (${probe.problem}); IMPROV_EXTFN_ALLOW_UNSANDBOXED=1 ` +
+    `allows the fallback: ${fallback.summary}`;
+  return fallback;
+}
+
 async function runProbe(
   policy: SandboxPolicy,
   bwrapPath: string | undefined,
 ): Promise<SandboxProbe> {
-  const layers = {
+  const layers: SandboxProbe['layers'] = {
     namespaces: false,
     seccomp: false,
     uidDrop: false,
     rlimits: false,
-    cleanEnv: true as const,
-    deadline: true as const,
-    outputCaps: true as const,
+    cgroup: false,
+    cleanEnv: true,
+    deadline: true,
+    outputCaps: true,
   };
   const probe: SandboxProbe = { policy, ok: false, layers, summary: '' };
   const fail = (problem: string, fix: string): SandboxProbe => {
@@ -109,15 +163,12 @@ async function runProbe(
   if (process.platform !== 'linux') {
     return fail(
       `${process.platform} has neither bubblewrap nor prlimit, so bodies cannot be confined`,
-      'run on Linux with bubblewrap installed, or set IMPROV_EXTFN_TRUSTED=1 if every model file is trusted',
+      FIX_PLATFORM,
     );
   }
   const tools = hostTools();
   if (!tools.prlimit || !tools.setpriv) {
-    return fail(
-      'util-linux prlimit/setpriv are missing, so limits cannot be set',
-      'install util-linux, or set IMPROV_EXTFN_TRUSTED=1 if every model file is trusted',
-    );
+    return fail('util-linux prlimit/setpriv are missing, so limits cannot be set', FIX_UTIL_LINUX);
   }
   if (policy === 'restricted') {
     const bwrap = findExecutable(bwrapPath ?? 'bwrap');
@@ -132,48 +183,64 @@ async function runProbe(
     if (!match || (Number(match[1]) === 0 && Number(match[2]) < 8)) {
       return fail(
         `bubblewrap ${probe.bwrap.version} is too old (0.8 or later has --disable-userns)`,
-        FIX_NO_BWRAP.replace('install', 'upgrade'),
+        FIX_OLD_BWRAP,
       );
     }
   }
+  const cgroup = cgroupSupport();
   const id = findExecutable('id', '/usr/bin:/bin');
   if (!id) return fail('cannot find /usr/bin/id for the trial run', 'install coreutils');
-  let trial: Awaited<ReturnType<typeof runUnchecked>>;
+  let trial: Awaited<ReturnType<typeof runOnce>> | undefined;
+  let failure: { message: string; fix: string } | undefined;
   try {
-    trial = await runUnchecked(
+    trial = await runOnce(
       { command: id, args: ['-u'], timeoutMs: 10_000, bwrapPath },
       policy,
       'sandbox-probe',
     );
+    if (trial.exitCode !== 0) {
+      const reason = trial.stderr.trim().split('\n')[0] || `exit ${trial.exitCode}`;
+      failure = { message: reason, fix: FIX_NAMESPACES };
+    }
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     const fix = ExtFnError.isInstance(error) && error.fix ? error.fix : FIX_NAMESPACES;
-    return fail(`the trial run failed: ${message.replace(/; [^;]*$/, '')}`, fix);
+    failure = { message: message.replace(/; [^;]*$/, ''), fix };
   }
-  if (trial.exitCode !== 0) {
-    const reason = trial.stderr.trim().split('\n')[0] ?? `exit ${trial.exitCode}`;
-    return fail(`the trial run failed: ${reason}`, FIX_NAMESPACES);
+  if (failure) {
+    if (policy === 'restricted' && isAppArmorUsernsBlock(failure.message, readAppArmorSysctl())) {
+      probe.appArmorUserns = true;
+      return fail(
+        'AppArmor restricts unprivileged user namespaces on this host ' +
+          '(kernel.apparmor_restrict_unprivileged_userns=1), so bubblewrap cannot set up ' +
+          `its uid map (${failure.message})`,
+        fixAppArmor(probe.bwrap?.path),
+      );
+    }
+    return fail(`the trial run failed: ${failure.message}`, failure.fix);
   }
-  probe.uid = Number(trial.stdout.toString().trim());
+  probe.uid = Number(trial!.stdout.toString().trim());
   layers.rlimits = true;
   layers.uidDrop = probe.uid !== 0;
-  if (!layers.uidDrop)
-    return fail('the sandboxed process ran as root', 'install util-linux setpriv');
+  if (!layers.uidDrop) return fail('the sandboxed process ran as root', FIX_UTIL_LINUX);
   layers.namespaces = policy === 'restricted';
   layers.seccomp = policy === 'restricted' && seccompArch() !== undefined;
+  layers.cgroup = cgroup.version;
+  probe.cgroupReason = cgroup.reason;
   probe.ok = true;
   const parts =
     policy === 'restricted'
       ? [
-          `bubblewrap ${probe.bwrap?.version} (user, pid, net, ipc, uts, cgroup namespaces; read-only /usr, /etc; private /tmp)`,
+          `bubblewrap ${probe.bwrap?.version} (user, pid, net, ipc, uts, cgroup namespaces; read-only /usr and what interpreters need of /etc; private /tmp)`,
           layers.seccomp ? `seccomp (${seccompArch()})` : 'no seccomp filter for this architecture',
         ]
-      : [
-          'no namespaces: the host filesystem and network are visible (IMPROV_EXTFN_ALLOW_UNSANDBOXED=1)',
-        ];
+      : ['no namespaces: the host filesystem and network are visible'];
   parts.push(
     hostIsRoot() ? `a uid of its own per process (e.g. ${probe.uid})` : `uid ${probe.uid}`,
     'rlimits (memory, CPU, processes, files)',
+    cgroup.version
+      ? `a cgroup ${cgroup.version} per tree (memory without swap, processes)`
+      : `no cgroup (${cgroup.reason})`,
     'clean environment, deadline, output caps',
   );
   probe.summary = `${policy}: ${parts.join('; ')}`;

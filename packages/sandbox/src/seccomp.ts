@@ -2,8 +2,8 @@
  * A classic-BPF seccomp program for bwrap's `--seccomp FD`, generated here so
  * no libseccomp is needed. It denies what no function body needs (debugging
  * other processes, mounting, new namespaces, the kernel keyring, eBPF, perf,
- * userfaultfd, io_uring, module and kexec loading, terminal injection) and
- * kills a process that enters the kernel through another ABI (i386 `int 0x80`,
+ * userfaultfd, io_uring, module and kexec loading, terminal injection),
+ * makes memory no rlimit counts unavailable (SysV IPC, memfds) and kills a process that enters the kernel through another ABI (i386 `int 0x80`,
  * x32, arm32), because syscall numbers differ there and the list would not apply.
  */
 
@@ -75,6 +75,25 @@ const DENIED: Record<string, { x86_64: number; aarch64: number }> = {
 
 export const DENIED_SYSCALLS: readonly string[] = Object.keys(DENIED);
 
+/**
+ * Answered with ENOSYS, as a kernel built without them would: memory these
+ * create is counted by no rlimit (a SysV segment outlives its mapping, a
+ * memfd its descriptor once mapped or passed on). Programs that use them
+ * check for ENOSYS and fall back (POSIX shared memory lives in /dev/shm,
+ * which is size-limited).
+ */
+const UNAVAILABLE: Record<string, { x86_64: number; aarch64: number }> = {
+  shmget: { x86_64: 29, aarch64: 194 },
+  shmat: { x86_64: 30, aarch64: 196 },
+  msgget: { x86_64: 68, aarch64: 186 },
+  msgsnd: { x86_64: 69, aarch64: 189 },
+  semget: { x86_64: 64, aarch64: 190 },
+  memfd_create: { x86_64: 319, aarch64: 279 },
+  memfd_secret: { x86_64: 447, aarch64: 447 },
+};
+
+export const UNAVAILABLE_SYSCALLS: readonly string[] = Object.keys(UNAVAILABLE);
+
 const IOCTL = { x86_64: 16, aarch64: 29 };
 const CLONE = { x86_64: 56, aarch64: 220 };
 const CLONE3 = { x86_64: 435, aarch64: 435 };
@@ -105,6 +124,8 @@ function archBlock(arch: SeccompArch): Array<Instruction | string> {
   if (arch === 'x86_64') out.push(jump(JMP_JGE_K, X32_SYSCALL_BIT, `${arch}:kill`, 0));
   for (const numbers of Object.values(DENIED)) out.push(jump(JMP_JEQ_K, numbers[arch], deny, 0));
   out.push(jump(JMP_JEQ_K, CLONE3[arch], `${arch}:enosys`, 0));
+  for (const numbers of Object.values(UNAVAILABLE))
+    out.push(jump(JMP_JEQ_K, numbers[arch], `${arch}:enosys`, 0));
   out.push(jump(JMP_JEQ_K, IOCTL[arch], `${arch}:ioctl`, 0));
   out.push(jump(JMP_JEQ_K, CLONE[arch], `${arch}:clone`, 0));
   out.push(stmt(RET_K, RET_ALLOW));
@@ -117,7 +138,8 @@ function archBlock(arch: SeccompArch): Array<Instruction | string> {
   out.push(`${arch}:clone`, stmt(LD_W_ABS, offsetArgLow(0)));
   out.push(jump(JMP_JSET_K, CLONE_NAMESPACE_FLAGS, deny, 0));
   out.push(stmt(RET_K, RET_ALLOW));
-  // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to clone
+  // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to clone;
+  // SysV IPC and memfds: see UNAVAILABLE
   out.push(`${arch}:enosys`, stmt(RET_K, RET_ERRNO | ENOSYS));
   out.push(deny, stmt(RET_K, RET_ERRNO | EPERM));
   out.push(`${arch}:kill`, stmt(RET_K, RET_KILL_PROCESS));

@@ -1,3 +1,4 @@
+/** A bounded stderr tail: the end of a stream kept for error messages, the whole counted. */
 /** Keeps the last `max` bytes of a stream and counts all of it. */
 export class TailBuffer {
   private chunks: Buffer[] = [];

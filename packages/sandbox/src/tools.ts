@@ -1,11 +1,13 @@
+/** Host programs the sandbox is assembled from, found once on the host's PATH. */
 import { findExecutable } from './host.js';
 
-/** Host programs the sandbox is assembled from, found once on the host's PATH. */
 export interface HostTools {
   prlimit?: string;
   setpriv?: string;
   kill?: string;
   perl?: string;
+  ipcrm?: string;
+  sh?: string;
 }
 
 let cached: HostTools | undefined;
@@ -19,6 +21,8 @@ export function hostTools(): HostTools {
     setpriv: findExecutable('setpriv', path),
     kill: findExecutable('kill', path),
     perl: findExecutable('perl', path),
+    ipcrm: findExecutable('ipcrm', path),
+    sh: findExecutable('/bin/sh', path),
   };
   return cached;
 }

@@ -1,3 +1,4 @@
+/** A uid of its own for every tree a root host starts, leased so host processes never share one. */
 import {
   closeSync,
   mkdirSync,

@@ -1,3 +1,4 @@
+/** Shared by the sandbox suites: what this host has, and a guest Python run under a policy. */
 import { readdirSync, readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { findExecutable } from '../src/host.js';

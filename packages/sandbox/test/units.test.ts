@@ -1,20 +1,28 @@
+/** Pure parts of the sandbox, without starting trees: policy, limits, labels, seccomp program, bind rule, probe. */
+import { ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
+import { interpreterTree } from '../src/binds.js';
 import { explainExit, signalFromBwrapStatus } from '../src/explain.js';
-import { interpreterPrefix } from '../src/host.js';
 import {
+  cgroupSupport,
   DEFAULT_LIMITS,
   DENIED_SYSCALLS,
+  fallbackAllowed,
   policyFor,
   probeSandbox,
   seccompProgram,
+  UNAVAILABLE_SYSCALLS,
 } from '../src/index.js';
 import { resolveLimits } from '../src/limits.js';
 import { hasBwrap, isRoot, linux } from './helpers.js';
 
 describe('policyFor', () => {
-  test('restricted unless the host opted out', () => {
+  test('restricted unless the host asked for trusted; ALLOW_UNSANDBOXED only permits a fallback', () => {
     expect(policyFor({})).toBe('restricted');
-    expect(policyFor({ IMPROV_EXTFN_ALLOW_UNSANDBOXED: '1' })).toBe('unsandboxed');
+    expect(policyFor({ IMPROV_EXTFN_ALLOW_UNSANDBOXED: '1' })).toBe('restricted');
+    expect(fallbackAllowed({ IMPROV_EXTFN_ALLOW_UNSANDBOXED: '1' })).toBe(true);
+    expect(fallbackAllowed({ IMPROV_EXTFN_ALLOW_UNSANDBOXED: 'true' })).toBe(false);
+    expect(fallbackAllowed({})).toBe(false);
     expect(policyFor({ IMPROV_EXTFN_TRUSTED: '1' })).toBe('trusted');
     expect(policyFor({ IMPROV_EXTFN_TRUSTED: '1', IMPROV_EXTFN_ALLOW_UNSANDBOXED: '1' })).toBe(
       'trusted',
@@ -130,6 +138,10 @@ describe('seccomp program', () => {
     ]) {
       expect(DENIED_SYSCALLS).toContain(name);
     }
+    // memory no rlimit counts: unavailable (ENOSYS)
+    for (const name of ['shmget', 'msgget', 'semget', 'memfd_create']) {
+      expect(UNAVAILABLE_SYSCALLS).toContain(name);
+    }
   });
 });
 
@@ -143,6 +155,10 @@ describe('probeSandbox', () => {
         ok: true,
         layers: { namespaces: true, seccomp: true, uidDrop: true, rlimits: true },
       });
+      // cgroup v1 needs root, which this test runs as; whether v1 or v2 depends on the host
+      const support = cgroupSupport();
+      expect(probe.layers.cgroup).toBe(support.version);
+      expect(probe.cgroupReason).toBe(support.reason);
       expect(probe.uid).toBeGreaterThanOrEqual(0x7000_0000); // a leased uid of its own
       expect(probe.bwrap?.version).toMatch(/^\d+\.\d+/);
       expect(probe.summary).toMatch(/^restricted: bubblewrap/);
@@ -163,17 +179,39 @@ describe('probeSandbox', () => {
   });
 });
 
-describe('interpreterPrefix', () => {
-  test('binds a prefix outside /usr, never a home or top-level directory', () => {
-    expect(interpreterPrefix('/usr/bin/python3.11')).toBeUndefined();
-    expect(interpreterPrefix('/opt/python-3.12/bin/python3.12')).toBe('/opt/python-3.12');
-    expect(interpreterPrefix('/home/ada/.pyenv/versions/3.12.1/bin/python3.12')).toBe(
+describe('interpreterTree', () => {
+  const homes = ['/home', '/root', '/home/ada', '/srv/work'];
+  const tree = (path: string) => interpreterTree(path, 'f', homes);
+  test('binds the interpreter’s own prefix, nothing under /usr', () => {
+    expect(tree('/usr/bin/python3.11')).toBeUndefined();
+    expect(tree('/opt/python-3.12/bin/python3.12')).toBe('/opt/python-3.12');
+    expect(tree('/home/ada/.pyenv/versions/3.12.1/bin/python3.12')).toBe(
       '/home/ada/.pyenv/versions/3.12.1',
     );
-    expect(interpreterPrefix('/home/ada/bin/python')).toBe('/home/ada/bin');
-    expect(interpreterPrefix('/root/bin/python')).toBe('/root/bin');
-    expect(interpreterPrefix('/opt/bin/python')).toBe('/opt/bin');
-    expect(interpreterPrefix('/opt/python')).toBe('/opt/python');
-    expect(interpreterPrefix('/home/ada/python')).toBe('/home/ada/python');
+    expect(tree('/opt/julia/julia')).toBe('/opt/julia');
+  });
+
+  test('refuses a tree that holds a home, /root, the working directory, ~/.local or a top-level dir', () => {
+    for (const [path, why] of [
+      ['/home/ada/bin/python', /holds \/home\/ada/],
+      ['/home/ada/python', /holds \/home\/ada/],
+      ['/root/bin/python', /holds \/root/],
+      ['/srv/work/bin/python', /holds \/srv\/work/],
+      ['/home/ada/.local/bin/python3', /shared ~\/\.local/],
+      ['/opt/bin/python', /top-level/],
+      ['/opt/python', /top-level/],
+    ] as const) {
+      const error = (() => {
+        try {
+          tree(path);
+        } catch (e) {
+          return e;
+        }
+      })() as ExtFnError;
+      expect(ExtFnError.isInstance(error), path).toBe(true);
+      expect(error.kind).toBe('Sandbox');
+      expect(error.message).toMatch(why);
+      expect(error.fix).toMatch(/prefix of its own/);
+    }
   });
 });

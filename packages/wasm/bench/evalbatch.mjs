@@ -1,6 +1,6 @@
 // Benchmark of the wasm runner (issues 6 and 7), against dist/. Run: pnpm bench
 // Every figure is measured in this run; ratios compare to plain JavaScript over the same Value rows.
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { checkArguments, checkResult, Registry, Value } from '@improv/extfn-core';
 import { packColumns } from '../dist/batch.js';
@@ -8,7 +8,8 @@ import { compileBody } from '../dist/compile.js';
 import { wasm } from '../dist/index.js';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const loadAtStart = loadavg();
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const BODY =
   'wat:(module (func (export "improv_call") (param f64) (result f64) local.get 0 local.get 0 f64.add))';
 const fn = {
@@ -25,14 +26,16 @@ const COMPILE_OPTIONS = {
   tableElements: 65_536,
   reuseInstances: false,
   maxBodyBytes: 1_048_576,
+  budgetBytes: 64 * 1_048_576,
 };
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const quantile = (xs, q) =>
   [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))];
 /**
- * Median and best wall time of `runs` runs of `f` (after one warm-up), in ms.
- * The machine may be shared: the best run shows the code's own cost, the median what to expect.
+ * Median, best and worst wall time of `runs` runs of `f` (after one warm-up), in ms.
+ * The machine may be shared: the best run shows the code's own cost, the median what to
+ * expect, the worst how much the load costs; the load average is printed beside them.
  */
 async function time(f, runs = RUNS) {
   await f();
@@ -42,7 +45,7 @@ async function time(f, runs = RUNS) {
     await f();
     times.push(performance.now() - t);
   }
-  return [median(times), Math.min(...times)];
+  return [median(times), Math.min(...times), Math.max(...times)];
 }
 const rate = (rows, ms) => (rows / ms) * 1000;
 const fmtRate = (r) =>
@@ -76,7 +79,7 @@ const compileWorkerCount = runner.stats().compileWorkersAlive;
 const rows = Array.from({ length: ROWS }, (_, i) => [Value.number(i)]);
 
 // Baseline: the same function as plain JavaScript, over the same Value rows, giving Values.
-const [jsMs, jsBest] = await time(() => {
+const [jsMs, jsBest, jsWorst] = await time(() => {
   const out = new Array(ROWS);
   for (let i = 0; i < ROWS; i++) {
     const x = rows[i][0].value;
@@ -85,15 +88,18 @@ const [jsMs, jsBest] = await time(() => {
   return out;
 });
 
-const [batchMs, batchBest] = await time(() => registry.evalBatch('double', rows));
+const [batchMs, batchBest, batchWorst] = await time(() => registry.evalBatch('double', rows));
 const check = await registry.evalBatch('double', rows);
 if (check[ROWS - 1].value !== 2 * (ROWS - 1)) throw new Error('wrong result');
-const [runnerMs, runnerBest] = await time(() =>
+const [runnerMs, runnerBest, runnerWorst] = await time(() =>
   runner.callBatch(registry.get('double'), rows, { timeoutMs: 5_000 }),
 );
 const column = Float64Array.from(rows, (r) => r[0].value);
-const [columnsMs, columnsBest] = await time(() =>
+const [columnsMs, columnsBest, columnsWorst] = await time(() =>
   runner.callColumns(registry.get('double'), [column], { timeoutMs: 5_000 }),
+);
+const [evalColumnsMs, evalColumnsBest, evalColumnsWorst] = await time(() =>
+  registry.evalColumns('double', [column]),
 );
 // Core's own cost: the same evalBatch with a runner that answers instantly with precomputed Values.
 const precomputed = check.slice();
@@ -108,18 +114,18 @@ const instant = {
 };
 const coreOnly = new Registry({ runners: [instant], cache: false });
 coreOnly.register({ ...fn, language: 'instant' });
-const [coreMs, coreBest] = await time(() => coreOnly.evalBatch('double', rows));
+const [coreMs, coreBest, coreWorst] = await time(() => coreOnly.evalBatch('double', rows));
 
 // Where the time goes: each stage alone.
-const [checkMs, checkBest] = await time(() => {
+const [checkMs, checkBest, checkWorst] = await time(() => {
   for (let i = 0; i < ROWS; i++) checkArguments(fn, rows[i]);
 });
 const resultValues = check;
-const [checkResultMs, checkResultBest] = await time(() => {
+const [checkResultMs, checkResultBest, checkResultWorst] = await time(() => {
   for (let i = 0; i < ROWS; i++) checkResult(fn, resultValues[i]);
 });
-const [packMs, packBest] = await time(() => packColumns(rows, 1));
-const [valuesMs, valuesBest] = await time(() => {
+const [packMs, packBest, packWorst] = await time(() => packColumns(rows, 1));
+const [valuesMs, valuesBest, valuesWorst] = await time(() => {
   const out = new Float64Array(ROWS).fill(1);
   const results = new Array(ROWS);
   for (let i = 0; i < ROWS; i++) results[i] = { type: 'number', value: out[i] };
@@ -156,6 +162,7 @@ const loopTimes = [];
 for (let i = 0; i < RUNS; i++) loopTimes.push((await loop()).loopMs);
 const loopMs = median(loopTimes);
 const loopBest = Math.min(...loopTimes);
+const loopWorst = Math.max(...loopTimes);
 await worker.terminate();
 
 // Warm sequential eval latency, and a 100 000-row batch.
@@ -166,7 +173,7 @@ for (let i = 0; i < 5_000; i++) {
   latencies.push(performance.now() - t);
 }
 const small = rows.slice(0, 100_000);
-const [smallMs, smallBest] = await time(() => registry.evalBatch('double', small));
+const [smallMs, smallBest, smallWorst] = await time(() => registry.evalBatch('double', small));
 
 // A one-shot worker per call (the wasm analogue of spawn-per-call), sampled.
 const oneShot = [];
@@ -177,6 +184,7 @@ for (let i = 0; i < 20; i++) {
 }
 const oneShotMs = median(oneShot);
 const oneShotBest = Math.min(...oneShot);
+const oneShotWorst = Math.max(...oneShot);
 
 // New bodies: the runner compiles on a compile worker; the baseline is compileBody on the main thread,
 // which is how it ran before. Each sample is a distinct body, so each is a real compile.
@@ -235,33 +243,55 @@ const cachedStart = performance.now();
 await cached.evalBatch('double', rows.slice(0, CACHED_ROWS));
 const cachedMs = performance.now() - cachedStart;
 const cachedBest = cachedMs;
+const cachedWorst = cachedMs;
 await cached.close();
 
 const table = [
-  ['plain JavaScript loop over Value rows (baseline)', jsMs, jsBest, ROWS],
-  ['registry.evalBatch, cache off', batchMs, batchBest, ROWS],
-  ['registry.evalBatch, cache on, cold, 200 000 rows', cachedMs, cachedBest, CACHED_ROWS],
-  ['runner.callBatch (no registry)', runnerMs, runnerBest, ROWS],
-  ['runner.callColumns (Float64Array in and out)', columnsMs, columnsBest, ROWS],
-  ['  stage: core evalBatch with an instant runner', coreMs, coreBest, ROWS],
-  ['  stage: core checkArguments per row', checkMs, checkBest, ROWS],
-  ['  stage: core checkResult per row', checkResultMs, checkResultBest, ROWS],
-  ['  stage: pack Value rows into f64 columns', packMs, packBest, ROWS],
-  ['  stage: worker loop calling the export (1 thread)', loopMs, loopBest, ROWS],
-  ['  stage: make result Value objects', valuesMs, valuesBest, ROWS],
-  ['registry.evalBatch, 100 000 rows', smallMs, smallBest, small.length],
-  ['one-shot worker per call (sampled, extrapolated)', oneShotMs * ROWS, oneShotBest * ROWS, ROWS],
+  ['plain JavaScript loop over Value rows (baseline)', jsMs, jsBest, jsWorst, ROWS],
+  ['registry.evalBatch, cache off', batchMs, batchBest, batchWorst, ROWS],
+  [
+    'registry.evalBatch, cache on, cold, 200 000 rows',
+    cachedMs,
+    cachedBest,
+    cachedWorst,
+    CACHED_ROWS,
+  ],
+  ['runner.callBatch (no registry)', runnerMs, runnerBest, runnerWorst, ROWS],
+  [
+    'registry.evalColumns (Float64Array in and out)',
+    evalColumnsMs,
+    evalColumnsBest,
+    evalColumnsWorst,
+    ROWS,
+  ],
+  ['runner.callColumns (Float64Array in and out)', columnsMs, columnsBest, columnsWorst, ROWS],
+  ['  stage: core evalBatch with an instant runner', coreMs, coreBest, coreWorst, ROWS],
+  ['  stage: core checkArguments per row', checkMs, checkBest, checkWorst, ROWS],
+  ['  stage: core checkResult per row', checkResultMs, checkResultBest, checkResultWorst, ROWS],
+  ['  stage: pack Value rows into f64 columns', packMs, packBest, packWorst, ROWS],
+  ['  stage: worker loop calling the export (1 thread)', loopMs, loopBest, loopWorst, ROWS],
+  ['  stage: make result Value objects', valuesMs, valuesBest, valuesWorst, ROWS],
+  ['registry.evalBatch, 100 000 rows', smallMs, smallBest, smallWorst, small.length],
+  [
+    'one-shot worker per call (sampled, extrapolated)',
+    oneShotMs * ROWS,
+    oneShotBest * ROWS,
+    oneShotWorst * ROWS,
+    ROWS,
+  ],
 ];
 console.log(
-  `\n@improv/extfn-wasm — ${ROWS.toLocaleString('en')} calls of x + x, ${availableParallelism()} cores, Node ${process.versions.node}, median of ${RUNS}\n`,
+  `\n@improv/extfn-wasm — ${ROWS.toLocaleString('en')} calls of x + x, ${availableParallelism()} cores, Node ${process.versions.node}, ${RUNS} runs each; load average ${loadAtStart.map((l) => l.toFixed(2)).join(' ')} at the start, ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')} at the end\n`,
 );
 console.log(
-  `${'path'.padEnd(52)}${'median'.padStart(10)}${'rows/s'.padStart(11)}${'time ÷ JS'.padStart(11)}${'best rows/s'.padStart(13)}`,
+  `${'path'.padEnd(52)}${'median'.padStart(10)}${'time ÷ JS'.padStart(11)}${'rows/s min'.padStart(12)}${'median'.padStart(11)}${'max'.padStart(11)}`,
 );
-for (const [name, ms, best, n] of table) {
+for (const [name, ms, best, worst, n] of table) {
   const r = rate(n, ms);
   console.log(
-    `${name.padEnd(52)}${fmtMs(ms).padStart(10)}${fmtRate(r).padStart(11)}${(rate(ROWS, jsMs) / r).toFixed(2).padStart(11)}${fmtRate(rate(n, best)).padStart(13)}`,
+    `${name.padEnd(52)}${fmtMs(ms).padStart(10)}${(rate(ROWS, jsMs) / r).toFixed(2).padStart(11)}${fmtRate(rate(n, worst)).padStart(12)}${fmtRate(r).padStart(11)}${fmtRate(rate(n, best)).padStart(11)}`,
   );
 }
 console.log(

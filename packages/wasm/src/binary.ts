@@ -1,9 +1,12 @@
 /**
  * A small reader for the parts of a WebAssembly binary this runner must judge
- * before anything runs: imports (refused), memories and tables (capped), and
- * the exact type of the `improv_call` export. It also rewrites memory and
- * table limits so that growth stops at the ceiling: V8 enforces a declared
- * maximum, while a Worker's resourceLimits does not cap Wasm memory.
+ * before anything runs: imports (refused), memories and tables (capped), the
+ * exact type of the `improv_call` export, and every declaration that makes V8
+ * allocate at compile or instantiation time (globals, segments, functions and
+ * their locals), which src/budget.ts weighs against the module's budget. It
+ * also rewrites memory and table limits so that growth stops at the ceiling:
+ * V8 enforces a declared maximum, while a Worker's resourceLimits does not cap
+ * Wasm memory.
  */
 
 export type ValType = 'i32' | 'i64' | 'f32' | 'f64' | 'v128' | 'funcref' | 'externref';
@@ -32,6 +35,22 @@ export interface ModuleExport {
   index: number;
 }
 
+/** One function body of the code section, as far as its compile cost goes. */
+export interface FunctionBody {
+  /** Bytes of the body (local declarations and instructions). */
+  bytes: number;
+  /** Locals it declares (its parameters not included), summed over its declarations. */
+  locals: number;
+  /** Of those, locals of type v128 (16 bytes each rather than 8). */
+  v128Locals: number;
+  /**
+   * An upper bound on its blocks, loops, ifs, elses and branches: every
+   * instruction byte with one of those opcodes' values (an immediate may
+   * happen to have one too, so this never undercounts).
+   */
+  controlPoints: number;
+}
+
 interface Section {
   id: number;
   /** Offset of the section's id byte in the binary. */
@@ -50,6 +69,16 @@ export interface ModuleInfo {
   tables: { element: ValType; limits: Limits }[];
   /** Number of mutable globals defined by the module. */
   mutableGlobals: number;
+  /** Type of each global the module defines. */
+  globals: ValType[];
+  /** Exception tags the module defines. */
+  tags: number;
+  /** Entries of each element segment. */
+  elementSegments: number[];
+  /** Bytes of each data segment. */
+  dataSegments: number[];
+  /** The code section's bodies, in function order. */
+  bodies: FunctionBody[];
   exports: ModuleExport[];
   hasStart: boolean;
   sections: Section[];
@@ -147,6 +176,11 @@ export function readModule(bytes: Uint8Array): ModuleInfo {
     memories: [],
     tables: [],
     mutableGlobals: 0,
+    globals: [],
+    tags: 0,
+    elementSegments: [],
+    dataSegments: [],
+    bodies: [],
     exports: [],
     hasStart: false,
     sections: [],
@@ -213,7 +247,7 @@ function readSection(info: ModuleInfo, id: number, r: Reader): void {
       return;
     case 6: // global: type, mutability, then an init expression we do not need to follow
       for (let n = r.leb(); n > 0; n--) {
-        r.valtype();
+        info.globals.push(r.valtype());
         if (r.byte() === 1) info.mutableGlobals++;
         skipConstExpr(r);
       }
@@ -231,9 +265,84 @@ function readSection(info: ModuleInfo, id: number, r: Reader): void {
     case 8:
       info.hasStart = true;
       return;
+    case 9:
+      for (let n = r.leb(); n > 0; n--) info.elementSegments.push(readElementSegment(r));
+      return;
+    case 10:
+      for (let n = r.leb(); n > 0; n--) info.bodies.push(readBody(r));
+      return;
+    case 11:
+      for (let n = r.leb(); n > 0; n--) info.dataSegments.push(readDataSegment(r));
+      return;
+    case 13: // tag: an attribute byte and a type index each
+      info.tags += r.leb();
+      return;
     default:
-      return; // custom, element, code, data, data count, tag: not needed
+      return; // custom, data count: nothing is allocated for them beyond their bytes
   }
+}
+
+/** Reads one element segment (any of its eight encodings); returns its number of entries. */
+function readElementSegment(r: Reader): number {
+  const flags = r.leb();
+  if (flags > 7) throw new BinaryFormatError(`unsupported element segment flags ${flags}`);
+  if (flags === 2 || flags === 6) r.leb(); // table index
+  if ((flags & 1) === 0) skipConstExpr(r); // active: an offset
+  const expressions = (flags & 4) !== 0;
+  if (flags & 3) {
+    if (expressions) r.valtype();
+    else r.byte(); // element kind (0x00: funcref)
+  }
+  const entries = r.leb();
+  for (let i = 0; i < entries; i++) {
+    if (expressions) skipConstExpr(r);
+    else r.leb();
+  }
+  return entries;
+}
+
+/** Reads one data segment; returns its length in bytes. */
+function readDataSegment(r: Reader): number {
+  const flags = r.leb();
+  if (flags > 2) throw new BinaryFormatError(`unsupported data segment flags ${flags}`);
+  if (flags === 2) r.leb(); // memory index
+  if (flags !== 1) skipConstExpr(r); // active: an offset
+  const length = r.leb();
+  if (r.offset + length > r.end) throw new BinaryFormatError('data segment runs past its section');
+  r.offset += length;
+  return length;
+}
+
+/**
+ * Opcodes at which V8's baseline compiler keeps or merges a copy of every
+ * local's state: block, loop, if, else, br, br_if, br_table, return, and the
+ * exception-handling try/catch/delegate/rethrow family.
+ */
+const CONTROL_OPCODES = new Uint8Array(256);
+for (const op of [
+  0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0c, 0x0d, 0x0e, 0x0f, 0x18, 0x19,
+]) {
+  CONTROL_OPCODES[op] = 1;
+}
+
+/** Reads one function body's local declarations and bounds its control points. */
+function readBody(r: Reader): FunctionBody {
+  const size = r.leb();
+  const end = r.offset + size;
+  if (end > r.end) throw new BinaryFormatError('function body runs past the code section');
+  const body = new Reader(r.bytes, r.offset, end);
+  let locals = 0;
+  let v128Locals = 0;
+  for (let n = body.leb(); n > 0; n--) {
+    const count = body.leb();
+    locals += count;
+    if (body.valtype() === 'v128') v128Locals += count;
+  }
+  let controlPoints = 0;
+  const bytes = r.bytes;
+  for (let i = body.offset; i < end; i++) controlPoints += CONTROL_OPCODES[bytes[i]!]!;
+  r.offset = end;
+  return { bytes: size, locals, v128Locals, controlPoints };
 }
 
 /** Skips a constant expression up to its `end` (0x0b), following immediates of the allowed opcodes. */

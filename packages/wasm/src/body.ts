@@ -78,6 +78,10 @@ export function decodeBase64(text: string): Uint8Array {
 export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
 
 export function formatBytes(bytes: number): string {
+  if (bytes >= 1_073_741_824) {
+    const gib = bytes / 1_073_741_824;
+    return `${Number.isInteger(gib) ? gib : gib.toFixed(1)} GiB`;
+  }
   if (bytes >= 1_048_576) {
     const mib = bytes / 1_048_576;
     return `${Number.isInteger(mib) ? mib : mib.toFixed(1)} MiB`;

@@ -1,7 +1,8 @@
 /**
  * From a body to a checked, compiled WebAssembly.Module. The checks here are
  * the runner's whole security boundary: no imports (so a module reaches
- * nothing outside its own memory), memory and tables capped, and the export
+ * nothing outside its own memory), memory and tables capped, everything the
+ * module makes V8 allocate within one budget (src/budget.ts), and the export
  * that will be called has the numeric ABI. `compileBody` runs in a compile
  * worker (src/compile-worker.ts), never on the host's main thread: how long
  * it takes depends on the body.
@@ -9,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import { capLimits, type FuncType, formatFuncType, type ModuleInfo, readModule } from './binary.js';
 import { BodyError, moduleBytes, screenBody } from './body.js';
+import { budgetRefusal } from './budget.js';
 import { type CompiledWasmModule, compileWasm } from './webassembly.js';
 
 export const WASM_PAGE_BYTES = 65_536;
@@ -16,6 +18,8 @@ export const WASM_PAGE_BYTES = 65_536;
 export interface Ceilings {
   memoryPages: number;
   tableElements: number;
+  /** Estimated bytes everything the module declares may allocate (see src/budget.ts). */
+  budgetBytes: number;
 }
 
 export interface CompileOptions extends Ceilings {
@@ -126,7 +130,8 @@ export async function compileBody(body: string, options: CompileOptions): Promis
     }
     return { ok: false, message: `unsupported WebAssembly module: ${(error as Error).message}` };
   }
-  const refused = refusal(info, options);
+  // Judged before V8 sees the module: nothing it declares is allocated until this passes.
+  const refused = refusal(info, options) ?? budgetRefusal(info, bytes.length, options);
   if (refused) return { ok: false, message: refused };
   const signature = entryPointType(info);
   if (typeof signature === 'string') return { ok: false, message: signature };

@@ -39,8 +39,11 @@ let workerModule: Promise<typeof import('node:worker_threads')> | undefined;
 export const workerUrl = new URL('../drivers/wasm-worker.mjs', import.meta.url);
 
 export class PoolWorker {
-  /** `progress[0]`: -2 before a task is picked up, -1 while instantiating, else the row running. */
-  readonly progress = new Int32Array(new SharedArrayBuffer(4));
+  /**
+   * `progress[0]`: -2 before a task is picked up, -1 while instantiating, else the row running.
+   * Typed non-generic: `Int32Array<SharedArrayBuffer>` in the published .d.ts needs TypeScript 5.7.
+   */
+  readonly progress: Int32Array = new Int32Array(new SharedArrayBuffer(4));
   /** Module keys this worker holds, in the order it received them. */
   readonly modules = new Set<string>();
   #worker!: Worker;

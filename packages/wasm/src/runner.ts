@@ -39,6 +39,15 @@ export interface WasmRunnerOptions {
   maxMemoryBytes?: number;
   /** Most elements a table may have, declared or grown (default 65 536). */
   maxTableElements?: number;
+  /**
+   * One allocation budget per module, in bytes: the estimated host memory of
+   * everything a module declares (tables and memories up to their ceilings,
+   * globals, segments, exports, functions with their code and locals), judged
+   * before it is compiled. A module above it is a Runtime error naming the
+   * declaration that broke it. Default 64 MiB, or maxMemoryBytes + 48 MiB when
+   * that is more, so that one memory at its ceiling always fits.
+   */
+  moduleBudgetBytes?: number;
   /** Worker threads running WebAssembly (default: one per core). */
   workers?: number;
   /** A worker idle this long is shut down (default 30 s). */
@@ -55,8 +64,8 @@ export interface WasmRunnerOptions {
   maxBodyBytes?: number;
   /**
    * Keep one instance per worker for modules with memory, tables or mutable
-   * globals too (default false: such a module gets a fresh instance per call,
-   * about 65 µs with a memory). Faster, but a body that keeps state between
+   * globals too (default false: such a module gets a fresh instance per
+   * call, an instantiation each). Faster, but a body that keeps state between
    * calls then gives results that depend on which calls ran before it on the
    * same worker. A trap always discards the instance.
    */
@@ -65,6 +74,10 @@ export interface WasmRunnerOptions {
 
 export const DEFAULT_MAX_MEMORY_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_MAX_TABLE_ELEMENTS = 65_536;
+export const DEFAULT_MODULE_BUDGET_BYTES = 64 * 1_048_576;
+/** Room beside a memory at its ceiling in the default budget, when maxMemoryBytes is raised. */
+const BUDGET_BESIDE_MEMORY = 48 * 1_048_576;
+
 export { DEFAULT_MAX_BODY_BYTES };
 
 /** Counters for tests, `doctor` and benchmarks. */
@@ -135,12 +148,20 @@ class Runner implements WasmRunner {
     const tableElements = Math.floor(
       positive('maxTableElements', options.maxTableElements, DEFAULT_MAX_TABLE_ELEMENTS),
     );
+    const budgetBytes = Math.floor(
+      positive(
+        'moduleBudgetBytes',
+        options.moduleBudgetBytes,
+        Math.max(DEFAULT_MODULE_BUDGET_BYTES, memoryPages * WASM_PAGE_BYTES + BUDGET_BESIDE_MEMORY),
+      ),
+    );
     const idleTimeoutMs = positive('idleTimeoutMs', options.idleTimeoutMs, 30_000);
     const workers = Math.floor(positive('workers', options.workers, availableParallelism()));
     this.#modules = new ModuleCache({
       compile: {
         memoryPages,
         tableElements,
+        budgetBytes,
         reuseInstances: options.reuseInstances === true,
         maxBodyBytes: Math.floor(
           positive('maxBodyBytes', options.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
@@ -175,14 +196,14 @@ class Runner implements WasmRunner {
       }
     }
     const available = webAssembly !== undefined && typeof SharedArrayBuffer === 'function';
-    const { memoryPages, tableElements, maxBodyBytes } = this.#modules.options.compile;
+    const { memoryPages, tableElements, budgetBytes, maxBodyBytes } = this.#modules.options.compile;
     return {
       language: this.language,
       available,
       detail: available
         ? `WebAssembly in Node ${process.versions.node} (V8 ${process.versions.v8}), on ${this.#pool.options.size} worker thread(s); bodies up to ${formatBytes(maxBodyBytes)}, assembled (wat: with wabt) and compiled on a compile worker`
         : 'this JavaScript runtime has no WebAssembly or SharedArrayBuffer',
-      protection: `WebAssembly isolate: no imports allowed, memory ≤ ${memoryPages} pages (${(memoryPages * WASM_PAGE_BYTES) / 1048576} MiB), tables ≤ ${tableElements} elements, worker threads terminated at the deadline`,
+      protection: `WebAssembly isolate: no imports allowed, memory ≤ ${memoryPages} pages (${(memoryPages * WASM_PAGE_BYTES) / 1048576} MiB), tables ≤ ${tableElements} elements, ${formatBytes(budgetBytes)} estimated allocation per module, worker threads terminated at the deadline`,
       ...(available ? {} : { fix: 'use Node.js 20.11 or later' }),
     };
   }

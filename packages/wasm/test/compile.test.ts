@@ -148,7 +148,10 @@ describe('compiling off the main thread, under the deadline', () => {
   });
 
   test('abort during a compile stops it and terminates its worker', async () => {
-    const r = setup({ slow: slowWat(4_000_000) }, { maxBodyBytes: 8 * 1_048_576 });
+    const r = setup({ slow: slowWat(4_000_000), d: DOUBLE }, { maxBodyBytes: 8 * 1_048_576 });
+    // A compile worker that is up and idle takes the slow body: on a loaded machine one still
+    // starting at the abort would come up afterwards and rightly stay, idle.
+    await r.eval('d', [n(1)]);
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error('user cancelled')), 150);
     const started = performance.now();

@@ -412,6 +412,9 @@ describe('lifecycle', () => {
     const probe = await wasm().probe();
     expect(probe.available).toBe(true);
     expect(probe.protection).toMatch(/no imports allowed, memory ≤ 256 pages \(16 MiB\)/);
+    expect(probe.protection).toMatch(/64 MiB estimated allocation per module/);
+    const raised = await wasm({ maxMemoryBytes: 64 * 1_048_576 }).probe();
+    expect(raised.protection).toMatch(/112 MiB estimated allocation per module/);
   });
 
   test('importing the package loads no wabt, and the main thread never does: a compile worker assembles', async () => {

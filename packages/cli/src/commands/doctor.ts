@@ -2,26 +2,32 @@
 import type { RunnerProbe } from '@improv/extfn-core';
 import { usage } from '../cli-error.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
+import { cliWording } from '../hints.js';
 import type { CliIo } from '../io.js';
 import { parseCommandLine, wantsJson } from '../options.js';
 import { reportFailure } from '../report.js';
 import {
   defaultImport,
+  externalRunnerNames,
+  loadExternalRunner,
   loadRunner,
   messageOf,
   RUNNER_PACKAGES,
-  type RunnerPackage,
+  RUNNERS_ENV,
+  type RunnerLoad,
 } from '../runners.js';
 
-export const DOCTOR_HELP = `Usage: improv-extfn doctor [--json]
+export const DOCTOR_HELP = `Usage: improv-extfn doctor [--runner PACKAGE ...] [--json]
 
 Reports, for each language, whether its runner package is installed, whether
 its interpreter was found (path and version), and which sandbox layers are
 active under the host's policy; and what to do about each missing piece.
+Third-party runners named by --runner or ${RUNNERS_ENV} are listed too.
 
 Options:
-  --json       print the report as one JSON object
-  -h, --help   show this help
+  --runner PACKAGE   also check this third-party runner package (repeatable)
+  --json             print the report as one JSON object
+  -h, --help         show this help
 
 Example:
   improv-extfn doctor
@@ -35,12 +41,16 @@ ${EXIT_CODES_HELP}
 /** The part of @improv/extfn-sandbox that doctor reads, typed here so the package stays optional. */
 interface SandboxModule {
   policyFor(env?: NodeJS.ProcessEnv): string;
-  probeSandbox(options?: { policy?: string }): Promise<SandboxProbe>;
+  probeSandbox(options?: { policy?: string; allowFallback?: boolean }): Promise<SandboxProbe>;
 }
 interface SandboxProbe {
   policy: string;
   ok: boolean;
-  layers: Record<string, boolean>;
+  /** Booleans, except `cgroup`: 'v1' | 'v2' | false. */
+  layers: Record<string, boolean | string>;
+  cgroupReason?: string;
+  appArmorUserns?: boolean;
+  fallbackFrom?: { policy: string; problem: string; fix: string };
   bwrap?: { path: string; version: string };
   uid?: number;
   problem?: string;
@@ -49,8 +59,11 @@ interface SandboxProbe {
 }
 
 export interface LanguageReport {
+  /** The language id (`?` for a third-party package that could not be loaded). */
   language: string;
   packageName: string;
+  /** A third-party runner, from --runner or IMPROV_EXTFN_RUNNERS. */
+  external?: boolean;
   /** The runner package could be imported. */
   installed: boolean;
   /** The runner could be created (its factory did not throw). */
@@ -68,7 +81,13 @@ export interface SandboxReport {
   probed: boolean;
   policy?: string;
   ok: boolean;
-  layers?: Record<string, boolean>;
+  layers?: Record<string, boolean | string>;
+  /** Why trees get no cgroup here, or where they go. */
+  cgroupReason?: string;
+  /** Ubuntu's AppArmor restriction of user namespaces blocks bubblewrap. */
+  appArmorUserns?: boolean;
+  /** Restricted could not start; IMPROV_EXTFN_ALLOW_UNSANDBOXED=1 made it fall back. */
+  fallbackFrom?: { policy: string; problem: string; fix: string };
   bwrap?: { path: string; version: string };
   summary: string;
   problem?: string;
@@ -84,9 +103,13 @@ export interface DoctorReport {
   ok: boolean;
 }
 
-async function probeLanguage(spec: RunnerPackage, io: CliIo): Promise<LanguageReport> {
-  const base = { language: spec.language, packageName: spec.packageName };
-  const load = await loadRunner(spec, io);
+async function probeLanguage(load: RunnerLoad): Promise<LanguageReport> {
+  const { spec } = load;
+  const base = {
+    language: spec.language,
+    packageName: spec.packageName,
+    ...(spec.external ? { external: true } : {}),
+  };
   if (!load.ok) {
     return {
       ...base,
@@ -141,12 +164,16 @@ async function probeSandboxLayers(io: CliIo): Promise<SandboxReport> {
   }
   try {
     const policy = sandbox.policyFor(io.env);
-    const probe = await sandbox.probeSandbox({ policy });
+    const allowFallback = io.env.IMPROV_EXTFN_ALLOW_UNSANDBOXED === '1';
+    const probe = await sandbox.probeSandbox({ policy, allowFallback });
     return {
       probed: true,
       policy: probe.policy,
       ok: probe.ok,
       layers: { ...probe.layers },
+      ...(probe.cgroupReason ? { cgroupReason: probe.cgroupReason } : {}),
+      ...(probe.appArmorUserns ? { appArmorUserns: true } : {}),
+      ...(probe.fallbackFrom ? { fallbackFrom: probe.fallbackFrom } : {}),
       ...(probe.bwrap ? { bwrap: probe.bwrap } : {}),
       summary: probe.summary,
       ...(probe.problem ? { problem: probe.problem } : {}),
@@ -162,11 +189,19 @@ async function probeSandboxLayers(io: CliIo): Promise<SandboxReport> {
   }
 }
 
-export async function collectReport(io: CliIo): Promise<DoctorReport> {
+/** The report; `runners` are third-party runner packages to check beside ours (and those in IMPROV_EXTFN_RUNNERS). */
+export async function collectReport(
+  io: CliIo,
+  runners: readonly string[] = [],
+): Promise<DoctorReport> {
   // One at a time: probes start interpreters, and the machine may be busy.
   const sandbox = await probeSandboxLayers(io);
   const languages: LanguageReport[] = [];
-  for (const spec of RUNNER_PACKAGES) languages.push(await probeLanguage(spec, io));
+  for (const spec of RUNNER_PACKAGES)
+    languages.push(await probeLanguage(await loadRunner(spec, io)));
+  for (const name of externalRunnerNames(runners, io.env)) {
+    languages.push(await probeLanguage(await loadExternalRunner(name, io)));
+  }
   return {
     node: process.version,
     platform: `${process.platform} ${process.arch}`,
@@ -181,6 +216,7 @@ const LAYER_NAMES: Record<string, string> = {
   seccomp: 'seccomp',
   uidDrop: 'unprivileged uid',
   rlimits: 'rlimits',
+  cgroup: 'cgroup per tree',
   cleanEnv: 'clean environment',
   deadline: 'deadline',
   outputCaps: 'output caps',
@@ -196,14 +232,27 @@ export function formatReport(report: DoctorReport): string {
   if (sandbox.layers) {
     const on = Object.entries(sandbox.layers).filter(([, v]) => v);
     const off = Object.entries(sandbox.layers).filter(([, v]) => !v);
-    lines.push(`  active: ${on.map(([k]) => LAYER_NAMES[k] ?? k).join(', ') || 'none'}`);
-    if (off.length) lines.push(`  inactive: ${off.map(([k]) => LAYER_NAMES[k] ?? k).join(', ')}`);
+    const name = ([k, v]: [string, boolean | string]) =>
+      `${LAYER_NAMES[k] ?? k}${typeof v === 'string' ? ` (${v})` : ''}`;
+    lines.push(`  active: ${on.map(name).join(', ') || 'none'}`);
+    if (off.length) lines.push(`  inactive: ${off.map(name).join(', ')}`);
+    if (sandbox.layers.cgroup === false && sandbox.cgroupReason)
+      lines.push(`  no cgroup: ${sandbox.cgroupReason}`);
   }
+  if (sandbox.appArmorUserns)
+    lines.push('  AppArmor restricts unprivileged user namespaces here (see the fix)');
+  if (sandbox.fallbackFrom)
+    lines.push(`  restricted fix (to leave the fallback): ${sandbox.fallbackFrom.fix}`);
   if (sandbox.problem && !sandbox.summary.includes(sandbox.problem))
     lines.push(`  problem: ${sandbox.problem}`);
-  if (sandbox.fix) lines.push(`  fix: ${sandbox.fix}`);
+  if (sandbox.fix && !sandbox.summary.includes(sandbox.fix)) lines.push(`  fix: ${sandbox.fix}`);
   lines.push('');
   const width = Math.max(...report.languages.map((l) => l.language.length));
+  // Without the sandbox, each interpreter says the same paragraph: it is printed once, above.
+  const sandboxSaid = (text: string | undefined): boolean =>
+    !sandbox.ok &&
+    text !== undefined &&
+    ((sandbox.fix !== undefined && text.includes(sandbox.fix)) || sandbox.summary.includes(text));
   for (const l of report.languages) {
     const status = l.available
       ? 'ok'
@@ -212,15 +261,21 @@ export function formatReport(report: DoctorReport): string {
         : !l.loaded
           ? 'runner unusable'
           : 'unavailable';
-    lines.push(`${l.language.padEnd(width)}  ${status}  (${l.packageName})`);
+    const pad = ' '.repeat(width);
+    lines.push(
+      `${l.language.padEnd(width)}  ${status}  (${l.packageName}${l.external ? ', third-party' : ''})`,
+    );
     if (l.interpreter) {
       lines.push(
-        `${' '.repeat(width)}  interpreter: ${l.interpreter.path}${l.interpreter.version ? ` (${l.interpreter.version})` : ''}`,
+        `${pad}  interpreter: ${l.interpreter.path}${l.interpreter.version ? ` (${l.interpreter.version})` : ''}`,
       );
     }
-    lines.push(`${' '.repeat(width)}  ${l.detail}`);
-    if (l.protection) lines.push(`${' '.repeat(width)}  protection: ${l.protection}`);
-    if (!l.available && l.fix) lines.push(`${' '.repeat(width)}  fix: ${l.fix}`);
+    const needsSandbox = !l.available && (sandboxSaid(l.fix) || sandboxSaid(l.protection));
+    lines.push(`${pad}  ${cliWording(l.detail)}${needsSandbox ? ' (the sandbox, above)' : ''}`);
+    if (l.protection && !sandboxSaid(l.protection))
+      lines.push(`${pad}  protection: ${l.protection}`);
+    if (!l.available && l.fix && !sandboxSaid(l.fix))
+      lines.push(`${pad}  fix: ${cliWording(l.fix)}`);
   }
   lines.push('');
   const usable = report.languages.filter((l) => l.available).map((l) => l.language);
@@ -236,6 +291,7 @@ export async function doctorCommand(argv: readonly string[], io: CliIo): Promise
   const json = wantsJson(argv);
   try {
     const { values, positionals } = parseCommandLine('doctor', argv, {
+      runner: { type: 'string', multiple: true },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     });
@@ -246,10 +302,10 @@ export async function doctorCommand(argv: readonly string[], io: CliIo): Promise
     if (positionals.length > 0) {
       throw usage(
         `doctor takes no arguments, got ${positionals.join(' ')}`,
-        'improv-extfn doctor [--json]',
+        'improv-extfn doctor [--runner PACKAGE ...] [--json]',
       );
     }
-    const report = await collectReport(io);
+    const report = await collectReport(io, (values.runner as string[] | undefined) ?? []);
     io.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
     return report.ok ? ExitCode.Ok : ExitCode.Unavailable;
   } catch (error) {

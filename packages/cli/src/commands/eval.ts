@@ -3,13 +3,16 @@ import { type ExternalFn, encodeValue, type Value } from '@improv/extfn-core';
 import { argumentLabel, formatCell, parseCell, signature } from '../cells.js';
 import { badInput, usage } from '../cli-error.js';
 import { readDescriptor } from '../descriptor-file.js';
+import { examplePath } from '../examples.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
-import type { CliIo } from '../io.js';
-import { parseCommandLine, parseTimeout, wantsJson } from '../options.js';
+import { type CliIo, interruptedExitCode } from '../io.js';
+import { parseCommandLine, parseSize, parseTimeout, wantsJson } from '../options.js';
 import { reportFailure } from '../report.js';
-import { openRegistry } from '../session.js';
+import { loadRunners, openRegistry } from '../session.js';
 
-export const EVAL_HELP = `Usage: improv-extfn eval FN.json [ARG ...] [options]
+export const evalHelp = (
+  cwd: string,
+): string => `Usage: improv-extfn eval FN.json [ARG ...] [options]
 
 Evaluates the function in FN.json once, on the arguments given, and prints the
 result. Each ARG is read as its declared type:
@@ -19,10 +22,13 @@ result. Each ARG is read as its declared type:
   datetime  ISO-8601 with Z or an offset (2025-03-31T12:00:00Z), or a date (midnight UTC)
   enum      the member's index: 0, 1, 2, ...
 An argument that starts with "-" and is not a number goes after "--".
+FN.json may be - to read the descriptor from standard input.
 
 Options:
   -n, --name NAME     the function to use when FN.json holds several
       --timeout TIME  wall-clock limit for the call: milliseconds, or seconds with s (default 5s)
+      --memory SIZE   memory limit of the call: 512MiB, 2GiB (default 1GiB; Wasm 16MiB)
+      --runner PKG    load a third-party runner package (repeatable; see improv-extfn --help)
       --json          print {"ok":true,"result":{"type":...,"value":...}} or {"ok":false,"error":{...}}
   -h, --help          show this help
 
@@ -30,7 +36,7 @@ The sandbox policy comes from the environment (IMPROV_EXTFN_TRUSTED,
 IMPROV_EXTFN_ALLOW_UNSANDBOXED), never from a flag.
 
 Example:
-  improv-extfn eval examples/model/distance.json 3 4
+  improv-extfn eval ${examplePath('distance.json', cwd)} 3 4
   5
 
 ${EXIT_CODES_HELP}
@@ -67,11 +73,13 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
     const { values, positionals } = parseCommandLine('eval', argv, {
       name: { type: 'string', short: 'n' },
       timeout: { type: 'string' },
+      memory: { type: 'string' },
+      runner: { type: 'string', multiple: true },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     });
     if (values.help) {
-      io.stdout.write(EVAL_HELP);
+      io.stdout.write(evalHelp(io.cwd));
       return ExitCode.Ok;
     }
     const [file, ...texts] = positionals;
@@ -81,9 +89,15 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
         'improv-extfn eval FN.json [ARG ...]; see --help',
       );
     const timeoutMs = parseTimeout(values.timeout as string | undefined);
-    const fn = await readDescriptor(file, io.cwd, values.name as string | undefined);
+    const memoryBytes = parseSize(values.memory as string | undefined, '--memory');
+    const runners = await loadRunners((values.runner as string[] | undefined) ?? [], io, {
+      ...(memoryBytes !== undefined ? { memoryBytes } : {}),
+    });
+    const fn = await readDescriptor(file, io, values.name as string | undefined, runners.languages);
     const args = parseArguments(fn, texts, file);
-    const registry = await openRegistry(fn, io, timeoutMs);
+    const registry = await openRegistry(fn, io, runners, {
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+    });
     let result: Value;
     try {
       // One call: a fresh process that ends with it, so no worker is left to wind down.
@@ -103,7 +117,7 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
     }
     return ExitCode.Ok;
   } catch (error) {
-    if (io.signal?.aborted) return ExitCode.Interrupted;
+    if (io.signal?.aborted) return interruptedExitCode(io.signal);
     return reportFailure(error, io, json);
   }
 }

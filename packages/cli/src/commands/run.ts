@@ -1,95 +1,93 @@
-/** `improv-extfn run FN.json ROWS.(csv|jsonl) [-o OUT]`: one function over a table, through the batch path. */
-import { type FileHandle, open } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
-import { badInput, usage } from '../cli-error.js';
-import { fileErrorReason, readDescriptor, readTextFile } from '../descriptor-file.js';
+/** `improv-extfn run FN.json ROWS.(csv|jsonl) [-o OUT]`: one function over a table, streamed through the batch path. */
+import { usage } from '../cli-error.js';
+import { CsvReader } from '../csv.js';
+import { CsvRows } from '../csv-rows.js';
+import { readDescriptor } from '../descriptor-file.js';
+import { examplePath } from '../examples.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
-import type { CliIo } from '../io.js';
-import { parseColumns, parseCommandLine, parseTimeout, wantsJson } from '../options.js';
+import { openRows, type TextSource } from '../input.js';
+import { type CliIo, interruptedExitCode } from '../io.js';
+import { parseColumns, parseCommandLine, parseSize, parseTimeout, wantsJson } from '../options.js';
+import { fileSink, type RowSink, streamSink } from '../output.js';
 import { ProgressBar } from '../progress.js';
-import { exitCodeForKind, reportFailure } from '../report.js';
-import { openRegistry } from '../session.js';
-import {
-  errorText,
-  formatFromPath,
-  isFailure,
-  MALFORMED,
-  type RowOutcome,
-  readCsvTable,
-  readJsonLinesTable,
-  type Table,
-  type TableFormat,
-  type TableOptions,
-  writeTable,
-} from '../table.js';
+import { reportFailure } from '../report.js';
+import { HostFailure, runPipeline } from '../row-pipeline.js';
+import { readPieces } from '../row-reader.js';
+import { csvRowWriter, jsonRowWriter } from '../row-writer.js';
+import { formatSummary, Tally } from '../run-summary.js';
+import { loadRunners, openRegistry } from '../session.js';
+import type { TableFormat, TableOptions } from '../table.js';
+import { formatFromPath } from '../table.js';
+import { isInteractive, rawStream } from '../terminal.js';
 
-export const RUN_HELP = `Usage: improv-extfn run FN.json ROWS.csv|ROWS.jsonl [options]
+export function runHelp(cwd: string): string {
+  const fn = examplePath('distance.json', cwd);
+  const rows = examplePath('rows.csv', cwd);
+  return `Usage: improv-extfn run FN.json ROWS.csv|ROWS.jsonl [options]
 
 Evaluates the function in FN.json on every row of a table and writes each row
 back with its result, or its error, beside it, in the table's own format:
   CSV          the row's cells, then a "result" and an "error" column
   JSON lines   {"args":[...],"result":...} for an array row, the row's own keys
                plus "result" or "error" for an object row
-A row that cannot be read (bad CSV quoting, wrong cell count, a cell that is not
-of its declared type) is reported with its line number; the other rows are
-still evaluated. A summary goes to stderr; a progress bar too, on a terminal.
+Rows are read, evaluated in batches and written as they go: a table of any
+length runs in bounded memory. A row that cannot be read (bad CSV quoting, a
+cell count other than the header's, a cell that is not of its declared type)
+is reported with its line number; the other rows are still evaluated. A
+summary goes to stderr; a progress bar too, on an interactive terminal.
 
 Rows:
   CSV          RFC 4180: commas, "quoted cells" with "" for a quote and line
                breaks inside. Cells are read as in eval (see improv-extfn eval --help).
-               Blank lines are skipped; write "" for one empty cell.
+               Blank lines are skipped; write "" for one empty cell. Every output
+               row has the header's width (without --header: the first row's).
                Without --header each row holds exactly the arguments, in order.
   JSON lines   one row per line: an array of arguments ([3, 4]), or an object
-               ({"x": 3, "y": 4}) with --columns naming the keys. Values as JSON:
-               numbers (or "NaN", "Infinity"), true/false, strings, ISO strings
-               for datetimes, integers for enums.
+               ({"x": 3, "y": 4}) with --columns naming the keys; the first row
+               decides which, a row of the other shape is that row's error. Values
+               as JSON: numbers (or "NaN", "Infinity"), true/false, strings, ISO
+               strings for datetimes, integers for enums.
 
 Options:
-  -o, --output FILE    write the rows there instead of stdout
-      --header         the first CSV line names the columns (it is never guessed)
-      --columns LIST   which columns hold the arguments, in declared order:
-                       header names or JSON keys, or 1-based numbers (rate,years or 2,3);
-                       other columns are kept in the output
-      --format FMT     csv or jsonl, when ROWS has another extension or is - (stdin)
-  -n, --name NAME      the function to use when FN.json holds several
-      --timeout TIME   wall-clock limit per row: milliseconds, or seconds with s (default 5s)
-      --json           print the summary as one JSON object (on stderr)
-      --no-progress    never draw the progress bar
-  -h, --help           show this help
+  -o, --output FILE      write the rows there (through a temporary file renamed at
+                         the end: an interrupted or failed run leaves FILE as it was)
+      --header           the first CSV line names the columns (it is never guessed)
+      --columns LIST     which columns hold the arguments, in declared order:
+                         header names or JSON keys, or 1-based numbers (rate,years or 2,3);
+                         other columns are kept in the output
+      --format FMT       csv or jsonl, when ROWS has another extension or is - (stdin)
+  -n, --name NAME        the function to use when FN.json holds several
+      --timeout TIME     wall-clock limit per row: milliseconds, or seconds with s (default 5s)
+      --memory SIZE      memory limit of a call: 512MiB, 2GiB (default 1GiB; Wasm 16MiB)
+      --runner PACKAGE   load a third-party runner package (repeatable; see improv-extfn --help)
+      --keep-formulas    write CSV cells that start with = + - @ as they are (by default
+                         a text cell starting so gets a leading ' so that spreadsheet
+                         programs do not run it as a formula; numbers such as -5 never do)
+      --json             print the summary as one JSON object (on stderr)
+      --no-progress      never draw the progress bar
+  -h, --help             show this help
+
+FN.json may be - (standard input) when ROWS is a file.
 
 Example:
-  improv-extfn run examples/model/growth.json examples/model/rows.csv --header \\
-    --columns principal,rate,years -o growth.csv
+  improv-extfn run ${fn} ${rows} \\
+    --header --columns x_km,y_km -o distance.csv
+
+A row that fails for a reason of the machine's (no bubblewrap, interpreter
+missing) stops the run at once with that reason and its fix (exit 3): every
+other row would fail the same way.
 
 ${EXIT_CODES_HELP}
 `;
-
-interface Summary {
-  rows: number;
-  ok: number;
-  failed: number;
-  errors: Record<string, number>;
-  seconds: number;
-  rowsPerSecond: number;
-  output: string | null;
-}
-
-/** Problems listed on stderr before the summary; the output file has them all. */
-const LISTED_PROBLEMS = 10;
-
-function readTable(
-  text: string,
-  format: TableFormat,
-  fn: ExternalFn,
-  options: TableOptions,
-): Table {
-  return format === 'csv' ? readCsvTable(text, fn, options) : readJsonLinesTable(text, fn, options);
 }
 
 export async function runCommand(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+  const started = performance.now();
   const json = wantsJson(argv);
-  let out: FileHandle | undefined;
+  let sink: RowSink | undefined;
+  let outFile: string | undefined;
+  let source: TextSource | undefined;
+  let tally: Tally | undefined;
   try {
     const { values, positionals } = parseCommandLine('run', argv, {
       output: { type: 'string', short: 'o' },
@@ -98,12 +96,15 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
       format: { type: 'string' },
       name: { type: 'string', short: 'n' },
       timeout: { type: 'string' },
+      memory: { type: 'string' },
+      runner: { type: 'string', multiple: true },
+      'keep-formulas': { type: 'boolean' },
       json: { type: 'boolean' },
       'no-progress': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     });
     if (values.help) {
-      io.stdout.write(RUN_HELP);
+      io.stdout.write(runHelp(io.cwd));
       return ExitCode.Ok;
     }
     if (positionals.length !== 2) {
@@ -113,7 +114,14 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
       );
     }
     const [fnFile, rowsFile] = positionals as [string, string];
+    if (fnFile === '-' && rowsFile === '-') {
+      throw usage(
+        'the descriptor and the rows cannot both come from standard input',
+        'put one of them in a file',
+      );
+    }
     const timeoutMs = parseTimeout(values.timeout as string | undefined);
+    const memoryBytes = parseSize(values.memory as string | undefined, '--memory');
     const columns = parseColumns(values.columns as string | undefined);
     const formatFlag = values.format as string | undefined;
     if (formatFlag !== undefined && formatFlag !== 'csv' && formatFlag !== 'jsonl') {
@@ -135,126 +143,132 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
         'drop --header',
       );
     }
-    const fn = await readDescriptor(fnFile, io.cwd, values.name as string | undefined);
-    let text: string;
-    if (rowsFile === '-') {
-      if (!io.readStdin) throw usage('this environment has no standard input to read rows from');
-      text = await io.readStdin();
-    } else {
-      text = await readTextFile(rowsFile, io.cwd, 'rows file');
-    }
-    const table = readTable(text, format, fn, {
+    const runners = await loadRunners((values.runner as string[] | undefined) ?? [], io, {
+      ...(memoryBytes !== undefined ? { memoryBytes } : {}),
+    });
+    const fn = await readDescriptor(
+      fnFile,
+      io,
+      values.name as string | undefined,
+      runners.languages,
+    );
+    const tableOptions: TableOptions = {
       header: Boolean(values.header),
       ...(columns ? { columns } : {}),
-    });
-
-    const outFile = values.output as string | undefined;
+    };
+    // Checked before anything runs: --columns against the function, the rows file readable.
+    const csv =
+      format === 'csv'
+        ? { reader: new CsvReader(), rows: new CsvRows(fn, tableOptions) }
+        : undefined;
+    source = await openRows(rowsFile, io);
+    outFile = values.output as string | undefined;
     // Opened before the run, so an unwritable path fails before any work is done.
-    if (outFile !== undefined) out = await openOutput(outFile, io.cwd);
-    const registry = await openRegistry(fn, io, timeoutMs);
-    const started = performance.now();
-    const wellFormed = table.rows.filter((row) => row.args !== undefined);
+    sink = outFile !== undefined ? await fileSink(outFile, io.cwd) : streamSink(io.stdout);
+
+    const registry = await openRegistry(fn, io, runners, {
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      // Repeated rows of a pure function are computed once, within a bounded cache.
+      cache: { maxEntries: 10_000, maxBytes: 8 * 1024 * 1024 },
+    });
+    // Rows written to the terminal show progress themselves; the bar would tear them.
+    const rowsOnTerminal = outFile === undefined && io.stdout.isTTY;
     const progress =
-      io.stderr.isTTY && !values['no-progress'] && !json
+      isInteractive(io) && !values['no-progress'] && !json && !rowsOnTerminal
         ? new ProgressBar(
-            io.stderr,
+            rawStream(io.stderr),
             io.progressDelayMs === undefined ? {} : { delayMs: io.progressDelayMs },
           )
         : undefined;
-    let results: Awaited<ReturnType<typeof registry.evalBatch>>;
+    const size = source.size;
+    const stop = new AbortController();
+    sink.onClosed(() => stop.abort(new Error('the output was closed')));
+    const signal = io.signal ? AbortSignal.any([io.signal, stop.signal]) : stop.signal;
+    tally = new Tally(fn);
+    const writer =
+      format === 'csv'
+        ? csvRowWriter(fn, {
+            newline: () => csv!.reader.newline,
+            keepFormulas: Boolean(values['keep-formulas']),
+          })
+        : jsonRowWriter(fn);
     try {
-      results = await registry.evalBatch(
-        fn.name,
-        wellFormed.map((row) => row.args!),
-        {
-          ...(io.signal ? { signal: io.signal } : {}),
-          ...(progress
-            ? { onProgress: (done: number, total: number) => progress.update(done, total) }
-            : {}),
-        },
-      );
+      await runPipeline(readPieces(source, format, fn, tableOptions, csv, signal), {
+        registry,
+        fn,
+        sink,
+        writer,
+        tally,
+        signal,
+        cancel: () => stop.abort(new Error('the run failed')),
+        header: () => writer.header(csv?.rows.header),
+        ...(progress
+          ? {
+              onProgress: (rows: number, bytes: number) =>
+                progress.update(rows, size ? bytes / size : undefined),
+            }
+          : {}),
+      });
     } finally {
       progress?.stop();
+      await source.close();
       await registry.close();
     }
-    if (io.signal?.aborted) return ExitCode.Interrupted;
-    const seconds = (performance.now() - started) / 1000;
-
-    // Results come back in the order of the well-formed rows; malformed rows keep their problem.
-    let next = 0;
-    const outcomes: RowOutcome[] = table.rows.map((row) =>
-      row.problem !== undefined ? { kind: MALFORMED, message: row.problem } : results[next++]!,
-    );
-    const output = writeTable(table, outcomes, fn);
-    if (out) {
-      await out.writeFile(output);
-      await out.close();
-      out = undefined;
-    } else {
-      io.stdout.write(output);
+    if (io.signal?.aborted) return await interrupted(io, sink, outFile, tally.rows, json);
+    if (sink.closed) {
+      // The reader went away (`| head`): what it wanted it got.
+      await sink.discard();
+      return ExitCode.Ok;
     }
+    await sink.commit();
+    sink = undefined;
 
-    const errors: Record<string, number> = {};
-    const problems: string[] = [];
-    outcomes.forEach((outcome, i) => {
-      if (!isFailure(outcome)) return;
-      errors[outcome.kind] = (errors[outcome.kind] ?? 0) + 1;
-      if (problems.length < LISTED_PROBLEMS) {
-        const text = errorText(outcome, fn);
-        problems.push(outcome.kind === MALFORMED ? text : `line ${table.rows[i]!.line}: ${text}`);
-      }
-    });
-    const failed = Object.values(errors).reduce((a, b) => a + b, 0);
-    const summary: Summary = {
-      rows: table.rows.length,
-      ok: table.rows.length - failed,
-      failed,
-      errors,
-      seconds: Number(seconds.toFixed(3)),
-      rowsPerSecond: seconds > 0 ? Math.round(table.rows.length / seconds) : 0,
-      output: outFile ?? null,
-    };
-    io.stderr.write(json ? `${JSON.stringify(summary)}\n` : formatSummary(summary, problems));
-
-    if (failed === 0) return ExitCode.Ok;
-    const environmental = outcomes.find(
-      (o) => ExtFnError.isInstance(o) && exitCodeForKind(o.kind) === ExitCode.Unavailable,
-    );
-    return environmental ? ExitCode.Unavailable : ExitCode.FunctionError;
+    const seconds = (performance.now() - started) / 1000;
+    const summary = tally.summary(seconds, outFile ?? null);
+    io.stderr.write(json ? `${JSON.stringify(summary)}\n` : formatSummary(summary, tally));
+    return tally.failed === 0 ? ExitCode.Ok : ExitCode.FunctionError;
   } catch (error) {
-    if (io.signal?.aborted) return ExitCode.Interrupted;
-    return reportFailure(error, io, json);
-  } finally {
-    await out?.close();
+    await source?.close();
+    if (io.signal?.aborted && sink) {
+      return await interrupted(io, sink, outFile, tally?.rows ?? 0, json);
+    }
+    if (io.signal?.aborted) return interruptedExitCode(io.signal);
+    const code =
+      error instanceof HostFailure
+        ? reportFailure(error.error, io, json)
+        : reportFailure(error, io, json);
+    if (sink) {
+      await sink.discard();
+      const where =
+        error instanceof HostFailure ? `stopped at line ${error.line}: every row needs this` : '';
+      const output =
+        outFile !== undefined || tally?.rows ? unchanged(outFile, tally?.rows ?? 0) : '';
+      const text = [where, output].filter(Boolean).join('; ');
+      if (text && !json) io.stderr.write(`improv-extfn: ${text}\n`);
+    }
+    return code;
   }
 }
 
-async function openOutput(path: string, cwd: string): Promise<FileHandle> {
-  try {
-    return await open(resolve(cwd, path), 'w');
-  } catch (error) {
-    throw badInput(
-      `cannot write ${path}: ${fileErrorReason(error, 'its directory does not exist')}`,
-      'pick a path in a directory that exists and that you can write to',
-    );
-  }
+function unchanged(outFile: string | undefined, rows: number): string {
+  if (outFile !== undefined) return `${outFile} was not changed`;
+  return rows > 0 ? 'the rows written above are not all of them' : 'no rows were written';
 }
 
-function formatSummary(summary: Summary, problems: readonly string[]): string {
-  const n = (x: number) => x.toLocaleString('en-US');
-  const kinds = Object.entries(summary.errors)
-    .map(([kind, count]) => `${kind} ${n(count)}`)
-    .join(', ');
-  let text = '';
-  for (const problem of problems) text += `  ${problem.split('\n')[0]}\n`;
-  if (summary.failed > problems.length) {
-    text += `  … and ${n(summary.failed - problems.length)} more (see the output)\n`;
-  }
-  text +=
-    `improv-extfn: ${n(summary.rows)} row(s): ${n(summary.ok)} ok, ${n(summary.failed)} failed` +
-    (kinds ? ` (${kinds})` : '') +
-    ` in ${summary.seconds.toFixed(2)} s, ${n(summary.rowsPerSecond)} rows/s` +
-    (summary.output ? `; written to ${summary.output}` : '') +
-    '\n';
-  return text;
+async function interrupted(
+  io: CliIo,
+  sink: RowSink,
+  outFile: string | undefined,
+  rows: number,
+  json: boolean,
+): Promise<ExitCode> {
+  await sink.discard();
+  const code = interruptedExitCode(io.signal);
+  const by = code === ExitCode.Terminated ? 'SIGTERM' : 'SIGINT';
+  io.stderr.write(
+    json
+      ? `${JSON.stringify({ interrupted: by, rows, output: outFile ?? null, outputChanged: false })}\n`
+      : `improv-extfn: interrupted (${by}) after ${rows.toLocaleString('en-US')} row(s); ${unchanged(outFile, rows)}\n`,
+  );
+  return code;
 }

@@ -1,13 +1,16 @@
 /**
  * One warm worker: a sandboxed interpreter running the driver, serving one
  * function, one request at a time. Anything unexpected — deadline passed,
- * exit, malformed frame, too many bytes, abort — kills the whole process
- * tree and fails the request; a dead worker is never reused.
+ * exit, malformed frame, a response past its limits, too much output, abort
+ * — kills the whole process tree and fails the request; a dead worker is
+ * never reused. After each request the owner asks `leftWork()` whether the
+ * body left threads or processes running, and retires the worker if so.
+ * Only a request in flight keeps the host's event loop alive: a host that
+ * forgets `close()` still exits once its workers idle.
  */
-import type { ResourceLimit } from '@improv/extfn-core';
-import type { SandboxedProcess } from '@improv/extfn-sandbox';
+import { type ProcessTree, readProcessTree, type SandboxedProcess } from '@improv/extfn-sandbox';
+import { WorkerFailure } from './failures.js';
 import {
-  type DriverError,
   encodeFrame,
   type Frame,
   FrameError,
@@ -16,41 +19,7 @@ import {
   isReadyFrame,
   PROTOCOL_VERSION,
 } from './frames.js';
-
-/**
- * `closed`: the runner was closed (or the worker stopped) while the request ran;
- * `startup`: the interpreter or the sandbox could not start.
- */
-export type FailureReason =
-  | 'timeout'
-  | 'exited'
-  | 'malformed'
-  | 'output'
-  | 'aborted'
-  | 'startup'
-  | 'closed';
-
-/** Why a worker could not answer. The runner turns it into an ExtFnError for the function. */
-export class WorkerFailure extends Error {
-  constructor(
-    readonly reason: FailureReason,
-    message: string,
-    readonly stderr?: string,
-    readonly limit?: ResourceLimit,
-    readonly abortReason?: unknown,
-  ) {
-    super(message);
-    this.name = 'WorkerFailure';
-  }
-}
-
-/** `load` failed in the driver (a syntax error): deterministic, so the runner remembers it. */
-export class LoadFailure extends Error {
-  constructor(readonly error: DriverError) {
-    super(`${error.type}: ${error.message}`);
-    this.name = 'LoadFailure';
-  }
-}
+import type { ResponseLimits } from './response-limits.js';
 
 /** The bootstrap's stdin preamble: `N\n` then N bytes of driver source. */
 export function driverPreamble(driverSource: string): Buffer {
@@ -68,11 +37,28 @@ export interface RequestOptions {
   /** Wall-clock deadline for this request. */
   deadlineMs: number;
   signal?: AbortSignal | undefined;
-  /** Most bytes the response may take (header + payload). */
-  budget: number;
+  /** Most bytes of the response's header line and payload. */
+  limits: ResponseLimits;
+  /**
+   * Most bytes the tree may write to stderr while the request runs: the
+   * body's print(), os.write to fd 1 or 2, a child's output — however it writes.
+   */
+  outputBytes: number;
 }
 
-export class Worker {
+/** How often stderr is looked at while a request runs (it is drained to a bounded tail meanwhile). */
+const OUTPUT_POLL_MS = 50;
+
+/** CPU an idle tree may use (clock ticks are 10 ms) before it counts as working. */
+const IDLE_CPU_SECONDS = 0.05;
+
+/** The process-tree facts a clean worker keeps between requests. */
+interface Baseline {
+  processes: number;
+  threads: number;
+}
+
+export class WarmWorker {
   readonly key: string;
   readonly process: SandboxedProcess;
   /** Sum of request wall times: an upper bound on CPU used by a single-threaded body. */
@@ -83,6 +69,9 @@ export class Worker {
   #failure: WorkerFailure | undefined;
   #nextId = 1;
   #killing: Promise<void> | undefined;
+  #baseline: Baseline | undefined;
+  /** The tree's CPU seconds at the end of its last clean request. */
+  #cpuAtRest: number | undefined;
 
   constructor(key: string, process: SandboxedProcess, driverSource: string) {
     this.key = key;
@@ -117,11 +106,20 @@ export class Worker {
     return this.process.pid;
   }
 
-  /** Waits for the driver's `ready` frame. */
+  /**
+   * Waits for the driver's `ready` frame, then records the tree's shape (its
+   * processes and threads: R and Julia start threads of their own) as the
+   * clean state later requests are compared with.
+   */
   async ready(timeoutMs: number, signal?: AbortSignal): Promise<void> {
     const frame = await this.#await(
       undefined,
-      { deadlineMs: timeoutMs, signal, budget: 64 * 1024 },
+      {
+        deadlineMs: timeoutMs,
+        signal,
+        limits: { line: 64 * 1024, payload: 0 },
+        outputBytes: Number.POSITIVE_INFINITY, // start-up chatter goes to the stderr tail
+      },
       'startup',
     );
     if (!isReadyFrame(frame.header)) {
@@ -133,6 +131,47 @@ export class Worker {
       );
       throw this.#failure;
     }
+    const tree = this.#tree();
+    if (tree) this.#baseline = { processes: tree.processes.length, threads: tree.threads };
+  }
+
+  /**
+   * What the body left running since `ready`, or undefined when the tree is
+   * as it was: more threads (daemon threads) or more processes (children,
+   * setsid() ones included — inside the sandbox's pid namespace an orphan
+   * is re-parented to the interpreter, still in the tree; zombies count).
+   * Undefined too where /proc cannot be read (the check is then off).
+   */
+  leftWork(): string | undefined {
+    const baseline = this.#baseline;
+    if (!baseline || !this.alive) return undefined;
+    const tree = this.#tree();
+    if (!tree) return undefined; // gone: `exited` reports it
+    if (tree.processes.length > baseline.processes) {
+      return `${tree.processes.length - baseline.processes} process(es) left running after the call`;
+    }
+    if (tree.threads > baseline.threads) {
+      return `${tree.threads - baseline.threads} thread(s) left running after the call`;
+    }
+    this.#cpuAtRest = tree.cpuSeconds;
+    return undefined;
+  }
+
+  /**
+   * For an idle worker: whether it works although no request is in flight —
+   * its tree changed shape, or used CPU since its last clean check (a timer
+   * or signal handler the body left in the interpreter needs neither a
+   * thread nor a process).
+   */
+  idleWork(): string | undefined {
+    const atRest = this.#cpuAtRest;
+    if (atRest === undefined || this.#waiting) return undefined;
+    const shape = this.leftWork();
+    if (shape !== undefined) return shape;
+    const tree = this.#tree();
+    if (!tree) return undefined;
+    const used = tree.cpuSeconds - atRest;
+    return used > IDLE_CPU_SECONDS ? `used ${used.toFixed(2)} CPU seconds while idle` : undefined;
   }
 
   /** Sends one request and waits for its response. */
@@ -167,12 +206,13 @@ export class Worker {
    * Ends a worker that is not answering a request the polite way: sends
    * `exit`, lets the interpreter end on its own for up to `graceMs` (R
    * removes its temp directory then), and kills whatever is left of the tree.
-   * A busy worker is killed at once. Idempotent, and never takes much longer than `graceMs`.
+   * A busy or failed worker is killed at once. Idempotent, and never takes much longer than `graceMs`.
    */
   stop(graceMs: number): Promise<void> {
     if (this.#killing) return this.#killing;
     if (this.#failure || this.#waiting) return this.kill();
     this.#fail(new WorkerFailure('closed', 'the runner is closed'));
+    this.process.ref(); // whoever awaits the stop (close()) must see it end
     this.#killing = (async () => {
       this.process.stdin.write(encodeFrame({ op: 'exit' }));
       this.process.stdin.end();
@@ -192,8 +232,19 @@ export class Worker {
   /** Kills the process tree (idempotent) and waits for it to be gone. */
   kill(): Promise<void> {
     this.#fail(new WorkerFailure('closed', 'the runner is closed'));
+    if (!this.#killing) this.process.ref(); // whoever awaits the kill must see it end
     this.#killing ??= this.process.kill().catch(() => {});
     return this.#killing;
+  }
+
+  /** Retires a worker whose tree is not clean: marked failed and killed, tree and all (no graceful exit). */
+  retire(why: string): Promise<void> {
+    this.#fail(new WorkerFailure('malformed', why));
+    return this.kill();
+  }
+
+  #tree(): ProcessTree | undefined {
+    return this.process.pid === undefined ? undefined : readProcessTree(this.process.pid);
   }
 
   #await(
@@ -207,6 +258,7 @@ export class Worker {
         return;
       }
       const { signal } = options;
+      this.process.ref(); // a request in flight keeps the host alive; an idle worker does not
       const onAbort = () =>
         this.#fail(
           new WorkerFailure('aborted', 'aborted', undefined, undefined, signal?.reason),
@@ -224,15 +276,29 @@ export class Worker {
           true,
         );
       }, options.deadlineMs);
+      const stderrAtStart = this.process.stderrBytes;
+      const overOutput = () => this.process.stderrBytes - stderrAtStart > options.outputBytes;
+      const outputCheck = Number.isFinite(options.outputBytes)
+        ? setInterval(() => {
+            if (overOutput()) this.#fail(this.#outputFailure(), true);
+          }, OUTPUT_POLL_MS)
+        : undefined;
       const settle = () => {
+        this.process.unref();
         clearTimeout(timer);
+        clearInterval(outputCheck);
         signal?.removeEventListener('abort', onAbort);
         this.#waiting = undefined;
       };
-      this.#reader.budget = options.budget;
+      this.#reader.lineLimit = options.limits.line;
+      this.#reader.payloadLimit = options.limits.payload;
       this.#waiting = {
         id,
         resolve: (frame) => {
+          if (overOutput()) {
+            this.#fail(this.#outputFailure(), true); // rejects through #waiting
+            return;
+          }
           settle();
           resolve(frame);
         },
@@ -246,6 +312,10 @@ export class Worker {
         else signal.addEventListener('abort', onAbort, { once: true });
       }
     });
+  }
+
+  #outputFailure(): WorkerFailure {
+    return new WorkerFailure('output', 'output too large', this.process.stderrTail(), 'output');
   }
 
   #onData(chunk: Buffer): void {
@@ -267,6 +337,7 @@ export class Worker {
       return;
     }
     for (const frame of frames) {
+      if (this.#failure) return;
       const waiting = this.#waiting;
       if (!waiting || (waiting.id !== undefined && frame.header.id !== waiting.id)) {
         this.#fail(

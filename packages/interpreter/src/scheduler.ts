@@ -5,30 +5,18 @@
  * (hang isolation): only the row that really hangs gets Timeout, every
  * other row still gets exactly what `eval` would give it.
  *
- * The scheduler (`schedule`) knows rows only by index: a `RowSource` turns a
- * range of rows into a request and stores a response, so rows of Values
- * (`evalBatch`) and number columns (`evalColumns`) share every rule above.
+ * A batch runs at most `lanes` requests at once; its first lane starts at
+ * once and the others a turn of the event loop later, so batches of other
+ * functions started together get a worker each first (see pool.ts).
+ *
+ * The scheduler knows rows only by index (a `RowSource`) and reaches workers
+ * only through its context (`request`, `endLease`), so it is tested with fakes.
  */
-import {
-  type BatchOptions,
-  type ExternalFn,
-  ExtFnError,
-  type RowResult,
-  rowResultsToColumns,
-  type Value,
-} from '@improv/extfn-core';
-import { type Frame, RawJson } from './frames.js';
-import {
-  columnsJsonText,
-  columnsToF64,
-  f64Results,
-  resultsFromF64Frame,
-  resultsFromJsonFrame,
-  rowsJsonText,
-  rowsToF64,
-} from './marshal.js';
-import type { Lease, RunnerContext } from './runner.js';
-import { WorkerFailure } from './worker.js';
+import { type BatchOptions, type ExternalFn, ExtFnError } from '@improv/extfn-core';
+import type { Lease, WorkerRequest } from './dispatch.js';
+import { WorkerFailure } from './failures.js';
+import type { Frame } from './frames.js';
+import type { RowSource } from './row-sources.js';
 
 /** Largest chunk in rows, whatever the timing says. */
 const MAX_CHUNK = 32_768;
@@ -44,112 +32,25 @@ const CHUNK_DEADLINE_FLOOR_MS = 1_000;
 /** Failures that one of the chunk's rows may have caused: retry the rows one by one. */
 const ROW_FAILURES = new Set(['timeout', 'exited', 'malformed', 'output']);
 
-/** A request for a range of rows. */
-export interface Encoded {
-  header: Record<string, unknown>;
-  payload?: Uint8Array;
-}
-
-/**
- * What a batch is made of, for the scheduler: how many rows, how rows
- * `start…start+count` become one request, and where results go.
- */
-export interface RowSource {
-  readonly count: number;
-  encode(start: number, count: number): Encoded;
-  /**
-   * Stores the response for rows `start…start+count`; throws ResponseShapeError
-   * when it does not fit (the request then fails as malformed, see WorkerRequest.decode).
-   */
-  decode(frame: Frame, start: number, count: number): void;
-  /** Stores one row's error. */
-  fail(row: number, error: ExtFnError): void;
-}
-
-/** A `call` request for rows, rendered in one pass; `plain` lets a driver skip per-argument conversion. */
-export function callHeader(
-  rows: readonly (readonly Value[])[],
-  start = 0,
-  end = rows.length,
-): Record<string, unknown> {
-  return jsonCall(rowsJsonText(rows, start, end));
-}
-
-function jsonCall({ text, plain }: { text: string; plain: boolean }): Record<string, unknown> {
-  return plain
-    ? { op: 'call', plain: true, rows: new RawJson(text) }
-    : { op: 'call', rows: new RawJson(text) };
-}
-
-/** Rows of Values (evalBatch): JSON frames, or f64 frames when `f64` (all-number functions). */
-export function valueRows(
-  fn: ExternalFn,
-  rows: readonly (readonly Value[])[],
-  results: RowResult[],
-  f64: boolean,
-): RowSource {
-  const arity = fn.argTypes.length;
-  return {
-    count: rows.length,
-    encode: (start, count) =>
-      f64
-        ? {
-            header: { op: 'callf64', rows: count },
-            payload: rowsToF64(rows, arity, start, count),
-          }
-        : { header: callHeader(rows, start, start + count) },
-    decode(frame, start, count) {
-      const out = f64
-        ? resultsFromF64Frame(fn, frame, count)
-        : resultsFromJsonFrame(fn, frame, count);
-      for (let k = 0; k < count; k++) results[start + k] = out[k]!;
-    },
-    fail(row, error) {
-      results[row] = error;
-    },
-  };
-}
-
-/**
- * Number columns (evalColumns): f64 frames built from column slices and read
- * straight into `values`, or JSON frames written from the columns when the
- * driver has no f64 path. Failed rows are NaN in `values`, with their error in `errors`.
- */
-export function columnRows(
-  fn: ExternalFn,
-  columns: readonly Float64Array[],
-  values: Float64Array,
-  errors: Map<number, ExtFnError>,
-  f64: boolean,
-): RowSource {
-  const fail = (row: number, error: ExtFnError) => {
-    values[row] = Number.NaN;
-    errors.set(row, error);
-  };
-  return {
-    count: values.length,
-    encode: (start, count) =>
-      f64
-        ? { header: { op: 'callf64', rows: count }, payload: columnsToF64(columns, start, count) }
-        : { header: jsonCall(columnsJsonText(columns, start, count)) },
-    decode(frame, start, count) {
-      if (f64) {
-        const { numbers, errors: failed } = f64Results(fn, frame, count);
-        values.set(numbers, start);
-        for (const [k, error] of failed) fail(start + k, error);
-        return;
-      }
-      const part = rowResultsToColumns(fn, resultsFromJsonFrame(fn, frame, count));
-      values.set(part.values, start);
-      for (const [k, error] of part.errors) fail(start + k, error);
-    },
-    fail,
-  };
+/** What the scheduler needs from the runner. */
+export interface SchedulerContext {
+  /** Most requests in flight at once (the pool's bound). */
+  readonly lanes: number;
+  /** Target time per chunk in milliseconds. */
+  readonly chunkMs: number;
+  /** Measured milliseconds per row by function key, so the next batch starts at the right chunk size. */
+  readonly perRowMs: Map<string, number>;
+  /** Runs one request on a worker for `fn` (see dispatch). */
+  request(fn: ExternalFn, key: string, request: WorkerRequest): Promise<Frame>;
+  /** Gives a lane's worker back when the lane ends. */
+  endLease(lease: Lease): void;
+  /** A failure as the ExtFnError of `fn`. */
+  toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
 }
 
 /** Runs every row of `source` on warm workers for `fn`; each row ends with a result or its error. */
 export async function schedule(
-  ctx: RunnerContext,
+  ctx: SchedulerContext,
   fn: ExternalFn,
   key: string,
   source: RowSource,
@@ -157,7 +58,7 @@ export async function schedule(
 ): Promise<void> {
   const n = source.count;
   const settled = new Uint8Array(n);
-  const lanes = Math.max(1, Math.min(ctx.pool.max, n));
+  const lanes = Math.max(1, Math.min(ctx.lanes, n));
   let singles: number[] = [];
   let next = 0;
   // What the last batch of this function learnt: start at its chunk size instead of ramping from 1.
@@ -206,11 +107,11 @@ export async function schedule(
   };
 
   const lane = async () => {
-    const lease: Lease = { since: 0 };
+    const lease: Lease = {};
     try {
       await laneLoop(lease);
     } finally {
-      if (lease.worker) ctx.pool.release(lease.worker, lease.worker.alive);
+      ctx.endLease(lease);
     }
   };
   const laneLoop = async (lease: Lease) => {
@@ -248,12 +149,17 @@ export async function schedule(
   };
 
   const running = new Set<Promise<void>>();
-  function spawnLanes() {
-    while (running.size < lanes && hasWork()) {
+  function spawnLanes(most = lanes) {
+    while (running.size < most && hasWork()) {
       const p: Promise<void> = lane().finally(() => running.delete(p));
       running.add(p);
     }
   }
+  // One lane at once, the others a turn of the event loop later: batches of other
+  // functions started together queue their first lane before this one takes a
+  // second slot, so each function gets a worker before any gets two.
+  spawnLanes(1);
+  await new Promise((resolve) => setImmediate(resolve));
   spawnLanes();
   while (running.size > 0) await Promise.all([...running]);
 

@@ -1,0 +1,151 @@
+/**
+ * Where the rows go. A file is written beside its target under a temporary
+ * name and renamed over it only when the run succeeds, so an interrupted or
+ * failed run leaves the previous file as it was. Standard output is written
+ * as rows are ready, waiting when the reader is slower (memory stays bounded),
+ * and a reader that goes away (`| head`) is noticed so the run can stop.
+ */
+import { randomBytes } from 'node:crypto';
+import { unlinkSync } from 'node:fs';
+import { chmod, type FileHandle, open, rename, stat, unlink } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { badInput } from './cli-error.js';
+import { fileErrorReason } from './descriptor-file.js';
+import type { CliStream } from './io.js';
+
+export interface RowSink {
+  /** Adds text to what the next flush writes (the run flushes after each chunk of rows). */
+  write(text: string): void;
+  /** Writes what was added, waiting while the destination is behind. */
+  flush(): Promise<void>;
+  /** The reader went away (EPIPE): nothing more can be written. */
+  readonly closed: boolean;
+  /** Called once when the reader goes away. */
+  onClosed(listener: () => void): void;
+  /** The run succeeded: the output takes its place. */
+  commit(): Promise<void>;
+  /** The run did not finish: the output is dropped (a file target keeps its previous content). */
+  discard(): Promise<void>;
+}
+
+/** Output to a file, through a temporary file beside it. */
+export async function fileSink(path: string, cwd: string): Promise<RowSink> {
+  const target = resolve(cwd, path);
+  const previous = await stat(target).catch(() => undefined);
+  if (previous?.isDirectory()) {
+    throw badInput(`cannot write ${path}: it is a directory`, 'give a file name: -o out.csv');
+  }
+  const temp = join(
+    dirname(target),
+    `.${basename(target)}.${process.pid}-${randomBytes(4).toString('hex')}.partial`,
+  );
+  let handle: FileHandle;
+  try {
+    handle = await open(temp, 'wx');
+  } catch (error) {
+    throw badInput(
+      `cannot write ${path}: ${fileErrorReason(error, 'its directory does not exist')}`,
+      'pick a path in a directory that exists and that you can write to',
+    );
+  }
+  // A second Ctrl-C exits at once; the temporary file must not outlive the process.
+  const removeOnExit = () => {
+    try {
+      unlinkSync(temp);
+    } catch {}
+  };
+  process.on('exit', removeOnExit);
+  let pending: string[] = [];
+  let pendingChars = 0;
+  let finished = false;
+  const flush = async () => {
+    if (pendingChars === 0) return;
+    const text = pending.join('');
+    pending = [];
+    pendingChars = 0;
+    await handle.write(text);
+  };
+  const finish = async (keep: boolean) => {
+    if (finished) return;
+    finished = true;
+    try {
+      if (keep) {
+        await flush();
+        // The new file takes the place of the old one, permissions included.
+        if (previous) await chmod(temp, previous.mode & 0o7777).catch(() => {});
+      }
+      await handle.close();
+      if (keep) await rename(temp, target);
+      else await unlink(temp).catch(() => {});
+    } finally {
+      process.off('exit', removeOnExit);
+      if (!keep) removeOnExit();
+    }
+  };
+  return {
+    write(text) {
+      pending.push(text);
+      pendingChars += text.length;
+    },
+    flush,
+    closed: false,
+    onClosed() {},
+    commit: () => finish(true),
+    discard: () => finish(false),
+  };
+}
+
+/** Output to a stream (stdout), honouring backpressure and noticing EPIPE. */
+export function streamSink(stream: CliStream): RowSink {
+  let pending: string[] = [];
+  let closed = false;
+  const listeners: (() => void)[] = [];
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    for (const listener of listeners.splice(0)) listener();
+  };
+  const onError = (error: unknown) => {
+    if ((error as { code?: unknown })?.code === 'EPIPE') close();
+  };
+  stream.on?.('error', onError);
+  const detach = () => stream.off?.('error', onError);
+  const sink: RowSink = {
+    write(text) {
+      pending.push(text);
+    },
+    async flush() {
+      if (pending.length === 0 || closed) return;
+      const text = pending.join('');
+      pending = [];
+      if (stream.write(text) === false && stream.once) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            stream.off?.('drain', done);
+            const at = listeners.indexOf(done);
+            if (at !== -1) listeners.splice(at, 1);
+            resolve();
+          };
+          stream.once!('drain', done);
+          listeners.push(done);
+        });
+      }
+    },
+    get closed() {
+      return closed;
+    },
+    onClosed(listener) {
+      if (closed) listener();
+      else listeners.push(listener);
+    },
+    async commit() {
+      await sink.flush();
+      detach();
+    },
+    async discard() {
+      pending = [];
+      detach();
+    },
+  };
+  return sink;
+}

@@ -1,0 +1,115 @@
+/**
+ * Kit topic "columns": `evalColumns` gives what `evalBatch` gives, special
+ * numbers, failing and hanging rows included, and reaches the runner's own
+ * `callColumns` when it has one (core's fallback would hide a broken one).
+ */
+import { strict as assert } from 'node:assert';
+import { ExtFnError } from '../errors.js';
+import { Value as V } from '../value.js';
+import {
+  assertSame,
+  type ConformanceBodies,
+  type CreateRunner,
+  kit,
+  type SuiteOptions,
+  show,
+  type TestFunction,
+} from './harness.js';
+
+export interface ColumnsOptions extends SuiteOptions {
+  bodies: Pick<ConformanceBodies, 'add' | 'mixedBatch'>;
+  /** Deadline for the hanging row (default 1 000 ms). */
+  loopTimeoutMs?: number;
+}
+
+export function columnsSuite(
+  test: TestFunction,
+  createRunner: CreateRunner,
+  options: ColumnsOptions,
+): void {
+  const k = kit(test, createRunner, options);
+  if (!k.types.includes('number')) return; // columns are all-number by definition
+  const { bodies } = options;
+  const loopMs = options.loopTimeoutMs ?? 1_000;
+
+  test(
+    k.name('evalColumns gives what evalBatch gives, special numbers included'),
+    () =>
+      k.withRegistry(async (registry, define, counts) => {
+        define('add', bodies.add, ['number', 'number'], 'number');
+        const a = [
+          1,
+          -0,
+          Number.NaN,
+          Infinity,
+          -Infinity,
+          5e-324,
+          1e308,
+          ...Array.from({ length: 40 }, (_, i) => i / 3),
+        ];
+        const b = a.map((x, i) => (i % 2 ? -x : 0.25));
+        const runner = registry.languages[0]!;
+        const columns = await registry.evalColumns('add', [
+          Float64Array.from(a),
+          Float64Array.from(b),
+        ]);
+        const columnCalls = counts.columnCalls();
+        const batch = await registry.evalBatch(
+          'add',
+          a.map((x, i) => [V.number(x), V.number(b[i]!)]),
+        );
+        assert.equal(columns.values.length, a.length);
+        for (let i = 0; i < a.length; i++) {
+          const row = batch[i]!;
+          if (ExtFnError.isInstance(row)) {
+            assert.equal(columns.errors.get(i)?.message, row.message, `row ${i}`);
+          } else {
+            assertSame(V.number(columns.values[i]!), row, `row ${i}`);
+            assert.equal(columns.errors.has(i), false, `row ${i} has an error in columns only`);
+          }
+        }
+        if (counts.hasColumns) {
+          assert.equal(columnCalls, 1, `evalColumns did not reach ${runner}'s own callColumns`);
+        }
+      }),
+    k.perTest,
+  );
+
+  if (!bodies.mixedBatch) {
+    k.skip(
+      'evalColumns gives failing and hanging rows their own errors',
+      'no bodies.mixedBatch given',
+    );
+    return;
+  }
+  const body = bodies.mixedBatch;
+  test(
+    k.name('evalColumns gives failing and hanging rows their own errors'),
+    () =>
+      k.withRegistry(async (registry, define) => {
+        define('mixed', body, ['number'], 'number');
+        const inputs = [1, -1, 13, 2, -3, 0.5];
+        const out = await registry.evalColumns('mixed', [Float64Array.from(inputs)], {
+          timeoutMs: loopMs,
+        });
+        assert.equal(out.values.length, inputs.length);
+        inputs.forEach((x, i) => {
+          const error = out.errors.get(i);
+          if (x === 13) assert.equal(error?.kind, 'Timeout', `row ${i} (13): ${show(error)}`);
+          else if (x < 0) {
+            assert.equal(
+              error?.kind,
+              'Runtime',
+              `row ${i} (${x}): expected its error, got ${show(error)}`,
+            );
+            assert.match(error.message, /nope/);
+            assert.ok(Number.isNaN(out.values[i]), `row ${i}: a failed row reads NaN`);
+          } else {
+            assert.equal(error, undefined, `row ${i} (${x}): ${show(error)}`);
+            assert.equal(out.values[i], 2 * x, `row ${i}`);
+          }
+        });
+      }),
+    k.perTest,
+  );
+}

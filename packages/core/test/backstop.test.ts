@@ -1,0 +1,95 @@
+/**
+ * Core's backstop against runners that never settle: `eval`, `evalBatch` and
+ * `evalColumns` always settle, with Timeout on what the runner never answered,
+ * while a slow runner that keeps reporting progress is left alone.
+ */
+import { describe, expect, test } from 'vitest';
+import { ExtFnError, type LanguageRunner, Registry, Value as V } from '../src/index.js';
+import { fakeRunner, fn } from './fake-runner.js';
+
+const never = () => new Promise<never>(() => {});
+
+/** The fake runner with native batch and columnar paths that never settle. */
+function stuckRunner(): LanguageRunner {
+  return { ...fakeRunner().runner, callBatch: never, callColumns: never };
+}
+
+describe('a runner that never settles is cut off', () => {
+  test('evalBatch: every row the runner never answered is a Timeout', async () => {
+    const registry = new Registry({ runners: [stuckRunner()] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    const rows = [
+      [V.number(1), V.number(2)],
+      [V.number(1)], // refused by core before the runner: keeps its own error
+      [V.number(3), V.number(4)],
+    ];
+    const results = await registry.evalBatch('add', rows, { timeoutMs: 50 });
+    expect(results[0]).toMatchObject({ kind: 'Timeout', ms: 50 });
+    expect(results[1]).toMatchObject({ kind: 'ArityMismatch' });
+    expect(results[2]).toMatchObject({ kind: 'Timeout', ms: 50 });
+    await registry.close();
+  });
+
+  test('evalColumns: every row is NaN with a Timeout', async () => {
+    const registry = new Registry({ runners: [stuckRunner()] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    const out = await registry.evalColumns('add', [Float64Array.of(1, 2), Float64Array.of(3, 4)], {
+      timeoutMs: 50,
+    });
+    expect([...out.values]).toEqual([Number.NaN, Number.NaN]);
+    expect(out.errors.get(0)).toMatchObject({ kind: 'Timeout', ms: 50 });
+    expect(out.errors.get(1)).toMatchObject({ kind: 'Timeout', ms: 50 });
+    await registry.close();
+  });
+
+  test('without a native batch path, only the row whose call never settles is a Timeout', async () => {
+    const { runner } = fakeRunner(); // no callBatch: core runs the rows as calls
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('echo', 'echo', ['number'], 'number'));
+    registry.register(fn('hang', 'hang', ['number'], 'number'));
+    const batch = await registry.evalBatch('hang', [[V.number(1)]], { timeoutMs: 50 });
+    expect(batch[0]).toMatchObject({ kind: 'Timeout', ms: 50 });
+    const mixed: LanguageRunner = {
+      ...runner,
+      call: (f, args, options) =>
+        (args[0] as { value: number }).value === 13 ? never() : runner.call(f, args, options),
+    };
+    const registry2 = new Registry({ runners: [mixed] });
+    registry2.register(fn('echo', 'echo', ['number'], 'number'));
+    const rows = [1, 13, 2].map((x) => [V.number(x)]);
+    const results = await registry2.evalBatch('echo', rows, { timeoutMs: 50 });
+    expect(results[0]).toEqual(V.number(1));
+    expect(results[1]).toMatchObject({ kind: 'Timeout' });
+    expect(results[2]).toEqual(V.number(2));
+    await registry.close();
+    await registry2.close();
+  });
+
+  test('a slow batch that keeps reporting progress is not cut off', async () => {
+    const { runner } = fakeRunner();
+    // 8 rows, 300 ms apart: 2.4 s in all, longer than the 2.1 s silence limit of a 50 ms deadline.
+    const slow: LanguageRunner = {
+      ...runner,
+      async callBatch(_f, rows, options) {
+        for (let i = 0; i < rows.length; i++) {
+          await new Promise((r) => setTimeout(r, 300));
+          options.onProgress?.(i + 1, rows.length);
+        }
+        return rows.map((row) => row[0]!);
+      },
+    };
+    const registry = new Registry({ runners: [slow] });
+    registry.register(fn('echo', 'echo', ['number'], 'number'));
+    const reported: number[] = [];
+    const rows = Array.from({ length: 8 }, (_, i) => [V.number(i)]);
+    const results = await registry.evalBatch('echo', rows, {
+      timeoutMs: 50,
+      onProgress: (done) => reported.push(done),
+    });
+    expect(
+      results.map((r) => (ExtFnError.isInstance(r) ? r.kind : (r as { value: number }).value)),
+    ).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(reported.at(-1)).toBe(8); // the caller's own onProgress still sees every report
+    await registry.close();
+  });
+});

@@ -1,0 +1,178 @@
+/**
+ * One request on a warm worker, for single calls and the batch scheduler
+ * alike: take a worker (or keep a lane's), send, decode while it is held,
+ * check the tree is clean, give it back or retire it; and the mapping of
+ * every worker failure to the function's ExtFnError.
+ */
+import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
+import { LoadFailure, WorkerFailure } from './failures.js';
+import type { Frame } from './frames.js';
+import { driverErrorToExtFnError, ResponseShapeError } from './marshal.js';
+import type { Pool, PooledWorker } from './pool.js';
+import { responseLimits } from './response-limits.js';
+import type { RequestOptions } from './warm-worker.js';
+
+/** What dispatch needs of a worker (a WarmWorker; tests use fakes). */
+export interface DispatchWorker extends PooledWorker {
+  /** Requests served so far (`load` excluded). */
+  readonly requests: number;
+  /** Wall time spent in requests. */
+  readonly busyMs: number;
+  request(
+    header: Record<string, unknown>,
+    payload: Uint8Array | undefined,
+    options: RequestOptions,
+  ): Promise<Frame>;
+  /** What the last request left running in the tree, if anything. */
+  leftWork(): string | undefined;
+  /** Kills it at once, tree and all. */
+  retire(why: string): Promise<void>;
+  /** Whether it worked while idle (see WarmWorker.idleWork). */
+  idleWork?(): string | undefined;
+}
+
+/** One request for `dispatch`. */
+export interface WorkerRequest {
+  header: Record<string, unknown>;
+  payload?: Uint8Array | undefined;
+  /** Rows in the request: sizes the response and output limits. */
+  rows: number;
+  timeoutMs: number;
+  signal?: AbortSignal | undefined;
+  /**
+   * A batch lane keeps its worker between chunks while its batch has work
+   * and the pool does not want it elsewhere (`Pool.shouldYield`), instead of
+   * a pool round trip per chunk. The lane gives `lease.worker` back with
+   * `endLease` when it ends.
+   */
+  lease?: Lease;
+  /**
+   * Reads the response while the worker is still held: a ResponseShapeError
+   * (an answer that does not fit the request) kills the worker and rejects
+   * with WorkerFailure `malformed`, so a batch retries the rows one by one.
+   */
+  decode?: (frame: Frame) => void;
+}
+
+/** A batch lane's hold on a worker. */
+export interface Lease {
+  worker?: DispatchWorker | undefined;
+}
+
+/** What `dispatch` needs from the runner. */
+export interface DispatchContext {
+  readonly pool: Pool<DispatchWorker>;
+  /** The per-row output cap, in bytes. */
+  readonly maxOutputBytes: number;
+  /** Busy milliseconds after which a worker is retired (half its lifetime CPU budget). */
+  readonly retireAfterBusyMs: number;
+}
+
+/** Bytes a request may write to stderr beyond rows × the per-row cap (tracebacks, warnings). */
+const OUTPUT_MARGIN = 64 * 1024;
+
+/**
+ * One request on a warm worker for `fn`. A worker that fails is killed and
+ * replaced; a worker that died while it had served earlier requests is
+ * retried once on a fresh one (its state, not this request, may be at fault).
+ * A worker whose tree is not clean after the request (threads or processes
+ * the body left running) is retired — the answer itself stands.
+ */
+export async function dispatch(
+  ctx: DispatchContext,
+  fn: ExternalFn,
+  key: string,
+  request: WorkerRequest,
+): Promise<Frame> {
+  const { header, payload, rows, timeoutMs, signal, lease, decode } = request;
+  const limits = responseLimits(fn.returnType, rows, ctx.maxOutputBytes, header.op === 'callf64');
+  const outputBytes = rows * ctx.maxOutputBytes + OUTPUT_MARGIN;
+  for (let attempt = 0; ; attempt++) {
+    let worker = lease?.worker;
+    if (!worker?.alive) {
+      if (worker) ctx.pool.release(worker, false);
+      // Waiting for a slot is bounded like the registry's own backstop, so a call
+      // the caller gave up on does not run later for nothing.
+      worker = await ctx.pool.acquire(key, fn, signal, timeoutMs + 2_000);
+      const idleWork = worker.idleWork?.();
+      if (idleWork !== undefined) {
+        // it kept working since its last request: not to be trusted with this one
+        void worker.retire(idleWork);
+        ctx.pool.release(worker, false);
+        attempt--;
+        continue;
+      }
+      if (lease) lease.worker = worker;
+    }
+    const fresh = worker.requests === 0;
+    let keep = false;
+    try {
+      const frame = await worker.request(header, payload, {
+        deadlineMs: timeoutMs,
+        signal,
+        limits,
+        outputBytes,
+      });
+      try {
+        decode?.(frame);
+      } catch (error) {
+        if (!(error instanceof ResponseShapeError)) throw error;
+        void worker.kill(); // it answered out of protocol: not to be trusted with another request
+        throw new WorkerFailure('malformed', error.message);
+      }
+      const left = worker.leftWork();
+      if (left !== undefined) void worker.retire(left);
+      else keep = worker.busyMs < ctx.retireAfterBusyMs;
+      return frame;
+    } catch (error) {
+      if (attempt === 0 && !fresh && error instanceof WorkerFailure && error.reason === 'exited')
+        continue;
+      throw error;
+    } finally {
+      // A lane keeps its worker while its batch has work, unless the pool wants it elsewhere.
+      const held = keep && lease !== undefined && !ctx.pool.shouldYield(key);
+      if (!held) {
+        if (lease) lease.worker = undefined;
+        ctx.pool.release(worker, keep);
+      }
+    }
+  }
+}
+
+/** Gives a lane's worker back to the pool when the lane ends. */
+export function endLease(pool: Pool<DispatchWorker>, lease: Lease): void {
+  if (lease.worker) pool.release(lease.worker, lease.worker.alive);
+  lease.worker = undefined;
+}
+
+/** A worker failure, load failure or anything else as the ExtFnError of `fn`. */
+export function toExtFnError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {
+  if (ExtFnError.isInstance(error)) return error.withFunctionName(fn.name);
+  if (error instanceof LoadFailure) return driverErrorToExtFnError(fn, error.error);
+  if (error instanceof WorkerFailure) {
+    if (ExtFnError.isInstance(error.cause)) return error.cause.withFunctionName(fn.name);
+    switch (error.reason) {
+      case 'closed':
+        return ExtFnError.runtime(fn.name, 'the runner is closed');
+      case 'timeout':
+        return ExtFnError.timeout(fn.name, timeoutMs);
+      case 'aborted':
+        return ExtFnError.aborted(fn.name, error.abortReason);
+      case 'output':
+        return ExtFnError.runtime(fn.name, 'output too large', {
+          limit: 'output',
+          ...(error.stderr ? { stderr: error.stderr } : {}),
+        });
+      default: {
+        const limit = error.limit ? ` (${error.limit} limit)` : '';
+        return ExtFnError.runtime(fn.name, `${error.message}${limit}`, {
+          ...(error.stderr ? { stderr: error.stderr } : {}),
+          ...(error.limit ? { limit: error.limit } : {}),
+          cause: error,
+        });
+      }
+    }
+  }
+  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return ExtFnError.runtime(fn.name, `runner failed: ${message}`, { cause: error });
+}

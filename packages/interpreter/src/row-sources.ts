@@ -1,0 +1,125 @@
+/**
+ * What a batch is made of, for the scheduler: a `RowSource` turns a range of
+ * rows into a request and stores the response, so rows of Values
+ * (`evalBatch`) and number columns (`evalColumns`) share every scheduling rule.
+ */
+import {
+  type ExternalFn,
+  type ExtFnError,
+  type RowResult,
+  rowResultsToColumns,
+  type Value,
+} from '@improv/extfn-core';
+import { type Frame, RawJson } from './frames.js';
+import {
+  columnsJsonText,
+  columnsToF64,
+  f64Results,
+  resultsFromF64Frame,
+  resultsFromJsonFrame,
+  rowsJsonText,
+  rowsToF64,
+} from './marshal.js';
+
+/** A request for a range of rows. */
+export interface Encoded {
+  header: Record<string, unknown>;
+  payload?: Uint8Array;
+}
+
+/**
+ * What a batch is made of, for the scheduler: how many rows, how rows
+ * `start…start+count` become one request, and where results go.
+ */
+export interface RowSource {
+  readonly count: number;
+  encode(start: number, count: number): Encoded;
+  /**
+   * Stores the response for rows `start…start+count`; throws ResponseShapeError
+   * when it does not fit (the request then fails as malformed, see WorkerRequest.decode).
+   */
+  decode(frame: Frame, start: number, count: number): void;
+  /** Stores one row's error. */
+  fail(row: number, error: ExtFnError): void;
+}
+
+/** A `call` request for rows, rendered in one pass; `plain` lets a driver skip per-argument conversion. */
+export function callHeader(
+  rows: readonly (readonly Value[])[],
+  start = 0,
+  end = rows.length,
+): Record<string, unknown> {
+  return jsonCall(rowsJsonText(rows, start, end));
+}
+
+function jsonCall({ text, plain }: { text: string; plain: boolean }): Record<string, unknown> {
+  return plain
+    ? { op: 'call', plain: true, rows: new RawJson(text) }
+    : { op: 'call', rows: new RawJson(text) };
+}
+
+/** Rows of Values (evalBatch): JSON frames, or f64 frames when `f64` (all-number functions). */
+export function valueRows(
+  fn: ExternalFn,
+  rows: readonly (readonly Value[])[],
+  results: RowResult[],
+  f64: boolean,
+): RowSource {
+  const arity = fn.argTypes.length;
+  return {
+    count: rows.length,
+    encode: (start, count) =>
+      f64
+        ? {
+            header: { op: 'callf64', rows: count },
+            payload: rowsToF64(rows, arity, start, count),
+          }
+        : { header: callHeader(rows, start, start + count) },
+    decode(frame, start, count) {
+      const out = f64
+        ? resultsFromF64Frame(fn, frame, count)
+        : resultsFromJsonFrame(fn, frame, count);
+      for (let k = 0; k < count; k++) results[start + k] = out[k]!;
+    },
+    fail(row, error) {
+      results[row] = error;
+    },
+  };
+}
+
+/**
+ * Number columns (evalColumns): f64 frames built from column slices and read
+ * straight into `values`, or JSON frames written from the columns when the
+ * driver has no f64 path. Failed rows are NaN in `values`, with their error in `errors`.
+ */
+export function columnRows(
+  fn: ExternalFn,
+  columns: readonly Float64Array[],
+  values: Float64Array,
+  errors: Map<number, ExtFnError>,
+  f64: boolean,
+): RowSource {
+  const fail = (row: number, error: ExtFnError) => {
+    values[row] = Number.NaN;
+    errors.set(row, error);
+  };
+  return {
+    count: values.length,
+    encode: (start, count) =>
+      f64
+        ? { header: { op: 'callf64', rows: count }, payload: columnsToF64(columns, start, count) }
+        : { header: jsonCall(columnsJsonText(columns, start, count)) },
+    decode(frame, start, count) {
+      if (f64) {
+        const { numbers, errors: failed } = f64Results(fn, frame, count);
+        values.set(numbers, start);
+        for (const [k, error] of failed) fail(start + k, error);
+        return;
+      }
+      const part = rowResultsToColumns(fn, resultsFromJsonFrame(fn, frame, count));
+      values.set(part.values, start);
+      for (const [k, error] of part.errors) fail(start + k, error);
+    },
+    fail,
+  };
+}

@@ -1,0 +1,170 @@
+/**
+ * The pool through its seam (`Launch`) with fake workers — no interpreter:
+ * the bound, FIFO waiting, reuse by function, eviction of another
+ * function's idle worker, idle shutdown, one-shot slots, failures, close.
+ */
+import type { ExternalFn } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import { WorkerFailure } from '../src/failures.js';
+import { Pool, type PooledWorker } from '../src/pool.js';
+import { waitFor } from './helpers.js';
+
+class FakeWorker implements PooledWorker {
+  static nextPid = 1;
+  readonly pid = FakeWorker.nextPid++;
+  alive = true;
+  stopped = false;
+  constructor(readonly key: string) {}
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.alive = false;
+  }
+  async kill(): Promise<void> {
+    this.alive = false;
+  }
+}
+
+const fn = (name: string): ExternalFn => ({
+  name,
+  language: 'fake',
+  body: '',
+  argTypes: [],
+  returnType: 'number',
+  pure: false,
+});
+
+function fakePool(max: number, idleMs = 60_000) {
+  const started: FakeWorker[] = [];
+  let live = 0;
+  let peak = 0;
+  const pool = new Pool<FakeWorker>(max, idleMs, async (key) => {
+    const worker = new FakeWorker(key);
+    started.push(worker);
+    return worker;
+  });
+  const track = async (key: string) => {
+    const worker = await pool.acquire(key, fn(key));
+    live++;
+    peak = Math.max(peak, live);
+    return {
+      worker,
+      release(reusable = true) {
+        live--;
+        pool.release(worker, reusable);
+      },
+    };
+  };
+  return { pool, started, track, peak: () => peak };
+}
+
+describe('pool with fake workers', () => {
+  test('reuses an idle worker of the same function; starts one per function otherwise', async () => {
+    const { pool, started } = fakePool(4);
+    const a = await pool.acquire('a', fn('a'));
+    pool.release(a, true);
+    expect(await pool.acquire('a', fn('a'))).toBe(a);
+    const b = await pool.acquire('b', fn('b'));
+    expect(b).not.toBe(a);
+    expect(started.map((w) => w.key)).toEqual(['a', 'b']);
+  });
+
+  test('never more workers than the bound; waiters are served first come, first served', async () => {
+    const { pool, track, peak } = fakePool(2);
+    const first = await track('a');
+    const second = await track('a');
+    const order: number[] = [];
+    const waiting = [0, 1, 2].map((i) =>
+      track('a').then((held) => {
+        order.push(i);
+        held.release();
+      }),
+    );
+    expect(pool.counters().queued).toBe(3);
+    first.release();
+    second.release();
+    await Promise.all(waiting);
+    expect(order).toEqual([0, 1, 2]);
+    expect(peak()).toBe(2);
+    expect(pool.counters().peak).toBe(2);
+  });
+
+  test('a waiter for another function evicts an idle worker; the evicted one is stopped politely', async () => {
+    const { pool, started } = fakePool(1);
+    const a = await pool.acquire('a', fn('a'));
+    const waiting = pool.acquire('b', fn('b'));
+    pool.release(a, true);
+    const b = await waiting;
+    expect(b.key).toBe('b');
+    expect(started[0]!.stopped).toBe(true);
+    expect(pool.counters().peak).toBe(1);
+  });
+
+  test('a worker given back as not reusable is ended and counted as killed when it had failed', async () => {
+    const { pool } = fakePool(2);
+    const a = await pool.acquire('a', fn('a'));
+    a.alive = false; // failed during a request
+    pool.release(a, false);
+    expect(pool.counters()).toMatchObject({ killed: 1, live: 0 });
+    const next = await pool.acquire('a', fn('a'));
+    expect(next).not.toBe(a);
+  });
+
+  test('an idle worker ends after idleMs', async () => {
+    const { pool, started } = fakePool(2, 20);
+    pool.release(await pool.acquire('a', fn('a')), true);
+    expect(await waitFor(() => started[0]!.stopped)).toBe(true);
+    expect(await waitFor(() => pool.counters().live === 0)).toBe(true);
+  });
+
+  test('a one-shot slot counts against the same bound', async () => {
+    const { pool } = fakePool(1);
+    const release = await pool.acquireSlot();
+    let served = false;
+    const waiting = pool.acquire('a', fn('a')).then((w) => {
+      served = true;
+      return w;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(served).toBe(false);
+    release();
+    await waiting;
+    expect(served).toBe(true);
+  });
+
+  test('a launch that fails frees its slot and rejects only its caller', async () => {
+    let fail = true;
+    const pool = new Pool<FakeWorker>(1, 60_000, async (key) => {
+      if (fail) {
+        fail = false;
+        throw new WorkerFailure('startup', 'no interpreter');
+      }
+      return new FakeWorker(key);
+    });
+    await expect(pool.acquire('a', fn('a'))).rejects.toThrow(/no interpreter/);
+    expect((await pool.acquire('a', fn('a'))).key).toBe('a');
+  });
+
+  test('a wait is bounded and abortable', async () => {
+    const { pool } = fakePool(1);
+    await pool.acquire('a', fn('a'));
+    await expect(pool.acquire('a', fn('a'), undefined, 20)).rejects.toMatchObject({
+      reason: 'timeout',
+    });
+    const controller = new AbortController();
+    const waiting = pool.acquire('a', fn('a'), controller.signal);
+    controller.abort();
+    await expect(waiting).rejects.toMatchObject({ reason: 'aborted' });
+    expect(pool.counters().queued).toBe(0);
+  });
+
+  test('close() fails waiters and stops every worker', async () => {
+    const { pool, started } = fakePool(1);
+    const held = await pool.acquire('a', fn('a'));
+    const waiting = pool.acquire('a', fn('a'));
+    await pool.close();
+    await expect(waiting).rejects.toMatchObject({ reason: 'closed' });
+    expect(held.alive).toBe(false);
+    expect(started.every((w) => !w.alive)).toBe(true);
+    await expect(pool.acquire('a', fn('a'))).rejects.toMatchObject({ reason: 'closed' });
+  });
+});

@@ -1,0 +1,173 @@
+/**
+ * The batch scheduler through its seam (`schedule(ctx)`) with a fake
+ * dispatcher — no interpreter: chunking, every row settled once, hang
+ * isolation (a failed chunk re-run row by row), start failures settled once,
+ * abort, progress, and the lane bound.
+ */
+import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import type { Lease, WorkerRequest } from '../src/dispatch.js';
+import { toExtFnError } from '../src/dispatch.js';
+import { WorkerFailure } from '../src/failures.js';
+import type { Frame } from '../src/frames.js';
+import type { RowSource } from '../src/row-sources.js';
+import { type SchedulerContext, schedule } from '../src/scheduler.js';
+
+const fn: ExternalFn = {
+  name: 'f',
+  language: 'fake',
+  body: '',
+  argTypes: ['number'],
+  returnType: 'number',
+  pure: false,
+};
+
+/** Rows 0…n-1; a row's result is its index times two. */
+function source(n: number) {
+  const results: (number | ExtFnError | undefined)[] = new Array(n);
+  const settledTwice: number[] = [];
+  const rows: RowSource = {
+    count: n,
+    encode: (start, count) => ({ header: { op: 'call', start, count } }),
+    decode(frame, start, count) {
+      for (let k = 0; k < count; k++) {
+        if (results[start + k] !== undefined) settledTwice.push(start + k);
+        results[start + k] = (frame.header.values as number[])[k]!;
+      }
+    },
+    fail(row, error) {
+      if (results[row] !== undefined) settledTwice.push(row);
+      results[row] = error;
+    },
+  };
+  return { rows, results, settledTwice };
+}
+
+/**
+ * A fake dispatcher: answers `values` for the request's rows, unless
+ * `failFor` throws for them. Counts requests and the most in flight at once.
+ */
+function fakeContext(
+  failFor: (start: number, count: number) => WorkerFailure | undefined = () => undefined,
+  lanes = 2,
+) {
+  const requests: [start: number, count: number][] = [];
+  let inFlight = 0;
+  let mostInFlight = 0;
+  let leasesEnded = 0;
+  const ctx: SchedulerContext = {
+    lanes,
+    chunkMs: 5,
+    perRowMs: new Map(),
+    async request(_fn, _key, request: WorkerRequest): Promise<Frame> {
+      const { start, count } = request.header as { start: number; count: number };
+      requests.push([start, count]);
+      inFlight++;
+      mostInFlight = Math.max(mostInFlight, inFlight);
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        const failure = failFor(start, count);
+        if (failure) throw failure;
+        const frame: Frame = {
+          header: { values: Array.from({ length: count }, (_, k) => (start + k) * 2) },
+          elapsedMs: 0.01 * count,
+        };
+        request.decode?.(frame);
+        return frame;
+      } finally {
+        inFlight--;
+      }
+    },
+    endLease(_lease: Lease) {
+      leasesEnded++;
+    },
+    toError: toExtFnError,
+  };
+  return {
+    ctx,
+    requests,
+    mostInFlight: () => mostInFlight,
+    leasesEnded: () => leasesEnded,
+  };
+}
+
+describe('scheduler with a fake dispatcher', () => {
+  test('rows go in growing chunks over at most `lanes` requests at once; each row settles once', async () => {
+    const { rows, results, settledTwice } = source(5_000);
+    const { ctx, requests, mostInFlight, leasesEnded } = fakeContext();
+    const progress: number[] = [];
+    await schedule(ctx, fn, 'k', rows, {
+      timeoutMs: 1_000,
+      onProgress: (done) => progress.push(done),
+    });
+    expect(results).toEqual(Array.from({ length: 5_000 }, (_, i) => i * 2));
+    expect(settledTwice).toEqual([]);
+    expect(requests.length).toBeLessThan(100);
+    expect(Math.max(...requests.map(([, count]) => count))).toBeGreaterThan(100);
+    expect(mostInFlight()).toBeLessThanOrEqual(2);
+    expect(progress.at(-1)).toBe(5_000);
+    expect(leasesEnded()).toBeGreaterThan(0);
+    expect(ctx.perRowMs.has('k')).toBe(true); // the next batch starts at the learnt size
+  });
+
+  test('a chunk that times out is re-run row by row: only the hanging row gets Timeout', async () => {
+    const { rows, results } = source(200);
+    const { ctx, requests } = fakeContext((start, count) =>
+      start <= 77 && 77 < start + count
+        ? new WorkerFailure('timeout', 'did not answer', undefined, 'wall-clock')
+        : undefined,
+    );
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    const failed = results.flatMap((r, i) => (ExtFnError.isInstance(r) ? [i] : []));
+    expect(failed).toEqual([77]);
+    expect((results[77] as ExtFnError).kind).toBe('Timeout');
+    expect(results[76]).toBe(152);
+    expect(requests.filter(([start, count]) => start === 77 && count === 1)).toHaveLength(1);
+  });
+
+  test('"output" and "malformed" failures isolate rows the same way', async () => {
+    for (const reason of ['output', 'malformed', 'exited'] as const) {
+      const { rows, results } = source(50);
+      const { ctx } = fakeContext((start, count) =>
+        start <= 10 && 10 < start + count ? new WorkerFailure(reason, reason) : undefined,
+      );
+      await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+      const failed = results.flatMap((r, i) => (ExtFnError.isInstance(r) ? [i] : []));
+      expect(failed, reason).toEqual([10]);
+    }
+  });
+
+  test('workers that cannot start fail every row once with the same error, without row-by-row retries', async () => {
+    const { rows, results } = source(1_000);
+    const { ctx, requests } = fakeContext(
+      () => new WorkerFailure('startup', 'the interpreter exited with code 4 while starting'),
+    );
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(results.every((r) => ExtFnError.isInstance(r) && /while starting/.test(r.message))).toBe(
+      true,
+    );
+    expect(requests.length).toBeLessThanOrEqual(2);
+  });
+
+  test('an abort settles the remaining rows as aborted; finished rows keep their values', async () => {
+    const { rows, results } = source(2_000);
+    const controller = new AbortController();
+    const { ctx } = fakeContext((start) => {
+      if (start >= 500) controller.abort();
+      return controller.signal.aborted
+        ? new WorkerFailure('aborted', 'aborted', undefined, undefined, 'stop')
+        : undefined;
+    });
+    const progress: number[] = [];
+    await schedule(ctx, fn, 'k', rows, {
+      timeoutMs: 1_000,
+      signal: controller.signal,
+      onProgress: (done) => progress.push(done),
+    });
+    expect(results.slice(0, 10)).toEqual([0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
+    expect(results.at(-1)).toBeInstanceOf(Error);
+    expect((results.at(-1) as ExtFnError).aborted).toBe(true);
+    expect(results.every((r) => r !== undefined)).toBe(true);
+    expect(progress.at(-1)).toBe(2_000);
+  });
+});

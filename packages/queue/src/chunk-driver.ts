@@ -1,0 +1,272 @@
+/**
+ * Drives one batch's chunks through the queue until every chunk has a result
+ * or an error: submits them, listens for completions and progress, polls
+ * Redis for what the event stream may have missed, resubmits chunks Redis
+ * lost (a restart without persistence), and gives up with a clear error when
+ * Redis stays unreachable. Abort settles the rest at once and cancels them.
+ */
+import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
+import { describeConnection } from './connection.js';
+import { type QueueClient, RedisUnreachableError } from './queue-client.js';
+import {
+  type ChunkResult,
+  chunkResultSchema,
+  DESCRIPTOR_MISSING,
+  type JobData,
+  WIRE_VERSION,
+} from './wire.js';
+
+export interface Chunk {
+  /** Index of the chunk's first row in the batch. */
+  start: number;
+  count: number;
+  /** Encodes the arguments' frame (see columns.ts) when the chunk is submitted, not before. */
+  encode: () => Buffer;
+}
+
+export type ChunkOutcome = { result: ChunkResult } | { error: ExtFnError };
+
+export interface DriveOptions {
+  timeoutMs: number;
+  mode?: 'warm' | 'oneShot';
+  signal?: AbortSignal;
+  onProgress?: (done: number, total: number) => void;
+  /** How often Redis is polled for jobs whose events were missed. */
+  pollMs: number;
+  /** How long Redis may stay unreachable before the unfinished rows fail. */
+  connectionTimeoutMs: number;
+  /** How many times a chunk Redis lost is submitted again. */
+  maxResubmits: number;
+  /** At most this many of the batch's chunks are in Redis at once; the rest wait here. */
+  maxQueuedChunks: number;
+}
+
+interface ChunkState {
+  chunk: Chunk;
+  id: string;
+  /** Built on first submission, kept for a resubmission. */
+  data: JobData | undefined;
+  /** Waiting to be (re)submitted. */
+  unsent: boolean;
+  resubmits: number;
+  done: number;
+  settled: boolean;
+}
+
+const STALLED = /stalled more than allowable limit/;
+
+function failureMessage(reason: string): string {
+  if (STALLED.test(reason)) {
+    return `the queue gave up on this chunk: its worker died or stopped answering on every attempt (${reason}); it is not retried further`;
+  }
+  return `the queue worker failed this chunk: ${reason}`;
+}
+
+export async function driveChunks(
+  client: QueueClient,
+  fn: ExternalFn,
+  chunks: readonly Chunk[],
+  options: DriveOptions,
+  settle: (chunk: Chunk, outcome: ChunkOutcome) => void,
+): Promise<void> {
+  const total = chunks.reduce((sum, c) => sum + c.count, 0);
+  const where = describeConnection(client.options.connection);
+  let remaining = chunks.length;
+  let doneRows = 0;
+  let needPublish = true;
+  let digest = '';
+  let unreachableSince: number | undefined;
+  let wake: (() => void) | undefined;
+  // A poke while a round runs is kept, so the loop does not sleep through it.
+  let woken = false;
+  const poke = () => {
+    woken = true;
+    wake?.();
+  };
+  // Job states are read every pollMs, and at once after a failure event.
+  let lastSnapshot = 0;
+  let snapshotDue = false;
+
+  const states: ChunkState[] = chunks.map((chunk) => ({
+    chunk,
+    id: client.newJobId(),
+    data: undefined,
+    unsent: true,
+    resubmits: 0,
+    done: 0,
+    settled: false,
+  }));
+
+  const progress = (state: ChunkState, done: number) => {
+    const clamped = Math.min(Math.max(done, state.done), state.chunk.count);
+    if (clamped === state.done) return;
+    doneRows += clamped - state.done;
+    state.done = clamped;
+    options.onProgress?.(doneRows, total);
+  };
+
+  const finish = (state: ChunkState, outcome: ChunkOutcome) => {
+    if (state.settled) return;
+    state.settled = true;
+    state.data = undefined; // its frame is no longer needed
+    remaining--;
+    client.unlisten(state.id);
+    if ('result' in outcome) progress(state, state.chunk.count);
+    settle(state.chunk, outcome);
+    // Wake the loop: it is done, or the window has room for the next chunk.
+    poke();
+  };
+
+  const fail = (state: ChunkState, message: string, fields: { aborted?: boolean } = {}) =>
+    finish(state, { error: ExtFnError.runtime(fn.name, message, fields) });
+
+  const complete = (state: ChunkState, returnValue: unknown) => {
+    const parsed = chunkResultSchema.safeParse(returnValue);
+    if (parsed.success) finish(state, { result: parsed.data });
+    else
+      fail(state, `the queue worker sent a malformed result (${parsed.error.issues[0]?.message})`);
+  };
+
+  const resubmit = (state: ChunkState, why: string) => {
+    if (state.resubmits >= options.maxResubmits) {
+      fail(
+        state,
+        `the queue lost this chunk ${state.resubmits + 1} times (${why}); not submitted again`,
+      );
+      return;
+    }
+    state.resubmits++;
+    state.unsent = true;
+    needPublish = true;
+    // A new id: BullMQ ignores an add under an id it still holds (a failed job stays a while).
+    client.unlisten(state.id);
+    state.id = client.newJobId();
+    listen(state);
+  };
+
+  function listen(state: ChunkState): void {
+    client.listen(state.id, {
+      completed: (value) => complete(state, value),
+      failed: () => {
+        snapshotDue = true;
+        poke();
+      },
+      progress: (done) => progress(state, done),
+    });
+  }
+  for (const state of states) listen(state);
+
+  const abortedIds: string[] = [];
+  const onAbort = () => {
+    for (const state of states) {
+      if (state.settled) continue;
+      if (!state.unsent) abortedIds.push(state.id);
+      finish(state, { error: ExtFnError.aborted(fn.name, options.signal?.reason) });
+    }
+  };
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+
+  /** One round: (re)submit what is unsent, then read the state of what is in flight. */
+  const round = async () => {
+    const inRedis = states.filter((s) => !s.settled && !s.unsent).length;
+    const unsent = states
+      .filter((s) => !s.settled && s.unsent)
+      .slice(0, Math.max(0, options.maxQueuedChunks - inRedis));
+    if (unsent.length) {
+      if (needPublish) {
+        digest = await client.publishDescriptor(fn);
+        needPublish = false;
+      }
+      for (const state of unsent) {
+        state.data = {
+          v: WIRE_VERSION,
+          digest,
+          rows: state.chunk.count,
+          args: state.data?.args ?? state.chunk.encode().toString('base64'),
+          timeoutMs: Math.round(options.timeoutMs),
+          ...(options.mode ? { mode: options.mode } : {}),
+        };
+      }
+      // An add that timed out is retried under the same ids: BullMQ ignores one it already holds.
+      await client.add(
+        fn.language,
+        unsent.map((s) => ({ id: s.id, data: s.data! })),
+      );
+      for (const state of unsent) state.unsent = false;
+    }
+    const inFlight = states.filter((s) => !s.settled && !s.unsent);
+    if (!inFlight.length || (!snapshotDue && performance.now() - lastSnapshot < options.pollMs))
+      return;
+    snapshotDue = false;
+    lastSnapshot = performance.now();
+    const snapshots = await client.snapshot(
+      fn.language,
+      inFlight.map((s) => s.id),
+    );
+    snapshots.forEach((snapshot, i) => {
+      const state = inFlight[i]!;
+      if (state.settled) return;
+      switch (snapshot.state) {
+        case 'completed':
+          complete(state, snapshot.returnValue);
+          break;
+        case 'failed':
+          if (snapshot.reason.startsWith(DESCRIPTOR_MISSING))
+            resubmit(state, 'its descriptor was gone from Redis');
+          else fail(state, failureMessage(snapshot.reason));
+          break;
+        case 'missing':
+          resubmit(state, 'its job was gone from Redis: restarted or flushed');
+          break;
+      }
+    });
+  };
+
+  try {
+    let first = true;
+    while (remaining > 0) {
+      if (!first && !woken) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, options.pollMs);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
+      }
+      first = false;
+      woken = false;
+      if (remaining === 0) break;
+      try {
+        await round();
+        unreachableSince = undefined;
+      } catch (error) {
+        if (client.closed) {
+          for (const state of states) {
+            if (!state.settled) fail(state, 'the queue runner was closed during the call');
+          }
+          break;
+        }
+        const now = Date.now();
+        unreachableSince ??= now;
+        if (now - unreachableSince >= options.connectionTimeoutMs) {
+          const why = error instanceof RedisUnreachableError ? error.message : String(error);
+          for (const state of states) {
+            if (!state.settled) {
+              fail(
+                state,
+                `lost the queue at ${where}: no answer for ${now - unreachableSince} ms (${why})`,
+              );
+            }
+          }
+        }
+      }
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+    for (const state of states) client.unlisten(state.id);
+    if (abortedIds.length) await client.cancel(fn.language, abortedIds).catch(() => {});
+  }
+}

@@ -1,0 +1,252 @@
+/**
+ * The engine's side of Redis: one BullMQ Queue and QueueEvents per language,
+ * a plain connection for descriptors and cancel messages, and the listeners
+ * that route job events to whoever waits for that job. Every call here is
+ * bounded in time: Redis going away must end in an error, never a hang.
+ */
+import { randomUUID } from 'node:crypto';
+import type { ExternalFn } from '@improv/extfn-core';
+import { type JobsOptions, Queue, QueueEvents } from 'bullmq';
+import { Redis, type RedisOptions } from 'ioredis';
+import {
+  cancelChannel,
+  descriptorDigest,
+  descriptorKey,
+  type JobData,
+  languageQueueName,
+} from './wire.js';
+
+/** What the batch driver hears about one job. */
+export interface JobListener {
+  completed(returnValue: unknown): void;
+  /** A failure event: the driver confirms it by polling (a retried attempt also fails once). */
+  failed(): void;
+  progress(done: number): void;
+}
+
+/** One job as the poll sees it in Redis. */
+export type JobSnapshot =
+  | { state: 'missing' }
+  | { state: 'pending' }
+  | { state: 'completed'; returnValue: unknown }
+  | { state: 'failed'; reason: string };
+
+/** Raised when Redis does not answer within the bound. */
+export class RedisUnreachableError extends Error {
+  constructor(what: string, ms: number) {
+    super(`Redis did not answer ${what} within ${ms} ms`);
+    this.name = 'RedisUnreachableError';
+  }
+}
+
+/** `promise`, or a RedisUnreachableError after `ms`. */
+export function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RedisUnreachableError(what, ms)), ms);
+    timer.unref?.();
+  });
+  promise.catch(() => {}); // a late rejection after the deadline is not unhandled
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
+interface Lane {
+  queue: Queue;
+  events: QueueEvents;
+  ready: Promise<unknown>;
+}
+
+export interface QueueClientOptions {
+  connection: RedisOptions;
+  queueName: string;
+  prefix: string;
+  /** Bound on each Redis round trip. */
+  requestTimeoutMs: number;
+  /**
+   * How long completed jobs stay in Redis, so that a missed completion event
+   * can still be read by the poll; at most 10 000 are kept per queue (a job
+   * removed before its engine read it is lost, and so submitted again).
+   */
+  keepCompletedSeconds: number;
+}
+
+export class QueueClient {
+  readonly options: QueueClientOptions;
+  readonly id = randomUUID();
+  #lanes = new Map<string, Lane>();
+  #listeners = new Map<string, JobListener>();
+  #redis: Redis | undefined;
+  #sequence = 0;
+  #closed = false;
+
+  constructor(options: QueueClientOptions) {
+    this.options = options;
+  }
+
+  #connectionOptions(): RedisOptions {
+    // BullMQ needs maxRetriesPerRequest null for its blocking reads; our own bounds come from `within`.
+    return { ...this.options.connection, maxRetriesPerRequest: null };
+  }
+
+  #plain(): Redis {
+    if (!this.#redis) {
+      this.#redis = new Redis({ ...this.#connectionOptions(), lazyConnect: false });
+      this.#redis.on('error', () => {}); // reconnects on its own; callers see bounded timeouts
+    }
+    return this.#redis;
+  }
+
+  lane(language: string): Lane {
+    if (this.#closed) throw new Error('the queue client is closed');
+    let lane = this.#lanes.get(language);
+    if (lane) return lane;
+    const name = languageQueueName(this.options.queueName, language);
+    const common = { connection: this.#connectionOptions(), prefix: this.options.prefix };
+    const queue = new Queue(name, common);
+    const events = new QueueEvents(name, common);
+    queue.on('error', () => {});
+    events.on('error', () => {});
+    events.on('completed', ({ jobId, returnvalue }) =>
+      this.#listeners.get(jobId)?.completed(returnvalue),
+    );
+    events.on('failed', ({ jobId }) => this.#listeners.get(jobId)?.failed());
+    events.on('progress', ({ jobId, data }) => {
+      if (typeof data === 'number') this.#listeners.get(jobId)?.progress(data);
+    });
+    lane = { queue, events, ready: Promise.all([queue.waitUntilReady(), events.waitUntilReady()]) };
+    lane.ready.catch(() => {});
+    this.#lanes.set(language, lane);
+    return lane;
+  }
+
+  /** Stores the descriptor under its digest (idempotent) and returns the digest. */
+  async publishDescriptor(fn: ExternalFn): Promise<string> {
+    const digest = descriptorDigest(fn);
+    const key = descriptorKey(this.options.prefix, this.options.queueName);
+    await within(
+      this.#plain().hset(key, digest, JSON.stringify(fn)),
+      this.options.requestTimeoutMs,
+      'storing the descriptor',
+    );
+    return digest;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  newJobId(): string {
+    return `${this.id}.${++this.#sequence}`;
+  }
+
+  listen(jobId: string, listener: JobListener): void {
+    this.#listeners.set(jobId, listener);
+  }
+
+  unlisten(jobId: string): void {
+    this.#listeners.delete(jobId);
+  }
+
+  /** Adds jobs (ids chosen by the caller) once the lane's event stream is being read. */
+  async add(language: string, jobs: readonly { id: string; data: JobData }[]): Promise<void> {
+    const lane = this.lane(language);
+    const bound = this.options.requestTimeoutMs;
+    await within(lane.ready, bound, 'connecting the queue');
+    const opts: JobsOptions = {
+      // Per-row errors are results; a job fails only when the worker could not run it
+      // (a Redis hiccup): retried at once, a bounded number of times.
+      attempts: 3,
+      removeOnComplete: { age: this.options.keepCompletedSeconds, count: 10_000 },
+      removeOnFail: { age: 3_600 },
+    };
+    for (let i = 0; i < jobs.length; i += 1_000) {
+      const slice = jobs.slice(i, i + 1_000);
+      await within(
+        lane.queue.addBulk(
+          slice.map((job) => ({ name: 'chunk', data: job.data, opts: { ...opts, jobId: job.id } })),
+        ),
+        bound,
+        'adding jobs',
+      );
+    }
+  }
+
+  /**
+   * The state of jobs, read straight from their hashes in one pipeline
+   * (BullMQ keeps a job at `<prefix>:<queue>:<id>`). A missing hash means the
+   * job was lost: Redis restarted without persistence, or was flushed.
+   */
+  async snapshot(language: string, ids: readonly string[]): Promise<JobSnapshot[]> {
+    const lane = this.lane(language);
+    const pipeline = this.#plain().pipeline();
+    for (const id of ids) {
+      pipeline.hmget(
+        lane.queue.toKey(id),
+        'timestamp',
+        'finishedOn',
+        'returnvalue',
+        'failedReason',
+      );
+    }
+    const replies =
+      (await within(pipeline.exec(), this.options.requestTimeoutMs, 'reading job states')) ?? [];
+    return replies.map(([error, reply]) => {
+      if (error) throw error;
+      const [timestamp, finishedOn, returnValue, failedReason] = reply as (string | null)[];
+      if (timestamp === null) return { state: 'missing' };
+      if (finishedOn === null) return { state: 'pending' };
+      if (returnValue !== null && returnValue !== undefined) {
+        try {
+          return { state: 'completed', returnValue: JSON.parse(returnValue) };
+        } catch {
+          return { state: 'failed', reason: 'the result stored in Redis is not JSON' };
+        }
+      }
+      return { state: 'failed', reason: failedReason ?? 'the job failed without a reason' };
+    });
+  }
+
+  /** Removes queued jobs (active ones are locked and stay) and tells workers to stop running ones. */
+  async cancel(language: string, ids: readonly string[]): Promise<void> {
+    const lane = this.lane(language);
+    const channel = cancelChannel(this.options.prefix, this.options.queueName);
+    const redis = this.#plain();
+    await within(
+      Promise.all([
+        ...ids.map((id) => lane.queue.remove(id).catch(() => 0)),
+        ...ids.map((id) => redis.publish(channel, id)),
+      ]),
+      this.options.requestTimeoutMs,
+      'cancelling jobs',
+    );
+  }
+
+  /** How many workers are connected to the language's queue, or undefined when Redis cannot say. */
+  async workerCount(language: string): Promise<number> {
+    const lane = this.lane(language);
+    await within(lane.ready, this.options.requestTimeoutMs, 'connecting the queue');
+    return within(lane.queue.getWorkersCount(), this.options.requestTimeoutMs, 'listing workers');
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const lanes = [...this.#lanes.values()];
+    this.#lanes.clear();
+    this.#listeners.clear();
+    const closing = [
+      ...lanes.flatMap((lane) => [lane.queue.close(), lane.events.close()]),
+      ...(this.#redis ? [this.#redis.quit().catch(() => this.#redis?.disconnect())] : []),
+    ];
+    // Closing waits for Redis; a Redis that is gone must not hold the engine up.
+    await within(Promise.allSettled(closing), this.options.requestTimeoutMs, 'closing').catch(
+      () => {
+        for (const lane of lanes) {
+          void lane.queue.disconnect().catch(() => {});
+          void lane.events.disconnect().catch(() => {});
+        }
+        this.#redis?.disconnect();
+      },
+    );
+  }
+}

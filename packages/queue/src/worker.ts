@@ -1,0 +1,252 @@
+/**
+ * `startQueueWorker()`: a worker host. Takes chunk jobs from the queues of
+ * the languages it serves and evaluates them with the local runners it was
+ * given — created by the host, so under the host's sandbox policy
+ * (`policyFor(its own environment)`); a job cannot choose one. A job is
+ * validated before anything runs: its data (zod, strict), its descriptor
+ * (fetched by digest, parsed, its digest checked) and its language.
+ */
+import { availableParallelism, hostname } from 'node:os';
+import { type ExternalFn, type LanguageRunner, parseExternalFn } from '@improv/extfn-core';
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { type ConnectionInput, describeConnection, resolveConnection } from './connection.js';
+import { evaluateChunk } from './evaluate-chunk.js';
+import {
+  type ChunkResult,
+  cancelChannel,
+  DEFAULT_QUEUE_NAME,
+  DESCRIPTOR_MISSING,
+  descriptorDigest,
+  descriptorKey,
+  jobDataSchema,
+  languageQueueName,
+} from './wire.js';
+
+export interface QueueWorkerOptions {
+  /** Redis URL or ioredis options; default IMPROV_EXTFN_REDIS_URL (password from IMPROV_EXTFN_REDIS_PASSWORD). */
+  connection?: ConnectionInput;
+  /** The queue name the engines use (default `improv-extfn`). */
+  queueName?: string;
+  /** The host's local runners, one per language served. The worker closes them on close(). */
+  runners: readonly LanguageRunner[];
+  /** Chunks evaluated at once per language (default: the host's cores). */
+  concurrency?: number;
+  /** How long a job's lock lasts without renewal; a dead host's chunk is retried after about this (default 30 000 ms). */
+  lockDurationMs?: number;
+  /** How often this worker looks for chunks whose worker died (default 30 000 ms). */
+  stalledIntervalMs?: number;
+  /** How many times a chunk may lose its worker before it fails for good (default 2). */
+  maxStalledCount?: number;
+  prefix?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Told about each chunk as it starts and ends (for logs). */
+  onChunk?: (event: ChunkEvent) => void;
+  /** Told about connection errors the worker recovers from (for logs). */
+  onError?: (error: Error) => void;
+}
+
+export type ChunkEvent =
+  | { phase: 'start'; jobId: string; language: string; rows: number }
+  | { phase: 'done'; jobId: string; language: string; rows: number; failedRows: number; ms: number }
+  | { phase: 'refused' | 'failed' | 'cancelled'; jobId: string; language: string; reason: string };
+
+export interface QueueWorker {
+  readonly languages: readonly string[];
+  readonly queueName: string;
+  /** `redis://host:port` (no password). */
+  readonly redis: string;
+  readonly concurrency: number;
+  /** Stops taking jobs, lets running chunks finish (at most `graceMs`, then cancels them) and closes the runners. */
+  close(graceMs?: number): Promise<void>;
+}
+
+const MAX_CACHED_DESCRIPTORS = 1_000;
+/** Ids of cancelled jobs remembered, oldest forgotten first. */
+const MAX_REMEMBERED_CANCELS = 10_000;
+
+function refuse(message: string): UnrecoverableError {
+  return new UnrecoverableError(`improv-extfn worker refused the job: ${message}`);
+}
+
+export async function startQueueWorker(options: QueueWorkerOptions): Promise<QueueWorker> {
+  const runners = new Map<string, LanguageRunner>();
+  for (const runner of options.runners) {
+    if (runners.has(runner.language)) {
+      throw new TypeError(`startQueueWorker: two runners for language ${runner.language}`);
+    }
+    runners.set(runner.language, runner);
+  }
+  if (runners.size === 0) throw new TypeError('startQueueWorker: give at least one runner');
+  const connection = {
+    ...resolveConnection(options.connection, options.env),
+    maxRetriesPerRequest: null,
+  };
+  const queueName = options.queueName ?? DEFAULT_QUEUE_NAME;
+  const prefix = options.prefix ?? 'bull';
+  const concurrency = options.concurrency ?? availableParallelism();
+  if (!Number.isInteger(concurrency) || concurrency < 1) {
+    throw new RangeError(
+      `startQueueWorker: concurrency must be a positive integer, got ${concurrency}`,
+    );
+  }
+  const onError = (error: Error) => options.onError?.(error);
+  const redis = new Redis(connection);
+  redis.on('error', onError);
+  const subscriber = new Redis(connection);
+  subscriber.on('error', onError);
+
+  // Descriptors by digest: fetched once per worker, not once per chunk.
+  const descriptors = new Map<string, Promise<ExternalFn>>();
+  const descriptorFor = (digest: string): Promise<ExternalFn> => {
+    let found = descriptors.get(digest);
+    if (!found) {
+      found = (async () => {
+        const json = await redis.hget(descriptorKey(prefix, queueName), digest);
+        if (json === null) throw new UnrecoverableError(`${DESCRIPTOR_MISSING}: ${digest}`);
+        let fn: ExternalFn;
+        try {
+          fn = parseExternalFn(JSON.parse(json));
+        } catch (error) {
+          throw refuse(`its descriptor is invalid: ${(error as Error).message}`);
+        }
+        if (descriptorDigest(fn) !== digest)
+          throw refuse('its descriptor does not match its digest');
+        return fn;
+      })();
+      found.catch(() => descriptors.delete(digest)); // only successes are cached
+      if (descriptors.size >= MAX_CACHED_DESCRIPTORS)
+        descriptors.delete(descriptors.keys().next().value!);
+      descriptors.set(digest, found);
+    }
+    return found;
+  };
+
+  const workers: Worker[] = [];
+  const cancelled = new Set<string>();
+  const process =
+    (language: string, runner: LanguageRunner) =>
+    async (job: Job, _token?: string, signal?: AbortSignal): Promise<ChunkResult> => {
+      const jobId = job.id ?? '?';
+      const parsed = jobDataSchema.safeParse(job.data);
+      if (!parsed.success) {
+        const issues = parsed.error.issues
+          .map((i) => `${i.path.join('.') || 'data'}: ${i.message}`)
+          .join('; ');
+        options.onChunk?.({ phase: 'refused', jobId, language, reason: issues });
+        throw refuse(`invalid job data (${issues})`);
+      }
+      const data = parsed.data;
+      if (cancelled.has(jobId)) {
+        options.onChunk?.({
+          phase: 'cancelled',
+          jobId,
+          language,
+          reason: 'cancelled before it started',
+        });
+        throw new UnrecoverableError('cancelled by the engine');
+      }
+      const fn = await descriptorFor(data.digest);
+      if (fn.language !== language) {
+        throw refuse(`it asks for language ${fn.language} on the ${language} queue`);
+      }
+      options.onChunk?.({ phase: 'start', jobId, language, rows: data.rows });
+      const started = performance.now();
+      let reported = 0;
+      let lastReport = 0;
+      const result = await evaluateChunk(runner, fn, data, {
+        ...(signal ? { signal } : {}),
+        onProgress: (done) => {
+          const now = performance.now();
+          if (done <= reported || now - lastReport < 100) return;
+          reported = done;
+          lastReport = now;
+          job.updateProgress(done).catch(() => {});
+        },
+      }).catch((error: Error) => {
+        throw refuse(error.message);
+      });
+      if (signal?.aborted) {
+        options.onChunk?.({
+          phase: 'cancelled',
+          jobId,
+          language,
+          reason: String(signal.reason ?? 'cancelled'),
+        });
+        throw new UnrecoverableError('cancelled by the engine');
+      }
+      options.onChunk?.({
+        phase: 'done',
+        jobId,
+        language,
+        rows: data.rows,
+        failedRows: result.errors.length,
+        ms: performance.now() - started,
+      });
+      return result;
+    };
+
+  const name = `improv-extfn@${hostname()}:${globalThis.process.pid}`;
+  for (const [language, runner] of runners) {
+    const worker = new Worker(languageQueueName(queueName, language), process(language, runner), {
+      connection,
+      prefix,
+      concurrency,
+      name,
+      lockDuration: options.lockDurationMs ?? 30_000,
+      stalledInterval: options.stalledIntervalMs ?? 30_000,
+      maxStalledCount: options.maxStalledCount ?? 2,
+      autorun: false,
+    });
+    worker.on('error', onError);
+    worker.on('failed', (job, error) => {
+      if (job && !/^cancelled/.test(error.message)) {
+        options.onChunk?.({
+          phase: 'failed',
+          jobId: job.id ?? '?',
+          language,
+          reason: error.message,
+        });
+      }
+    });
+    workers.push(worker);
+  }
+
+  // Engines publish the ids of jobs to stop; each worker cancels the ones it runs.
+  await subscriber.subscribe(cancelChannel(prefix, queueName));
+  subscriber.on('message', (_channel, jobId: string) => {
+    for (const worker of workers) worker.cancelJob(jobId, 'cancelled by the engine');
+    // Also a job taken just now, before its processor started: it is skipped when it does.
+    if (cancelled.size >= MAX_REMEMBERED_CANCELS)
+      cancelled.delete(cancelled.values().next().value!);
+    cancelled.add(jobId);
+  });
+  for (const worker of workers) {
+    void worker.run().catch(onError);
+    await worker.waitUntilReady();
+  }
+
+  let closing: Promise<void> | undefined;
+  return {
+    languages: [...runners.keys()],
+    queueName,
+    redis: describeConnection(connection),
+    concurrency,
+    close(graceMs = 10_000) {
+      closing ??= (async () => {
+        const timer = setTimeout(() => {
+          for (const worker of workers) worker.cancelAllJobs('the worker is closing');
+        }, graceMs);
+        try {
+          await Promise.allSettled(workers.map((w) => w.close()));
+        } finally {
+          clearTimeout(timer);
+        }
+        subscriber.disconnect();
+        await redis.quit().catch(() => redis.disconnect());
+        await Promise.allSettled([...runners.values()].map((r) => r.close?.()));
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,158 @@
+/**
+ * The batch driver at its seam, with a fake Redis client: what it does with
+ * each state a job can be found in (completed, failed, lost, unreachable)
+ * and on abort — the paths a real Redis only reaches by races.
+ */
+import type { ExternalFn, ExtFnError } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import { type ChunkOutcome, driveChunks } from '../src/chunk-driver.js';
+import { encodeResults } from '../src/columns.js';
+import type { JobListener, JobSnapshot, QueueClient } from '../src/queue-client.js';
+import { DESCRIPTOR_MISSING, WIRE_VERSION } from '../src/wire.js';
+
+const fn: ExternalFn = {
+  name: 'f',
+  language: 'python',
+  body: 'result = 1',
+  argTypes: ['number'],
+  returnType: 'number',
+  pure: false,
+};
+
+const result = {
+  v: WIRE_VERSION,
+  values: encodeResults('number', [{ type: 'number', value: 7 }]).toString('base64'),
+  errors: [],
+};
+
+/** A client whose jobs go through the states `script(id, attempt)` gives. */
+function fakeClient(script: (id: string, added: number) => JobSnapshot | Error) {
+  const added: string[] = [];
+  const cancelled: string[] = [];
+  let published = 0;
+  let sequence = 0;
+  const listeners = new Map<string, JobListener>();
+  const client = {
+    closed: false,
+    options: { connection: { host: 'h', port: 1 } },
+    newJobId: () => `job${++sequence}`,
+    listen: (id: string, l: JobListener) => listeners.set(id, l),
+    unlisten: (id: string) => listeners.delete(id),
+    publishDescriptor: async () => {
+      published++;
+      return 'digest';
+    },
+    add: async (_language: string, jobs: { id: string }[]) => {
+      added.push(...jobs.map((j) => j.id));
+    },
+    snapshot: async (_language: string, ids: string[]) =>
+      ids.map((id) => {
+        const outcome = script(id, added.length);
+        if (outcome instanceof Error) throw outcome;
+        return outcome;
+      }),
+    cancel: async (_language: string, ids: string[]) => {
+      cancelled.push(...ids);
+    },
+  };
+  return {
+    client: client as unknown as QueueClient,
+    added,
+    cancelled,
+    published: () => published,
+  };
+}
+
+async function drive(
+  client: QueueClient,
+  extra: { signal?: AbortSignal; connectionTimeoutMs?: number } = {},
+): Promise<ChunkOutcome> {
+  let outcome: ChunkOutcome | undefined;
+  await driveChunks(
+    client,
+    fn,
+    [{ start: 0, count: 1, encode: () => Buffer.alloc(8) }],
+    {
+      timeoutMs: 1_000,
+      pollMs: 5,
+      connectionTimeoutMs: extra.connectionTimeoutMs ?? 1_000,
+      maxResubmits: 2,
+      maxQueuedChunks: 10,
+      ...(extra.signal ? { signal: extra.signal } : {}),
+    },
+    (_chunk, o) => {
+      outcome = o;
+    },
+  );
+  return outcome!;
+}
+
+const errorOf = (outcome: ChunkOutcome): ExtFnError => {
+  if (!('error' in outcome)) throw new Error('expected an error');
+  return outcome.error;
+};
+
+describe('chunk driver', () => {
+  test('a completed job found by the poll gives its result', async () => {
+    const fake = fakeClient(() => ({ state: 'completed', returnValue: result }));
+    expect(await drive(fake.client)).toEqual({ result });
+  });
+
+  test('a job whose descriptor was gone is published again and resubmitted under a new id', async () => {
+    const fake = fakeClient((id) =>
+      id === 'job1'
+        ? { state: 'failed', reason: `${DESCRIPTOR_MISSING}: digest` }
+        : { state: 'completed', returnValue: result },
+    );
+    expect(await drive(fake.client)).toEqual({ result });
+    expect(fake.added).toEqual(['job1', 'job2']);
+    expect(fake.published()).toBe(2);
+  });
+
+  test('a job lost by Redis is resubmitted a bounded number of times, then fails saying so', async () => {
+    const fake = fakeClient(() => ({ state: 'missing' }));
+    const error = errorOf(await drive(fake.client));
+    expect(error.kind).toBe('Runtime');
+    expect(error.message).toMatch(
+      /^function f: the queue lost this chunk 3 times \(.*restarted or flushed\)/,
+    );
+    expect(fake.added).toHaveLength(3);
+  });
+
+  test('a job that stalled too often fails as one the workers died on', async () => {
+    const fake = fakeClient(() => ({
+      state: 'failed',
+      reason: 'job stalled more than allowable limit',
+    }));
+    expect(errorOf(await drive(fake.client)).message).toMatch(
+      /worker died or stopped answering on every attempt .* not retried further/,
+    );
+  });
+
+  test('a malformed result is the chunk error, not a crash', async () => {
+    const fake = fakeClient(() => ({ state: 'completed', returnValue: { v: 99 } }));
+    expect(errorOf(await drive(fake.client)).message).toMatch(/malformed result/);
+  });
+
+  test('Redis unreachable past connectionTimeoutMs fails the rows naming where', async () => {
+    const fake = fakeClient(() => new Error('Redis did not answer reading job states within 5 ms'));
+    const error = errorOf(await drive(fake.client, { connectionTimeoutMs: 50 }));
+    expect(error.message).toMatch(/lost the queue at redis:\/\/h:1: no answer for \d+ ms/);
+  });
+
+  test('closing the runner mid-call fails the rows at once, not after the connection bound', async () => {
+    const fake = fakeClient(() => new Error('the queue client is closed'));
+    (fake.client as unknown as { closed: boolean }).closed = true;
+    const error = errorOf(await drive(fake.client, { connectionTimeoutMs: 60_000 }));
+    expect(error.message).toBe('function f: the queue runner was closed during the call');
+  });
+
+  test('abort settles the rows as aborted and cancels the jobs', async () => {
+    const fake = fakeClient(() => ({ state: 'pending' }));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('stop')), 30);
+    const error = errorOf(await drive(fake.client, { signal: controller.signal }));
+    expect(error.aborted).toBe(true);
+    expect(fake.cancelled).toEqual(['job1']);
+  });
+});

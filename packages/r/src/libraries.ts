@@ -1,0 +1,100 @@
+/**
+ * The R libraries a host lets bodies load (`r({ libraries })`): the choice
+ * resolved to directories, checked readable by the sandbox's uid, and read
+ * for package names and versions (DESCRIPTION files, for `probe()` and the
+ * pure-result cache salt). No package code runs on the host.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
+import { ExtFnError } from '@improv/extfn-core';
+import { assertSandboxCanRead, type Library, librariesDigest } from './sandbox-read.js';
+
+export type { Library } from './sandbox-read.js';
+
+/**
+ * Which libraries `library()` searches besides R's own (`.Library`, always
+ * there): `'system'` (R's site libraries, what Rscript --vanilla sees; the
+ * default) or explicit directories (an empty list: base R only).
+ */
+export type RLibraries = 'system' | readonly string[];
+
+export interface AllowedRLibraries {
+  /** Real paths, searched in this order before `.Library`. */
+  readonly directories: readonly string[];
+  /** The packages they hold, by their DESCRIPTION files. */
+  readonly libraries: readonly Library[];
+  /** Changes whenever a directory or a package version does. */
+  readonly digest: string;
+}
+
+function configError(message: string): ExtFnError {
+  return new ExtFnError('LanguageUnavailable', `r libraries: ${message}`, {
+    language: 'r',
+    fix: 'r({ libraries }) takes "system" or a list of absolute library directories',
+  });
+}
+
+/** R's site libraries as Rscript --vanilla sets them up: .libPaths() without .Library. */
+function siteLibraries(rscript: string): Promise<string[]> {
+  const program = 'cat(setdiff(normalizePath(.libPaths()), normalizePath(.Library)), sep = "\\n")';
+  return new Promise((done, fail) => {
+    execFile(
+      rscript,
+      ['--vanilla', '-e', program],
+      { timeout: 20_000, encoding: 'utf8' },
+      (error, stdout) =>
+        error ? fail(error) : done(stdout.split('\n').filter((dir) => dir && existsSync(dir))),
+    );
+  });
+}
+
+function packagesIn(dir: string): Library[] {
+  const found: Library[] = [];
+  for (const entry of readdirSync(dir).sort()) {
+    let description: string;
+    try {
+      description = readFileSync(join(dir, entry, 'DESCRIPTION'), 'utf8');
+    } catch {
+      continue;
+    }
+    const name = /^Package:\s*(\S+)/m.exec(description)?.[1];
+    const version = /^Version:\s*(\S+)/m.exec(description)?.[1];
+    if (name && version) found.push({ name, version, path: dir });
+  }
+  return found;
+}
+
+/**
+ * Resolves `libraries` for the Rscript at `rscript`: directories the
+ * sandbox's uid can read (else LanguageUnavailable naming the directory and
+ * the fix), the packages they hold, and a digest of it all.
+ */
+export async function allowedRLibraries(
+  libraries: RLibraries,
+  rscript: string,
+): Promise<AllowedRLibraries> {
+  const chosen = libraries === 'system' ? await siteLibraries(rscript) : libraries;
+  if (libraries !== 'system' && !Array.isArray(libraries)) {
+    throw configError(
+      `expected "system" or a list of directories, got ${JSON.stringify(libraries)}`,
+    );
+  }
+  const directories: string[] = [];
+  for (const dir of chosen) {
+    if (typeof dir !== 'string' || !isAbsolute(dir)) {
+      throw configError(`${JSON.stringify(dir)} is not an absolute directory path`);
+    }
+    let path: string;
+    try {
+      path = realpathSync(dir);
+    } catch {
+      throw configError(`${dir} does not exist`);
+    }
+    if (!statSync(path).isDirectory()) throw configError(`${dir} is not a directory`);
+    await assertSandboxCanRead(path, 'r', 'libraries');
+    if (!directories.includes(path)) directories.push(path);
+  }
+  const found = directories.flatMap(packagesIn);
+  return { directories, libraries: found, digest: librariesDigest(directories, found) };
+}

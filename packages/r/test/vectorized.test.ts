@@ -1,0 +1,142 @@
+/**
+ * Vectorized R bodies (`vectorized: true`): each argument arrives as a
+ * vector, the body returns one vector. Per-cell semantics: evalBatch and
+ * evalColumns equal per-row eval on chunks with raising rows, NA slots,
+ * wrong lengths and a hanging chunk. Restricted sandbox, Rscript.
+ */
+import { ExtFnError, type RowResult, Value } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import { failure, restrictedOk, scopedRegistry, skipReason } from './helpers.js';
+
+const VEC = { vectorized: true };
+const n = (x: number) => Value.number(x);
+const outcome = (r: RowResult) =>
+  ExtFnError.isInstance(r) ? { error: r.kind, message: r.message } : r;
+
+async function expectPerRowSemantics(
+  registry: ReturnType<typeof scopedRegistry>['registry'],
+  name: string,
+  rows: Value[][],
+) {
+  const single: RowResult[] = [];
+  for (const row of rows) single.push(await registry.eval(name, row).catch((e: ExtFnError) => e));
+  expect((await registry.evalBatch(name, rows)).map(outcome)).toEqual(single.map(outcome));
+  const fn = registry.get(name)!;
+  if (fn.returnType === 'number' && fn.argTypes.every((t) => t === 'number')) {
+    const columns = fn.argTypes.map((_, k) =>
+      Float64Array.from(rows, (row) => (row[k] as { value: number }).value),
+    );
+    const { values, errors } = await registry.evalColumns(name, columns);
+    const asRows = Array.from(values, (v, i): RowResult => errors.get(i) ?? n(v));
+    expect(asRows.map(outcome)).toEqual(single.map(outcome));
+  }
+  return single;
+}
+
+describe.skipIf(!restrictedOk)(`r vectorized (${restrictedOk ? 'Restricted' : skipReason})`, () => {
+  test('x * 1.05^y on whole vectors equals the per-row results', async () => {
+    const body = 'x <- args[[1]]\ny <- args[[2]]\nstopifnot(length(x) >= 1)\nresult <- x * 1.05^y';
+    const { registry } = scopedRegistry({ grow: [body, ['number', 'number'], 'number', VEC] });
+    const xs = Float64Array.from({ length: 3000 }, (_, i) => i);
+    const ys = Float64Array.from({ length: 3000 }, (_, i) => i % 30);
+    const { values, errors } = await registry.evalColumns('grow', [xs, ys]);
+    expect(errors.size).toBe(0);
+    // R's pow() and V8's may differ in the last bit (an ulp is up to 2^-52 of the value).
+    values.forEach((v, i) => {
+      const expected = xs[i]! * 1.05 ** ys[i]!;
+      expect(Math.abs(v - expected)).toBeLessThanOrEqual(expected * 2 ** -51);
+    });
+    await expectPerRowSemantics(registry, 'grow', [
+      [n(1), n(2)],
+      [n(Number.NaN), n(1)],
+      [n(-0), n(1)],
+      [n(Number.POSITIVE_INFINITY), n(2)],
+    ]);
+  });
+
+  test('text, boolean, datetime and enum vectors round-trip', async () => {
+    const body = [
+      'stopifnot(is.character(args[[1]]), is.logical(args[[2]]), inherits(args[[3]], "POSIXct"), is.double(args[[4]]))',
+      'result <- paste(args[[1]], args[[2]], format(args[[3]], "%Y"), args[[4]])',
+    ].join('\n');
+    const { registry } = scopedRegistry({
+      f: [body, ['text', 'boolean', 'datetime', 'enum'], 'text', VEC],
+    });
+    const rows = [
+      [Value.text('a'), Value.boolean(true), Value.datetime('2001-01-01T00:00:00Z'), Value.enum(3)],
+      [
+        Value.text('é'),
+        Value.boolean(false),
+        Value.datetime('1999-06-01T00:00:00Z'),
+        Value.enum(0),
+      ],
+    ];
+    const single = await expectPerRowSemantics(registry, 'f', rows);
+    expect(single).toEqual([Value.text('a TRUE 2001 3'), Value.text('é FALSE 1999 0')]);
+  });
+
+  test('mixed chunks: a stop() re-runs the chunk row by row; NA slots fail their row only', async () => {
+    const body = [
+      'x <- args[[1]]',
+      'if (any(x == 13)) stop("thirteen")',
+      'result <- ifelse(x < 0, NA_real_, x * 2)',
+    ].join('\n');
+    const { registry } = scopedRegistry({ f: [body, ['number'], 'number', VEC] });
+    const rows = [1, 2, 13, -1, 5, 13, 7].map((x) => [n(x)]);
+    const single = await expectPerRowSemantics(registry, 'f', rows);
+    const na = {
+      error: 'Runtime',
+      message: "function f: result expected number, got NA (double, R's missing value)",
+    };
+    const thirteen = { error: 'Runtime', message: 'function f: Error: thirteen' };
+    expect(single.map(outcome)).toEqual([n(2), n(4), thirteen, na, n(10), thirteen, n(14)]);
+  });
+
+  test('a wrong length or a result that is not a vector fails the chunk with a clear error', async () => {
+    const { registry } = scopedRegistry({
+      short: ['result <- args[[1]][-1]', ['number'], 'number', VEC],
+      matrix: ['result <- matrix(args[[1]])', ['number'], 'number', VEC],
+      fn: ['result <- sum', ['number'], 'number', VEC],
+    });
+    const rows = [1, 2, 3].map((x) => [n(x)]);
+    for (const r of await registry.evalBatch('short', rows)) {
+      expect((r as ExtFnError).message).toMatch(
+        /returns one value per row: \d+ rows, got \d+ values/,
+      );
+    }
+    for (const r of await registry.evalBatch('matrix', rows)) {
+      expect((r as ExtFnError).message).toMatch(/returns one vector of \d+ values, got/);
+    }
+    expect((await failure(registry.eval('fn', [n(1)]))).message).toMatch(
+      /returns one vector of 1 values, got (builtin|closure)/,
+    );
+  });
+
+  test('a hanging chunk: only the row that hangs times out, the others get their values', async () => {
+    const body = 'x <- args[[1]]\nif (any(x == 13)) repeat {}\nresult <- x + 1';
+    const { registry } = scopedRegistry({ f: [body, ['number'], 'number', VEC] });
+    const batch = await registry.evalBatch(
+      'f',
+      [1, 2, 13, 4].map((x) => [n(x)]),
+      {
+        timeoutMs: 2000,
+      },
+    );
+    expect(batch.map(outcome)).toEqual([
+      n(2),
+      n(3),
+      expect.objectContaining({ error: 'Timeout' }),
+      n(5),
+    ]);
+  });
+
+  test('RNG: each chunk starts from the same seed, as each row does', async () => {
+    const { registry } = scopedRegistry({
+      draw: ['result <- args[[1]] + runif(length(args[[1]]))', ['number'], 'number', VEC],
+    });
+    const first = await registry.eval('draw', [n(0)]);
+    expect(await registry.eval('draw', [n(0)])).toEqual(first);
+    // set.seed(0); runif(1)
+    expect((first as { value: number }).value).toBeCloseTo(0.8966972001362592, 15);
+  });
+});

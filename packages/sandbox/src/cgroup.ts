@@ -1,0 +1,278 @@
+/**
+ * A cgroup per sandboxed tree, where the host offers one: one memory budget
+ * for everything the tree holds (anonymous memory of all its processes,
+ * tmpfs files, SysV and POSIX shared memory, memfds, pipe buffers charged
+ * to it), no swap, and a process count of its own. cgroup v2 needs a
+ * subtree this process may write with the memory and pids controllers
+ * available; cgroup v1 needs root. Elsewhere the per-process closures
+ * (rlimits, tmpfs sizes, seccomp) hold alone.
+ */
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+export type CgroupVersion = 'v1' | 'v2';
+
+export interface CgroupSupport {
+  version: CgroupVersion | false;
+  /** Why there is none, or where the trees go. */
+  reason: string;
+}
+
+/** The directories the trees of this host process go under, one per controller hierarchy. */
+interface Parents {
+  version: CgroupVersion;
+  memory: string;
+  pids: string;
+}
+
+let support: { parents?: Parents; result: CgroupSupport } | undefined;
+
+function read(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Mount points by filesystem type and (v1) controller, from /proc/self/mountinfo. */
+function mounts(): Array<{ point: string; type: string; options: string[] }> {
+  const out: Array<{ point: string; type: string; options: string[] }> = [];
+  for (const line of (read('/proc/self/mountinfo') ?? '').split('\n')) {
+    const [left, right] = line.split(' - ');
+    if (!left || !right) continue;
+    const [type, , superOptions] = right.split(' ');
+    const point = left.split(' ')[4];
+    if (type && point) out.push({ point, type, options: (superOptions ?? '').split(',') });
+  }
+  return out;
+}
+
+/** This process's cgroup path in each hierarchy: '' → v2, else the v1 controller list. */
+function ownCgroups(): Map<string, string> {
+  const map = new Map<string, string>();
+  for (const line of (read('/proc/self/cgroup') ?? '').trim().split('\n')) {
+    const match = /^\d+:([^:]*):(.*)$/.exec(line);
+    if (match) for (const name of match[1]!.split(',')) map.set(name, match[2]!);
+  }
+  return map;
+}
+
+/**
+ * Removes the parents left by host processes that died without cleaning up
+ * (SIGKILL, a killed test worker): `improv-extfn-<pid>` with no such pid.
+ */
+function sweepDeadParents(hierarchy: string): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync(hierarchy);
+  } catch {}
+  for (const name of names) {
+    const pid = Number(/^improv-extfn-(\d+)$/.exec(name)?.[1]);
+    if (!pid || pid === process.pid) continue;
+    try {
+      process.kill(pid, 0);
+      continue; // alive (or not ours to signal): leave it
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') continue;
+    }
+    const parent = join(hierarchy, name);
+    try {
+      // a tree's cgroup, then the parent: each fails, harmlessly, while a process is inside
+      for (const tree of readdirSync(parent)) {
+        if (tree.startsWith('tree-')) rmdirSync(join(parent, tree));
+      }
+      rmdirSync(parent);
+    } catch {}
+  }
+}
+
+function makeParent(dir: string): void {
+  sweepDeadParents(dirname(dir));
+  mkdirSync(dir, { recursive: true });
+}
+
+function detectV1(): Parents | string {
+  if (process.getuid?.() !== 0) return 'cgroup v1 needs root';
+  const own = ownCgroups();
+  const found = mounts().filter((m) => m.type === 'cgroup');
+  const memory = found.find((m) => m.options.includes('memory'));
+  const pids = found.find((m) => m.options.includes('pids'));
+  if (!memory || !pids) return 'no cgroup v1 memory and pids controllers mounted';
+  const name = `improv-extfn-${process.pid}`;
+  const parents: Parents = {
+    version: 'v1',
+    memory: join(memory.point, own.get('memory') ?? '/', name),
+    pids: join(pids.point, own.get('pids') ?? '/', name),
+  };
+  try {
+    makeParent(parents.memory);
+    makeParent(parents.pids);
+  } catch (error) {
+    return `cannot create ${parents.memory}: ${(error as Error).message}`;
+  }
+  return parents;
+}
+
+function detectV2(): Parents | string {
+  const mount = mounts().find((m) => m.type === 'cgroup2');
+  const path = ownCgroups().get('');
+  if (!mount || path === undefined) return 'no cgroup v2 hierarchy';
+  const own = join(mount.point, path);
+  const available = (read(join(own, 'cgroup.controllers')) ?? '').split(/\s+/);
+  if (!available.includes('memory') || !available.includes('pids'))
+    return `the memory and pids controllers are not delegated to ${own}`;
+  try {
+    // fails with EBUSY when this cgroup holds processes (ours): then it was not set up for us
+    writeFileSync(join(own, 'cgroup.subtree_control'), '+memory +pids');
+    const parent = join(own, `improv-extfn-${process.pid}`);
+    makeParent(parent);
+    writeFileSync(join(parent, 'cgroup.subtree_control'), '+memory +pids');
+    return { version: 'v2', memory: parent, pids: parent };
+  } catch (error) {
+    return `cannot delegate memory and pids below ${own}: ${(error as Error).message}`;
+  }
+}
+
+/** Whether trees get a cgroup here, found once per host process. */
+export function cgroupSupport(): CgroupSupport {
+  if (support) return support.result;
+  if (process.platform !== 'linux') {
+    support = { result: { version: false, reason: 'not Linux' } };
+    return support.result;
+  }
+  const v2 = detectV2();
+  const chosen = typeof v2 === 'string' ? detectV1() : v2;
+  if (typeof chosen === 'string') {
+    const why = typeof v2 === 'string' ? `${v2}; ${chosen}` : chosen;
+    support = { result: { version: false, reason: why } };
+  } else {
+    const where =
+      chosen.memory === chosen.pids ? chosen.memory : `${chosen.memory}, ${chosen.pids}`;
+    support = {
+      parents: chosen,
+      result: { version: chosen.version, reason: `trees under ${where}` },
+    };
+  }
+  return support.result;
+}
+
+let counter = 0;
+/** Trees whose cgroup exists now; with none, the parents are removed too (and made again on demand). */
+let live = 0;
+
+function ensureParents(parents: Parents): void {
+  for (const dir of new Set([parents.memory, parents.pids])) mkdirSync(dir, { recursive: true });
+  if (parents.version === 'v2')
+    writeFileSync(join(parents.memory, 'cgroup.subtree_control'), '+memory +pids');
+}
+
+function removeParentsIfIdle(): void {
+  const parents = support?.parents;
+  if (!parents || live > 0) return;
+  for (const dir of new Set([parents.memory, parents.pids])) {
+    try {
+      rmdirSync(dir);
+    } catch {}
+  }
+}
+
+/** One tree's cgroup: memory (no swap) and pids limits, removed once the tree has ended. */
+export class TreeCgroup {
+  private removed = false;
+
+  private constructor(
+    readonly version: CgroupVersion,
+    private readonly dirs: string[],
+  ) {}
+
+  /** A new cgroup with these limits, or undefined where the host offers none. */
+  static create(memoryBytes: number, processes: number): TreeCgroup | undefined {
+    cgroupSupport();
+    const parents = support?.parents;
+    if (!parents) return undefined;
+    const name = `tree-${++counter}`;
+    const memory = join(parents.memory, name);
+    const pids = join(parents.pids, name);
+    const dirs = memory === pids ? [memory] : [memory, pids];
+    live++;
+    try {
+      ensureParents(parents);
+      for (const dir of dirs) mkdirSync(dir);
+      if (parents.version === 'v2') {
+        writeFileSync(join(memory, 'memory.max'), String(memoryBytes));
+        try {
+          writeFileSync(join(memory, 'memory.swap.max'), '0');
+        } catch {} // no swap accounting: the kernel has no swap to give either
+      } else {
+        writeFileSync(join(memory, 'memory.limit_in_bytes'), String(memoryBytes));
+        try {
+          // memory + swap no more than memory alone: no swap
+          writeFileSync(join(memory, 'memory.memsw.limit_in_bytes'), String(memoryBytes));
+        } catch {}
+      }
+      writeFileSync(join(pids, 'pids.max'), String(processes));
+    } catch (error) {
+      for (const dir of dirs) {
+        try {
+          rmdirSync(dir);
+        } catch {}
+      }
+      live--;
+      removeParentsIfIdle();
+      throw error;
+    }
+    return new TreeCgroup(parents.version, dirs);
+  }
+
+  /** Moves a process (and so whatever it starts afterwards) into the cgroup. */
+  add(pid: number): void {
+    for (const dir of this.dirs) writeFileSync(join(dir, 'cgroup.procs'), String(pid));
+  }
+
+  /** Processes still in the cgroup. */
+  members(): number[] {
+    return (read(join(this.dirs[0]!, 'cgroup.procs')) ?? '')
+      .split('\n')
+      .filter(Boolean)
+      .map(Number);
+  }
+
+  /** Whether the memory limit killed a process of the tree (host-side evidence). */
+  oomKilled(): boolean {
+    const file = this.version === 'v2' ? 'memory.events' : 'memory.oom_control';
+    const count = /oom_kill (\d+)/.exec(read(join(this.dirs[0]!, file)) ?? '')?.[1];
+    return Number(count ?? 0) > 0;
+  }
+
+  /** Whether the pids limit refused a fork of the tree. */
+  pidsRefused(): boolean {
+    const count = /^max (\d+)/m.exec(read(join(this.dirs.at(-1)!, 'pids.events')) ?? '')?.[1];
+    return Number(count ?? 0) > 0;
+  }
+
+  /** SIGKILLs every member until none is left, then removes the cgroup. */
+  async remove(): Promise<void> {
+    if (this.removed) return;
+    this.removed = true;
+    for (let attempt = 0; attempt < 100; attempt++) {
+      for (const pid of this.members()) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {}
+      }
+      let left = 0;
+      for (const dir of this.dirs) {
+        try {
+          rmdirSync(dir);
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') left++;
+        }
+      }
+      if (left === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    live--;
+    removeParentsIfIdle();
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The public shapes of the sandbox's two ways to run a tree: the options
+ * both take, the one-shot result, and the handle of a long-lived tree.
+ */
+import type { ResourceLimit } from '@improv/extfn-core';
+import type { SandboxExit } from './exit.js';
+import type { SandboxLimits } from './limits.js';
+import type { SandboxPolicy } from './policy.js';
+
+export interface SandboxOptions {
+  /** The interpreter: an absolute path, or a name looked up on the host PATH (symlinks followed). */
+  command: string;
+  args?: readonly string[];
+  /** Added to HOME=/tmp, PATH=/usr/bin:/bin, LANG=C.UTF-8; nothing else of process.env reaches the child. */
+  env?: Readonly<Record<string, string>>;
+  /** Wall-clock deadline of the whole call; RLIMIT_CPU is derived from it. */
+  timeoutMs: number;
+  /**
+   * Default `policyFor(process.env)`: the host's choice, never the model's.
+   * `restricted` falls back to `unsandboxed` only where bubblewrap cannot
+   * start and IMPROV_EXTFN_ALLOW_UNSANDBOXED=1 is in the host's environment (see probeSandbox).
+   */
+  policy?: SandboxPolicy;
+  limits?: Partial<SandboxLimits>;
+  signal?: AbortSignal;
+  /**
+   * Extra host paths bound read-only under `restricted`. The interpreter's
+   * own tree is bound without asking; none of these may hold a home, /root
+   * or the working directory.
+   */
+  readOnlyPaths?: readonly string[];
+  /** Default `bwrap` on the host PATH. */
+  bwrapPath?: string;
+  /** For error messages. */
+  functionName?: string;
+}
+
+/** What a one-shot run (`runSandboxed`) resolves with. */
+export interface SandboxResult extends SandboxExit {
+  stdout: Buffer;
+  /** The bounded tail of stderr. */
+  stderr: string;
+  durationMs: number;
+  /** When the exit is explained by a limit: memory, cpu-time, processes, file-size. */
+  limit?: ResourceLimit;
+}
+
+/** A long-lived tree (`spawnSandboxed`): raw pipes, a stderr tail, kill, exit. */
+export interface SandboxedProcess {
+  readonly pid: number | undefined;
+  readonly stdin: NodeJS.WritableStream;
+  readonly stdout: NodeJS.ReadableStream;
+  /** The bounded tail of stderr (stderr is drained continuously so it never blocks). */
+  stderrTail(): string;
+  /** Total stderr bytes so far. */
+  readonly stderrBytes: number;
+  /** Kills the whole tree (grandchildren, setsid() ones too) and waits for it. Idempotent. */
+  kill(): Promise<void>;
+  /** Resolves when the tree has exited; rejects with a Sandbox error when the sandbox itself failed to start. */
+  readonly exited: Promise<SandboxExit>;
+  /** Lets the host's event loop end while the tree idles (the child and its pipes are unref'd). */
+  unref(): void;
+  /** Undoes `unref()`: the tree keeps the host's event loop alive while it works. */
+  ref(): void;
+}
