@@ -1,3 +1,4 @@
+/** The command line's own failures (usage, bad input, a runner that will not load), each with its fix and exit code. */
 import { ExitCode } from './exit-codes.js';
 
 /** Kinds of failure that are the command line's, not the function's. */

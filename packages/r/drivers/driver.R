@@ -440,11 +440,9 @@ function(con) {
   # it (see straight_line); NULL means a fresh environment per row.
   shared_env <- NULL
   not_set <- new.env()
-  # What the global environment and the search path hold between rows (set
-  # at load): see restore_globals.
-  global_names <- character(0)
-  global_baseline <- character(0)
+  # The search path between rows (set at load; see restore_globals).
   search_envs <- list()
+  search_length <- 0L
   no_result <- structure(
     class = c("NameError", "error", "condition"),
     list(message = "the body did not set result", call = NULL)
@@ -470,9 +468,9 @@ function(con) {
     set.seed(0L)
     seed <<- get(".Random.seed", envir = genv)
     rng_used <<- FALSE
-    global_names <<- .Internal(ls(genv, TRUE, FALSE))
-    global_baseline <<- global_names
     search_envs <<- lapply(seq_along(.Internal(search())), as.environment)
+    search_length <<- length(search_envs)
+    restore_globals()
     shared_env <<- if (straight_line(exprs)) new.env(parent = genv) else NULL
   }
 
@@ -515,16 +513,22 @@ function(con) {
   # globalenv()), attach() and the like (however reached: eval(parse()),
   # get("assign"), sys.function()) write to places every row sees. Rather
   # than guess from the body's text, every row ends with a look at those
-  # places (cheap: the names in the global environment and the length of
-  # the search path); only when they changed does this put them back: names
-  # the row added to the global environment are removed (.Random.seed is
-  # reset by the caller), and environments it attached are detached, except
-  # packages (library() attaches a locked package environment once, and it
-  # holds no row's values). If the global environment cannot be restored (a
-  # body locked it), the worker exits and is replaced rather than let the
-  # next row see this one's values.
+  # places, cheap enough for every row (under 1 us): between rows the
+  # global environment holds exactly one binding, .Random.seed (the driver
+  # keeps nothing there, and the caller resets its value), so a count of
+  # one with .Random.seed bound means nothing was added, by any route; and
+  # the search path has its length. Only when either changed does this put
+  # them back: every other name in the global environment is removed, and
+  # environments a row attached are detached, except packages (library()
+  # attaches a locked package environment, which holds no row's values). If
+  # the global environment cannot be restored (a body locked it), the
+  # worker exits and is replaced rather than let the next row see this
+  # row's values. The check, written out where rows end (a closure call
+  # would double its cost):
+  #   length(genv) != 1L || is.null(genv$.Random.seed) ||
+  #     length(.Internal(search())) != search_length
   restore_globals <- function() {
-    added <- setdiff(.Internal(ls(genv, TRUE, FALSE)), global_baseline)
+    added <- setdiff(.Internal(ls(genv, TRUE, FALSE)), ".Random.seed")
     if (length(added)) {
       gone <- tryCatch(
         {
@@ -538,10 +542,7 @@ function(con) {
         quit(save = "no", status = 70L)
       }
     }
-    # The same names may list in another order (the hash table grew): keep
-    # that order so the next row's check is the cheap one again.
-    now <- .Internal(ls(genv, TRUE, FALSE))
-    if (setequal(now, global_baseline)) global_names <<- now
+    if (is.null(genv$.Random.seed)) genv$.Random.seed <- seed
     kept <- list()
     for (pos in rev(seq_along(.Internal(search())))) {
       env <- as.environment(pos)
@@ -551,6 +552,7 @@ function(con) {
       if (known || package) kept <- c(list(env), kept) else detach(pos = pos)
     }
     search_envs <<- kept
+    search_length <<- length(kept)
     invisible()
   }
 
@@ -622,8 +624,8 @@ function(con) {
               rng_used <<- TRUE
               genv$.Random.seed <- seed
             }
-            if (!identical(.Internal(ls(genv, TRUE, FALSE)), global_names) ||
-                length(.Internal(search())) != length(search_envs)) restore_globals()
+            if (length(genv) != 1L || is.null(genv$.Random.seed) ||
+                length(.Internal(search())) != search_length) restore_globals()
             now <- tell()
             if (now - position > max_output) {
               cut_output()
@@ -651,8 +653,8 @@ function(con) {
             rng_used <<- TRUE
             genv$.Random.seed <- seed
           }
-          if (!identical(.Internal(ls(genv, TRUE, FALSE)), global_names) ||
-              length(.Internal(search())) != length(search_envs)) restore_globals()
+          if (length(genv) != 1L || is.null(genv$.Random.seed) ||
+              length(.Internal(search())) != search_length) restore_globals()
           if (tell() - position > max_output) {
             cut_output()
           } else {

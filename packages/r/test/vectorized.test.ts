@@ -139,4 +139,20 @@ describe.skipIf(!restrictedOk)(`r vectorized (${restrictedOk ? 'Restricted' : sk
     // set.seed(0); runif(1)
     expect((first as { value: number }).value).toBeCloseTo(0.8966972001362592, 15);
   });
+
+  test('a chunk cannot leave a global behind for the next chunk', async () => {
+    const { registry } = scopedRegistry({
+      remember: [
+        // -99 unless the write is seen within its own chunk (the control).
+        'before <- if (exists("leaked")) leaked else -1\nleaked <<- args[[1]][1]\nresult <- rep(if (identical(leaked, args[[1]][1])) before else -99, length(args[[1]]))',
+        ['number'],
+        'number',
+        VEC,
+      ],
+    });
+    const rows = [1, 2, 3].map((x) => [n(x)]);
+    expect(await registry.evalBatch('remember', rows)).toEqual(rows.map(() => n(-1)));
+    expect(await registry.evalBatch('remember', rows)).toEqual(rows.map(() => n(-1)));
+    expect(await registry.eval('remember', [n(4)])).toEqual(n(-1));
+  });
 });
