@@ -10,7 +10,7 @@ import {
   rowResultsToColumns,
   type Value,
 } from '@improv/extfn-core';
-import { type Frame, RawJson } from './frames.js';
+import { type Frame, type Payload, RawJson } from './frames.js';
 import {
   columnsJsonText,
   columnsToF64,
@@ -24,7 +24,7 @@ import {
 /** A request for a range of rows. */
 export interface Encoded {
   header: Record<string, unknown>;
-  payload?: Uint8Array;
+  payload?: Payload;
 }
 
 /**
@@ -41,6 +41,8 @@ export interface RowSource {
   decode(frame: Frame, start: number, count: number): void;
   /** Stores one row's error. */
   fail(row: number, error: ExtFnError): void;
+  /** Where a binary response for rows `start…start+count` may be read straight to. */
+  payloadInto?(start: number, count: number): Uint8Array | undefined;
 }
 
 /** A `call` request for rows, rendered in one pass; `plain` lets a driver skip per-argument conversion. */
@@ -109,10 +111,19 @@ export function columnRows(
       f64
         ? { header: { op: 'callf64', rows: count }, payload: columnsToF64(columns, start, count) }
         : { header: jsonCall(columnsJsonText(columns, start, count)) },
+    payloadInto: f64
+      ? (start, count) => new Uint8Array(values.buffer, values.byteOffset + start * 8, count * 8)
+      : undefined,
     decode(frame, start, count) {
       if (f64) {
         const { numbers, errors: failed } = f64Results(fn, frame, count);
-        values.set(numbers, start);
+        // Already in place when the frame reader wrote it there (payloadInto).
+        if (
+          numbers.buffer !== values.buffer ||
+          numbers.byteOffset !== values.byteOffset + start * 8
+        ) {
+          values.set(numbers, start);
+        }
         for (const [k, error] of failed) fail(start + k, error);
         return;
       }
