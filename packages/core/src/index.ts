@@ -9,6 +9,7 @@ export {
   checkColumnArguments,
   DEFAULT_TIMEOUT_MS,
   type EvalBatchOptions,
+  type EvalColumnsOptions,
   type EvalOptions,
   evaluate,
   evaluate as eval,
@@ -19,5 +20,13 @@ export {
   type StandaloneEvalOptions,
 } from './registry.js';
 export * from './runner.js';
+export {
+  type Column,
+  type ColumnOf,
+  checkTypedColumns,
+  newColumn,
+  readCell,
+  writeCell,
+} from './typed-columns.js';
 export * from './value.js';
 export * from './value-schema.js';
