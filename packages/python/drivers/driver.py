@@ -54,6 +54,7 @@ _UTC = timezone.utc
 _EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
 _ISO = re.compile(r'(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})$', re.I)
 _LITTLE = sys.byteorder == 'little'
+_fromiso = datetime.fromisoformat
 
 
 def _write(header, payload=None):
@@ -91,6 +92,15 @@ class _Instant(datetime):
 
 
 def _datetime_in(text):
+    # The host's usual spelling (milliseconds, Z) at C speed; fromisoformat
+    # takes "Z" from Python 3.11 on, so older ones fall through to the regex.
+    if len(text) == 24 and text[23] == 'Z' and text[19] == '.' and text[10] == 'T' and text[4] == '-':
+        try:
+            value = _fromiso(text)
+            if value.tzinfo is _UTC:
+                return value
+        except ValueError:
+            pass
     m = _ISO.match(text)
     if not m:
         raise _ArgumentError('datetime %r is not an ISO-8601 instant with a four-digit year '
@@ -232,14 +242,15 @@ def _datetime_out(x):
     wire = getattr(x, '_wire', None) if type(x) is _Instant else None
     if wire is not None:
         return wire
+    if x.tzinfo is _UTC:  # the usual case (arguments arrive in UTC): isoformat at C speed
+        return x.isoformat()[:-6] + 'Z'
     offset = x.utcoffset()
     if offset is None:
         raise _mismatch('datetime', x, 'naive datetime %s (set tzinfo, e.g. timezone.utc)' % (x.isoformat(),))
     u = (x - offset).replace(tzinfo=None)
-    text = '%04d-%02d-%02dT%02d:%02d:%02d' % (u.year, u.month, u.day, u.hour, u.minute, u.second)
-    if u.microsecond:
-        text += ('.%06d' % u.microsecond).rstrip('0')
-    return text + 'Z'
+    # isoformat (C speed) pads the year to four digits and writes all six
+    # fraction digits or none; the host reads any number of them.
+    return u.isoformat() + 'Z'
 
 
 def _enum_out(x):
