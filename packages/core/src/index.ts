@@ -23,9 +23,11 @@ export * from './runner.js';
 export {
   type Column,
   type ColumnOf,
+  cellsHold,
   checkTypedColumns,
   newColumn,
   readCell,
+  unrepresentable,
   writeCell,
 } from './typed-columns.js';
 export * from './value.js';

@@ -25,7 +25,15 @@ import {
   type RunnerProbe,
 } from './runner.js';
 import { RunnerHandle } from './runner-handle.js';
-import { type Column, checkTypedColumns, newColumn, readCell, writeCell } from './typed-columns.js';
+import {
+  type Column,
+  cellsHold,
+  checkTypedColumns,
+  newColumn,
+  readCell,
+  unrepresentable,
+  writeCell,
+} from './typed-columns.js';
 import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
@@ -396,6 +404,9 @@ async function evalTypedColumns(
     else pending[count++] = i;
   }
   const todo = pending.subarray(0, count);
+  if (!isAllNumbers(fn) && count === total && runner.hasTypedColumns && cellsHold(fn, columns)) {
+    return runner.callTypedColumns(fn, columns, options);
+  }
   if (isAllNumbers(fn)) {
     const part = columns.map((column) =>
       Float64Array.from(todo, (i) => (column as Float64Array)[i]!),
@@ -427,15 +438,8 @@ async function evalTypedColumns(
   for (let j = 0; j < rowOf.length; j++) {
     const result = checkResult(fn, results[j]);
     if (ExtFnError.isInstance(result)) errors.set(rowOf[j]!, result);
-    else if (!writeCell(values, rowOf[j]!, result)) {
-      errors.set(
-        rowOf[j]!,
-        ExtFnError.runtime(
-          fn.name,
-          `result ${describeValue(result)} is outside what a nanosecond column holds (years 1677–2262) — use evalBatch`,
-        ),
-      );
-    }
+    else if (!writeCell(values, rowOf[j]!, result))
+      errors.set(rowOf[j]!, unrepresentable(fn, result));
   }
   return { values, errors };
 }

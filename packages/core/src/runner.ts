@@ -157,6 +157,17 @@ export interface LanguageRunner {
     options: BatchOptions,
   ): Promise<ColumnResults>;
 
+  /**
+   * Typed columns of any value type (see typed-columns.ts; cells already
+   * checked by core) without a Value per cell on the way in. Optional: core
+   * falls back to `callBatch`. Per-row semantics are those of `call`.
+   */
+  callTypedColumns?(
+    fn: ExternalFn,
+    columns: readonly Column[],
+    options: BatchOptions,
+  ): Promise<ColumnResults<Column>>;
+
   /** Ends every process and worker the runner started. Called once by core. */
   close?(): Promise<void>;
 }

@@ -14,7 +14,7 @@
  */
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError } from './errors.js';
-import type { Value, ValueType } from './value.js';
+import { describeValue, type Value, type ValueType } from './value.js';
 
 /** A typed column: its class says its value type (see the table above). */
 export type Column = Float64Array | Uint8Array | readonly string[] | BigInt64Array | Uint32Array;
@@ -114,6 +114,25 @@ export function checkTypedColumns(
 
 const NS_PER_MS = 1_000_000n;
 
+/**
+ * Whether every cell reads as a Value (no boolean byte above 1, no text that
+ * is not a string): a runner's own typed path may then take the columns as
+ * they are; otherwise core reads them row by row, each bad cell its row's error.
+ */
+export function cellsHold(fn: ExternalFn, columns: readonly Column[]): boolean {
+  for (let k = 0; k < columns.length; k++) {
+    const type = fn.argTypes[k];
+    if (type === 'boolean') {
+      const bytes = columns[k] as Uint8Array;
+      for (let i = 0; i < bytes.length; i++) if (bytes[i]! > 1) return false;
+    } else if (type === 'text') {
+      const texts = columns[k] as readonly string[];
+      for (let i = 0; i < texts.length; i++) if (typeof texts[i] !== 'string') return false;
+    }
+  }
+  return true;
+}
+
 /** Row `i` of column `k` (already checked) as the Value `eval` would get, or that row's error. */
 export function readCell(
   fn: ExternalFn,
@@ -175,6 +194,14 @@ export function newColumn(type: ValueType, n: number): Column {
     case 'enum':
       return new Uint32Array(n);
   }
+}
+
+/** The error of a result row that the result column cannot hold (see writeCell). */
+export function unrepresentable(fn: ExternalFn, value: Value): ExtFnError {
+  return ExtFnError.runtime(
+    fn.name,
+    `result ${describeValue(value)} is outside what a nanosecond column holds (years 1677–2262) — use evalBatch`,
+  );
 }
 
 const I64_MIN = -(2n ** 63n);

@@ -390,6 +390,36 @@ describe('evalColumns', () => {
     });
   });
 
+  test("typed columns reach the runner's own callTypedColumns when every cell holds; core reads them otherwise", async () => {
+    const { runner, calls } = fakeRunner();
+    const seen: (readonly Column[])[] = [];
+    const typed = {
+      ...runner,
+      callTypedColumns: async (_fn: unknown, columns: readonly Column[]) => {
+        seen.push(columns);
+        return {
+          values: (columns[0] as string[]).map((s) => s.toUpperCase()),
+          errors: new Map([[1, new Error('plain')]]),
+        };
+      },
+    };
+    const registry = new Registry({ runners: [typed as unknown as LanguageRunner] });
+    registry.register(fn('up', 'echo', ['text'], 'text'));
+    const input = ['a', 'b'];
+    const out = await registry.evalColumns<string[]>('up', [input]);
+    expect(seen).toEqual([[input]]);
+    expect(out.values).toEqual(['A', 'B']);
+    expect(out.errors.get(1)?.message).toBe('function up: runner failed: Error: plain');
+    // A cell that is not a string: core reads the rows itself, that row gets its error.
+    const mixed = await registry.evalColumns<string[]>('up', [['c', 5 as unknown as string]]);
+    expect(seen).toHaveLength(1);
+    expect(calls.map((c) => c.fn)).toEqual(['up']);
+    expect(mixed.values[0]).toBe('c');
+    expect(mixed.errors.get(1)?.message).toMatch(
+      /argument 1 expected text, got number in a text column/,
+    );
+  });
+
   test("a cell no Value can hold is that row's error, naming the argument; the other rows run", async () => {
     const registry = new Registry({ runners: [fakeRunner().runner] });
     registry.register(fn('flag', 'echo', ['boolean'], 'boolean'));

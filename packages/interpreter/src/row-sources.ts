@@ -4,11 +4,14 @@
  * (`evalBatch`) and number columns (`evalColumns`) share every scheduling rule.
  */
 import {
+  type Column,
   type ExternalFn,
-  type ExtFnError,
+  ExtFnError,
   type RowResult,
   rowResultsToColumns,
+  unrepresentable,
   type Value,
+  writeCell,
 } from '@improv/extfn-core';
 import { type Frame, type Payload, RawJson } from './frames.js';
 import {
@@ -19,6 +22,7 @@ import {
   resultsFromJsonFrame,
   rowsJsonText,
   rowsToF64,
+  typedColumnsJsonText,
 } from './marshal.js';
 
 /** A request for a range of rows. */
@@ -85,6 +89,38 @@ export function valueRows(
     },
     fail(row, error) {
       results[row] = error;
+    },
+  };
+}
+
+/**
+ * Typed columns of other types (evalColumns): JSON `call` frames written
+ * straight from the columns, results written into `values` (a column of the
+ * return type) and failed rows into `errors`.
+ */
+export function typedColumnRows(
+  fn: ExternalFn,
+  columns: readonly Column[],
+  values: Column,
+  errors: Map<number, ExtFnError>,
+): RowSource {
+  return {
+    count: values.length,
+    encode: (start, count) => ({
+      header: { op: 'call', rows: new RawJson(typedColumnsJsonText(fn, columns, start, count)) },
+    }),
+    decode(frame, start, count) {
+      const out = resultsFromJsonFrame(fn, frame, count);
+      for (let k = 0; k < count; k++) {
+        const result = out[k]!;
+        if (ExtFnError.isInstance(result)) errors.set(start + k, result);
+        else if (!writeCell(values, start + k, result)) {
+          errors.set(start + k, unrepresentable(fn, result));
+        }
+      }
+    },
+    fail(row, error) {
+      errors.set(row, error);
     },
   };
 }
