@@ -355,7 +355,10 @@ describe.skipIf(!restrictedOk)(
       const { registry: reg } = registry(fns);
       const rows = [1, 2, 3, 4].map((x) => [Value.number(x)]);
       for (const name of Object.keys(routes)) {
-        expect([name, await reg.evalBatch(name, rows)]).toEqual([name, rows.map(() => Value.number(-1))]);
+        expect([name, await reg.evalBatch(name, rows)]).toEqual([
+          name,
+          rows.map(() => Value.number(-1)),
+        ]);
         expect([name, await reg.eval(name, [Value.number(5)])]).toEqual([name, Value.number(-1)]);
       }
     });
