@@ -82,9 +82,11 @@ export function valueRows(
           }
         : { header: callHeader(rows, start, start + count) },
     decode(frame, start, count) {
-      const out = f64
-        ? resultsFromF64Frame(fn, frame, count)
-        : resultsFromJsonFrame(fn, frame, count);
+      // A driver that reads f64 but writes JSON (f64: 'in') answers with `values`.
+      const out =
+        f64 && frame.payload
+          ? resultsFromF64Frame(fn, frame, count)
+          : resultsFromJsonFrame(fn, frame, count);
       for (let k = 0; k < count; k++) results[start + k] = out[k]!;
     },
     fail(row, error) {
@@ -151,7 +153,7 @@ export function columnRows(
       ? (start, count) => new Uint8Array(values.buffer, values.byteOffset + start * 8, count * 8)
       : undefined,
     decode(frame, start, count) {
-      if (f64) {
+      if (f64 && frame.payload) {
         const { numbers, errors: failed } = f64Results(fn, frame, count);
         // Already in place when the frame reader wrote it there (payloadInto).
         if (

@@ -142,7 +142,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     // retire at half the lifetime CPU budget
     this.retireAfterBusyMs = this.#workerCpuSeconds() * 500;
     this.chunkMs = options.chunkMs ?? 5;
-    this.f64 = spec.f64 === true && options.f64 !== false && endianness() === 'LE';
+    this.f64 =
+      (spec.f64 === true || spec.f64 === 'in') && options.f64 !== false && endianness() === 'LE';
     this.pool = new Pool(
       options.maxWorkers ?? availableParallelism(),
       options.idleMs ?? DEFAULT_IDLE_MS,
