@@ -54,6 +54,32 @@ export const evalColumns = (name, rows) => ({
   checksum: sumColumns,
 });
 
+/** evalColumns over typed columns (text as strings, datetime as BigInt64Array nanoseconds), built once. */
+export const evalTypedColumns = (name, set, rows, read) => ({
+  label: 'evalColumns (typed)',
+  call: (registry) => {
+    const table = rowsOf(set, rows);
+    const columns = registry.get(name).argTypes.map((type, k) => {
+      if (type === 'text') return table.map((row) => row[k].value);
+      if (type === 'datetime') {
+        return BigInt64Array.from(
+          table,
+          (row) => BigInt(row[k].value.getTime()) * 1_000_000n + BigInt(row[k].nanos ?? 0),
+        );
+      }
+      return Float64Array.from(table, (row) => row[k].value);
+    });
+    return () => registry.evalColumns(name, columns);
+  },
+  checksum: ({ values, errors }) => {
+    if (errors.size > 0)
+      throw new Error(`${errors.size} rows failed: ${[...errors.values()][0].message}`);
+    let sum = 0;
+    for (const v of values) sum += read(v);
+    return sum;
+  },
+});
+
 /**
  * Why this build cannot run the vectorized workload in `language`, or
  * undefined when it can: the descriptor must accept `vectorized: true` and the

@@ -11,6 +11,7 @@ import { oursTimed, peerCold, peerConcurrent, peerWarm, sumBatch } from './measu
 import {
   evalBatch,
   evalColumns,
+  evalTypedColumns,
   registryWith,
   vectorizedUnsupported,
   warmSides,
@@ -73,7 +74,10 @@ export function workloads(scale) {
             ['text', 'text'],
             'text',
           ),
-          entries: [evalBatch('upper', 'texts', rows, (v) => v.value.length)],
+          entries: [
+            evalBatch('upper', 'texts', rows, (v) => v.value.length),
+            evalTypedColumns('upper', 'texts', rows, (v) => v.length),
+          ],
         }),
     },
     {
@@ -105,7 +109,10 @@ export function workloads(scale) {
             ['datetime'],
             'datetime',
           ),
-          entries: [evalBatch('next_day', 'datetimes', rows, (v) => v.value.getTime() / 1000)],
+          entries: [
+            evalBatch('next_day', 'datetimes', rows, (v) => v.value.getTime() / 1000),
+            evalTypedColumns('next_day', 'datetimes', rows, (ns) => Number(ns / 1_000_000n) / 1000),
+          ],
         }),
     },
     {

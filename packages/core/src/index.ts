@@ -9,6 +9,7 @@ export {
   checkColumnArguments,
   DEFAULT_TIMEOUT_MS,
   type EvalBatchOptions,
+  type EvalColumnsOptions,
   type EvalOptions,
   evaluate,
   evaluate as eval,
@@ -19,5 +20,15 @@ export {
   type StandaloneEvalOptions,
 } from './registry.js';
 export * from './runner.js';
+export {
+  type Column,
+  type ColumnOf,
+  cellsHold,
+  checkTypedColumns,
+  newColumn,
+  readCell,
+  unrepresentable,
+  writeCell,
+} from './typed-columns.js';
 export * from './value.js';
 export * from './value-schema.js';

@@ -25,6 +25,15 @@ import {
   type RunnerProbe,
 } from './runner.js';
 import { RunnerHandle } from './runner-handle.js';
+import {
+  type Column,
+  cellsHold,
+  checkTypedColumns,
+  newColumn,
+  readCell,
+  unrepresentable,
+  writeCell,
+} from './typed-columns.js';
 import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
@@ -63,6 +72,14 @@ export interface EvalOptions {
 
 export interface EvalBatchOptions extends EvalOptions {
   onProgress?: (done: number, total: number) => void;
+}
+
+export interface EvalColumnsOptions extends EvalBatchOptions {
+  /**
+   * Rows whose cells are already errors (say an upstream measure failed):
+   * they are not evaluated, and each gets its error back in the result.
+   */
+  errors?: ReadonlyMap<number, ExtFnError>;
 }
 
 interface Entry {
@@ -286,18 +303,27 @@ export class Registry {
    * Same per-row semantics as `evalBatch`, without a Value object per cell;
    * it neither reads nor fills the pure-result cache.
    */
-  async evalColumns(
+  async evalColumns<C extends Column = Float64Array>(
     name: string,
-    columns: readonly Float64Array[],
-    options: EvalBatchOptions = {},
-  ): Promise<ColumnResults> {
+    columns: readonly Column[],
+    options: EvalColumnsOptions = {},
+  ): Promise<ColumnResults<C>> {
     const entry = this.#lookup(name);
     const { fn } = entry;
-    const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
-    const invalid = checkColumnArguments(fn, columns);
+    const { errors: errorsIn, ...rest } = options;
+    const timeoutMs = checkEvalOptions(fn.name, rest, this.timeoutMs);
+    const invalid = checkTypedColumns(fn, columns, errorsIn);
     if (invalid) throw invalid;
     const runner = this.#runnerFor(fn);
-    return runner.callColumns(fn, columns, { ...options, timeoutMs });
+    const batchOptions: BatchOptions = { ...rest, timeoutMs };
+    if (isAllNumbers(fn) && !errorsIn?.size) {
+      return runner.callColumns(fn, columns as Float64Array[], batchOptions) as Promise<
+        ColumnResults<C>
+      >;
+    }
+    return evalTypedColumns(runner, fn, columns, errorsIn, batchOptions) as Promise<
+      ColumnResults<C>
+    >;
   }
 
   /** Ends every runner's processes. The registry cannot be used afterwards. */
@@ -353,6 +379,69 @@ export class Registry {
         salt === undefined ? undefined : salt ? `${entry.digest}.${salt}` : entry.digest,
       );
   }
+}
+
+/**
+ * Typed columns, or columns with error cells in: the rows still to evaluate
+ * go through the runner's columnar path (all numbers) or as Value rows
+ * through its batch path, and come back in a column of the return type.
+ */
+async function evalTypedColumns(
+  runner: RunnerHandle,
+  fn: ExternalFn,
+  columns: readonly Column[],
+  errorsIn: ReadonlyMap<number, ExtFnError> | undefined,
+  options: BatchOptions,
+): Promise<ColumnResults<Column>> {
+  const total = columns[0]?.length ?? 0;
+  const values = newColumn(fn.returnType, total);
+  const errors = new Map<number, ExtFnError>();
+  const pending = new Int32Array(total);
+  let count = 0;
+  for (let i = 0; i < total; i++) {
+    const given = errorsIn?.get(i);
+    if (given) errors.set(i, given);
+    else pending[count++] = i;
+  }
+  const todo = pending.subarray(0, count);
+  if (!isAllNumbers(fn) && count === total && runner.hasTypedColumns && cellsHold(fn, columns)) {
+    return runner.callTypedColumns(fn, columns, options);
+  }
+  if (isAllNumbers(fn)) {
+    const part = columns.map((column) =>
+      Float64Array.from(todo, (i) => (column as Float64Array)[i]!),
+    );
+    const out = await runner.callColumns(fn, part, options);
+    todo.forEach((i, j) => {
+      (values as Float64Array)[i] = out.values[j]!;
+    });
+    for (const [j, error] of out.errors) errors.set(todo[j]!, error);
+    return { values, errors };
+  }
+  const rows: Value[][] = [];
+  const rowOf: number[] = [];
+  for (const i of todo) {
+    const row: Value[] = new Array(columns.length);
+    let failed: ExtFnError | undefined;
+    for (let k = 0; k < columns.length && !failed; k++) {
+      const cell = readCell(fn, columns, k, i);
+      if (ExtFnError.isInstance(cell)) failed = cell;
+      else row[k] = cell;
+    }
+    if (failed) errors.set(i, failed);
+    else {
+      rows.push(row);
+      rowOf.push(i);
+    }
+  }
+  const results = rows.length ? await runner.callBatch(fn, rows, options) : [];
+  for (let j = 0; j < rowOf.length; j++) {
+    const result = checkResult(fn, results[j]);
+    if (ExtFnError.isInstance(result)) errors.set(rowOf[j]!, result);
+    else if (!writeCell(values, rowOf[j]!, result))
+      errors.set(rowOf[j]!, unrepresentable(fn, result));
+  }
+  return { values, errors };
 }
 
 /** Runs one checked call through a runner and checks what comes back. Never throws. */

@@ -17,6 +17,7 @@ import {
   type RunnerProbe,
   rowResultsToColumns,
 } from './runner.js';
+import { type Column, newColumn } from './typed-columns.js';
 import { Value } from './value.js';
 
 /** Failed rows read NaN, and every error is an ExtFnError addressed to the function. */
@@ -169,6 +170,52 @@ export class RunnerHandle {
       const failure = toExtFnError(error, fn.name);
       return {
         values: new Float64Array(rowCount).fill(Number.NaN),
+        errors: new Map(Array.from({ length: rowCount }, (_, i) => [i, failure])),
+      };
+    }
+  }
+
+  /** Whether the runner has its own typed-columns path. */
+  get hasTypedColumns(): boolean {
+    return typeof this.runner.callTypedColumns === 'function';
+  }
+
+  /**
+   * The runner's own typed-columns path (see `hasTypedColumns`). Never
+   * rejects for a row's failure; a broken answer fails every row.
+   */
+  async callTypedColumns(
+    fn: ExternalFn,
+    columns: readonly Column[],
+    options: BatchOptions,
+  ): Promise<ColumnResults<Column>> {
+    if (this.#closing) throw ExtFnError.runtime(fn.name, 'the runner is closed');
+    const rowCount = columns[0]?.length ?? 0;
+    const callTypedColumns = this.runner.callTypedColumns!.bind(this.runner);
+    try {
+      const { values, errors } = await withBackstop(
+        (alive) => callTypedColumns(fn, columns, withAlive(options, alive)),
+        batchSilenceMs(options.timeoutMs),
+        () => {
+          throw ExtFnError.timeout(fn.name, options.timeoutMs);
+        },
+      );
+      const expected = newColumn(fn.returnType, 0).constructor;
+      if (
+        values?.constructor !== expected ||
+        values.length !== rowCount ||
+        !(errors instanceof Map)
+      ) {
+        throw new Error(`callTypedColumns returned a malformed result for ${rowCount} rows`);
+      }
+      for (const [row, error] of errors) {
+        if (!ExtFnError.isInstance(error)) errors.set(row, toExtFnError(error, fn.name));
+      }
+      return { values, errors };
+    } catch (error) {
+      const failure = toExtFnError(error, fn.name);
+      return {
+        values: newColumn(fn.returnType, rowCount),
         errors: new Map(Array.from({ length: rowCount }, (_, i) => [i, failure])),
       };
     }

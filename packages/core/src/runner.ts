@@ -6,15 +6,20 @@
  */
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError } from './errors.js';
+import type { Column } from './typed-columns.js';
 import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
 
 /** One call's outcome in a batch: its value, or its own error. */
 export type RowResult = Value | ExtFnError;
 
-/** What a columnar call gives: one f64 per row, and the failed rows' errors by row index. */
-export interface ColumnResults {
-  /** One result per row; the slot of a failed row is NaN. */
-  values: Float64Array;
+/**
+ * What a columnar call gives: one result per row in a column of the return
+ * type (a Float64Array for numbers, see typed-columns.ts), and the failed
+ * rows' errors by row index.
+ */
+export interface ColumnResults<C extends Column = Float64Array> {
+  /** One result per row; the slot of a failed row is NaN (numbers) or 0 / '' / 0 ns. */
+  values: C;
   errors: Map<number, ExtFnError>;
 }
 
@@ -151,6 +156,17 @@ export interface LanguageRunner {
     columns: readonly Float64Array[],
     options: BatchOptions,
   ): Promise<ColumnResults>;
+
+  /**
+   * Typed columns of any value type (see typed-columns.ts; cells already
+   * checked by core) without a Value per cell on the way in. Optional: core
+   * falls back to `callBatch`. Per-row semantics are those of `call`.
+   */
+  callTypedColumns?(
+    fn: ExternalFn,
+    columns: readonly Column[],
+    options: BatchOptions,
+  ): Promise<ColumnResults<Column>>;
 
   /** Ends every process and worker the runner started. Called once by core. */
   close?(): Promise<void>;

@@ -90,6 +90,57 @@ const ISO_INSTANT =
  * fields (February 30th, hour 24, minute 60) are refused, not rolled over.
  */
 export function parseInstant(text: string): { date: Date; nanos: number } | undefined {
+  return parseUtcInstant(text) ?? parseAnyInstant(text);
+}
+
+/** `n` decimal digits of `text` at `at` as a number, or -1. */
+function digitsAt(text: string, at: number, n: number): number {
+  let value = 0;
+  for (let i = at; i < at + n; i++) {
+    const digit = text.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return -1;
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+/**
+ * The wire's usual spelling, `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z`, read digit by
+ * digit (a batch of datetimes reads one per row); anything else, and years
+ * below 100 (which Date.UTC would move to the 1900s), go to parseAnyInstant.
+ */
+function parseUtcInstant(text: string): { date: Date; nanos: number } | undefined {
+  const n = text.length;
+  if (n < 20 || n > 30 || n === 21 || text.charCodeAt(n - 1) !== 90 /* Z */) return undefined;
+  if (text[4] !== '-' || text[7] !== '-' || text[10] !== 'T' || text[13] !== ':') return undefined;
+  if (text[16] !== ':' || (n > 20 && text[19] !== '.')) return undefined;
+  const year = digitsAt(text, 0, 4);
+  const month = digitsAt(text, 5, 2);
+  const day = digitsAt(text, 8, 2);
+  const hour = digitsAt(text, 11, 2);
+  const minute = digitsAt(text, 14, 2);
+  const second = digitsAt(text, 17, 2);
+  const fractionDigits = n > 20 ? n - 21 : 0;
+  const fraction = fractionDigits ? digitsAt(text, 20, fractionDigits) : 0;
+  if (year < 100 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23) return undefined;
+  if (minute < 0 || minute > 59 || second < 0 || second > 59 || fraction < 0) return undefined;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days =
+    month === 2
+      ? leap
+        ? 29
+        : 28
+      : month === 4 || month === 6 || month === 9 || month === 11
+        ? 30
+        : 31;
+  if (day > days) return undefined;
+  const nanosOfSecond = fraction * 10 ** (9 - fractionDigits);
+  const ms = Math.floor(nanosOfSecond / 1_000_000);
+  const date = new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms));
+  return { date, nanos: nanosOfSecond - ms * 1_000_000 };
+}
+
+function parseAnyInstant(text: string): { date: Date; nanos: number } | undefined {
   const match = ISO_INSTANT.exec(text.trim());
   if (!match) return undefined;
   const [, day, time, fraction = '', zone = 'Z'] = match;
@@ -108,6 +159,13 @@ export function parseInstant(text: string): { date: Date; nanos: number } | unde
 /** Formats an instant as `YYYY-MM-DDTHH:MM:SS[.fffffffff]Z`, trailing zeros trimmed. */
 export function formatInstant(date: Date, nanos = 0): string {
   const iso = date.toISOString(); // always .sssZ
+  if (nanos === 0 && iso.length === 24) {
+    // Trim the milliseconds' trailing zeros without a regex (one call per row of a batch).
+    if (iso.charCodeAt(22) !== 48) return iso;
+    if (iso.charCodeAt(21) !== 48) return `${iso.slice(0, 22)}Z`;
+    if (iso.charCodeAt(20) !== 48) return `${iso.slice(0, 21)}Z`;
+    return `${iso.slice(0, 19)}Z`;
+  }
   const base = iso.slice(0, -5);
   const fraction = (iso.slice(-4, -1) + String(nanos).padStart(6, '0')).replace(/0+$/, '');
   return fraction ? `${base}.${fraction}Z` : `${base}Z`;

@@ -1,13 +1,17 @@
 import { describe, expect, test } from 'vitest';
 import {
+  type Column,
   type EvalOptions,
   ExtFnError,
   eval as evalFn,
   evaluate,
   type LanguageRunner,
   Registry,
+  readCell,
   Value as V,
+  VALUE_TYPES,
   type Value,
+  type ValueType,
 } from '../src/index.js';
 import { fakeRunner, fn } from './fake-runner.js';
 
@@ -346,13 +350,99 @@ describe('evalColumns', () => {
     });
   });
 
-  test('refuses functions that are not all numbers, wrong column counts and ragged columns', async () => {
+  test('typed columns of every value type equal per-row eval; error cells in are skipped and given back', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    const columns: Record<ValueType, Column> = {
+      number: Float64Array.of(1.5, Number.NaN, -0),
+      boolean: Uint8Array.of(1, 0, 1),
+      text: ['a', '\uD800', ''],
+      datetime: BigInt64Array.of(-1n, 1_700_000_000_123_456_789n, 0n),
+      enum: Uint32Array.of(0, 4_294_967_295, 7),
+    };
+    for (const type of VALUE_TYPES) {
+      registry.register(fn(`echo_${type}`, 'echo', [type], type));
+      const given = ExtFnError.runtime('upstream', 'the measure failed');
+      const before = calls.length;
+      const out = await registry.evalColumns<Column>(`echo_${type}`, [columns[type]], {
+        errors: new Map([[2, given]]),
+      });
+      expect(calls.length - before, type).toBe(2); // the error row is not evaluated
+      expect(out.errors.get(2), type).toBe(given);
+      expect(out.values.constructor, type).toBe(columns[type].constructor);
+      for (const i of [0, 1]) {
+        const single = await registry.eval(`echo_${type}`, [
+          readCell(registry.get(`echo_${type}`)!, [columns[type]], 0, i) as Value,
+        ]);
+        expect(
+          readCell(registry.get(`echo_${type}`)!, [out.values], 0, i),
+          `${type} row ${i}`,
+        ).toEqual(single);
+        expect(out.errors.has(i)).toBe(false);
+      }
+    }
+    // Nanoseconds below the millisecond survive, before 1970 too.
+    const dt = registry.get('echo_datetime')!;
+    expect(readCell(dt, [columns.datetime], 0, 0)).toEqual({
+      type: 'datetime',
+      value: new Date(-1),
+      nanos: 999_999,
+    });
+  });
+
+  test("typed columns reach the runner's own callTypedColumns when every cell holds; core reads them otherwise", async () => {
+    const { runner, calls } = fakeRunner();
+    const seen: (readonly Column[])[] = [];
+    const typed = {
+      ...runner,
+      callTypedColumns: async (_fn: unknown, columns: readonly Column[]) => {
+        seen.push(columns);
+        return {
+          values: (columns[0] as string[]).map((s) => s.toUpperCase()),
+          errors: new Map([[1, new Error('plain')]]),
+        };
+      },
+    };
+    const registry = new Registry({ runners: [typed as unknown as LanguageRunner] });
+    registry.register(fn('up', 'echo', ['text'], 'text'));
+    const input = ['a', 'b'];
+    const out = await registry.evalColumns<string[]>('up', [input]);
+    expect(seen).toEqual([[input]]);
+    expect(out.values).toEqual(['A', 'B']);
+    expect(out.errors.get(1)?.message).toBe('function up: runner failed: Error: plain');
+    // A cell that is not a string: core reads the rows itself, that row gets its error.
+    const mixed = await registry.evalColumns<string[]>('up', [['c', 5 as unknown as string]]);
+    expect(seen).toHaveLength(1);
+    expect(calls.map((c) => c.fn)).toEqual(['up']);
+    expect(mixed.values[0]).toBe('c');
+    expect(mixed.errors.get(1)?.message).toMatch(
+      /argument 1 expected text, got number in a text column/,
+    );
+  });
+
+  test("a cell no Value can hold is that row's error, naming the argument; the other rows run", async () => {
+    const registry = new Registry({ runners: [fakeRunner().runner] });
+    registry.register(fn('flag', 'echo', ['boolean'], 'boolean'));
+    const flags = await registry.evalColumns<Uint8Array>('flag', [Uint8Array.of(2, 1)]);
+    expect(flags.errors.get(0)?.message).toMatch(/argument 1 expected boolean, got the byte 2/);
+    expect([...flags.values]).toEqual([0, 1]);
+  });
+
+  test('refuses columns of the wrong class, wrong column counts, ragged columns and bad error maps', async () => {
     const registry = new Registry({ runners: [fakeRunner().runner] });
     registry.register(fn('echo', 'echo', ['text'], 'text'));
     registry.register(fn('add', 'add', ['number', 'number'], 'number'));
     await expect(registry.evalColumns('echo', [new Float64Array(1)])).rejects.toThrow(
-      /all numbers; this one is \(text\) -> text/,
+      'function echo: argument 1 expected text, got a Float64Array (a text column is an array of strings)',
     );
+    await expect(
+      registry.evalColumns('add', [new Float64Array(1), new Float32Array(1) as never]),
+    ).rejects.toMatchObject({ kind: 'TypeMismatch', position: 2 });
+    await expect(
+      registry.evalColumns('add', [new Float64Array(1), new Float64Array(1)], {
+        errors: new Map([[1, ExtFnError.runtime('x', 'y')]]),
+      }),
+    ).rejects.toThrow(/options.errors maps row indexes in \[0, 1\)/);
     await expect(registry.evalColumns('add', [new Float64Array(1)])).rejects.toMatchObject({
       kind: 'ArityMismatch',
     });

@@ -66,6 +66,37 @@ describe('Value constructors', () => {
     }
   });
 
+  test('the fast reading of `…Z` instants agrees with the general one (the same text with +00:00)', () => {
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const lo = Date.UTC(100, 0, 1);
+    const hi = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+    for (let i = 0; i < 3000; i++) {
+      const date = new Date(Math.floor(lo + random() * (hi - lo)));
+      const nanos = i % 3 === 0 ? 0 : Math.floor(random() * 1_000_000);
+      const text = formatInstant(date, nanos);
+      const fast = parseInstant(text);
+      expect(fast, text).toEqual({ date, nanos });
+      expect(parseInstant(`${text.slice(0, -1)}+00:00`), text).toEqual(fast);
+      // Every fraction length reads the same as through the general path.
+      const digits = 1 + (i % 9);
+      const cut = `${text.slice(0, 19)}.${(text.slice(20, -1) || '0').padEnd(9, '0').slice(0, digits)}Z`;
+      expect(parseInstant(cut), cut).toEqual(parseInstant(`${cut.slice(0, -1)}+00:00`));
+    }
+    expect(parseInstant('0099-12-31T23:59:59Z')?.date.toISOString()).toBe(
+      '0099-12-31T23:59:59.000Z',
+    );
+    expect(parseInstant('2024-02-29T10:00:00.5Z')).toEqual({
+      date: new Date('2024-02-29T10:00:00.500Z'),
+      nanos: 0,
+    });
+    expect(parseInstant('2023-02-29T10:00:00Z')).toBeUndefined();
+    expect(parseInstant('2023-01-01T10:00:00.Z')).toBeUndefined();
+  });
+
   test('typeOf and the guards', () => {
     expect(typeOf(Value.number(1))).toBe('number');
     expect(typeOf(Value.error('DivisionByZero'))).toBeUndefined();

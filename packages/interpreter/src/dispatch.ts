@@ -6,7 +6,7 @@
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { LoadFailure, WorkerFailure } from './failures.js';
-import type { Frame } from './frames.js';
+import type { Frame, Payload } from './frames.js';
 import { driverErrorToExtFnError, ResponseShapeError } from './marshal.js';
 import type { Pool, PooledWorker } from './pool.js';
 import { responseLimits } from './response-limits.js';
@@ -20,7 +20,7 @@ export interface DispatchWorker extends PooledWorker {
   readonly busyMs: number;
   request(
     header: Record<string, unknown>,
-    payload: Uint8Array | undefined,
+    payload: Payload | undefined,
     options: RequestOptions,
   ): Promise<Frame>;
   /** What the last request left running in the tree, if anything. */
@@ -34,7 +34,7 @@ export interface DispatchWorker extends PooledWorker {
 /** One request for `dispatch`. */
 export interface WorkerRequest {
   header: Record<string, unknown>;
-  payload?: Uint8Array | undefined;
+  payload?: Payload | undefined;
   /** Rows in the request: sizes the response and output limits. */
   rows: number;
   timeoutMs: number;
@@ -52,6 +52,8 @@ export interface WorkerRequest {
    * with WorkerFailure `malformed`, so a batch retries the rows one by one.
    */
   decode?: (frame: Frame) => void;
+  /** Where a response payload of exactly this size is read to (see FrameReader.payloadTarget). */
+  payloadInto?: Uint8Array | undefined;
 }
 
 /** A batch lane's hold on a worker. */
@@ -84,7 +86,7 @@ export async function dispatch(
   key: string,
   request: WorkerRequest,
 ): Promise<Frame> {
-  const { header, payload, rows, timeoutMs, signal, lease, decode } = request;
+  const { header, payload, rows, timeoutMs, signal, lease, decode, payloadInto } = request;
   const limits = responseLimits(fn.returnType, rows, ctx.maxOutputBytes, header.op === 'callf64');
   const outputBytes = rows * ctx.maxOutputBytes + OUTPUT_MARGIN;
   for (let attempt = 0; ; attempt++) {
@@ -112,6 +114,7 @@ export async function dispatch(
         signal,
         limits,
         outputBytes,
+        payloadInto,
       });
       try {
         decode?.(frame);

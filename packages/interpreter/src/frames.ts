@@ -34,6 +34,17 @@ export interface DriverError {
   got?: string;
 }
 
+/** A request's binary payload: one buffer, or parts sent one after another (column slices, never joined). */
+export type Payload = Uint8Array | readonly Uint8Array[];
+
+/** Bytes in a payload. */
+export function payloadBytes(payload: Payload): number {
+  if (payload instanceof Uint8Array) return payload.byteLength;
+  let bytes = 0;
+  for (const part of payload) bytes += part.byteLength;
+  return bytes;
+}
+
 const NEWLINE = 0x0a;
 
 /**
@@ -94,6 +105,12 @@ export class FrameReader {
   lineLimit: number;
   /** Most bytes one payload may announce. */
   payloadLimit: number;
+  /**
+   * Where the next payload of exactly this many bytes is copied (the caller's
+   * result column), saving a buffer and a copy per chunk; other sizes get a
+   * buffer of their own.
+   */
+  payloadTarget: Uint8Array | undefined;
 
   constructor(budget = 64 * 1024 * 1024) {
     this.lineLimit = budget;
@@ -140,13 +157,35 @@ export class FrameReader {
     return out;
   }
 
+  /** The next `size` bytes copied once into a buffer of their own (a payload may span many chunks). */
+  #takePayload(size: number): Buffer {
+    const target = this.payloadTarget;
+    this.payloadTarget = undefined;
+    const out =
+      target?.byteLength === size
+        ? Buffer.from(target.buffer, target.byteOffset, size)
+        : Buffer.allocUnsafe(size);
+    let filled = 0;
+    while (filled < size) {
+      const chunk = this.#chunks[0]!;
+      const k = Math.min(chunk.length, size - filled);
+      chunk.copy(out, filled, 0, k);
+      filled += k;
+      if (k === chunk.length) this.#chunks.shift();
+      else this.#chunks[0] = chunk.subarray(k);
+    }
+    this.#buffered -= size;
+    this.#scanned = 0;
+    return out;
+  }
+
   #next(): Frame | undefined {
     if (this.#pending) {
       const size = this.#pending.bytes!;
       if (this.#buffered < size) return undefined;
       const header = this.#pending;
       this.#pending = undefined;
-      return { header, payload: Buffer.from(this.#take(size)) };
+      return { header, payload: this.#takePayload(size) };
     }
     const end = this.#indexOfNewline();
     if (end < 0) return undefined;

@@ -4,9 +4,12 @@
  * core's `valueFromJson`, so a driver bug cannot smuggle in a wrong type.
  */
 import {
+  type Column,
   type ExternalFn,
   ExtFnError,
+  numberToJson,
   type RowResult,
+  readCell,
   type Value,
   valueFromJson,
   valueToJson,
@@ -80,6 +83,43 @@ export function columnsJsonText(
   return { text: `[${parts.join(',')}]`, plain };
 }
 
+/** One cell of a typed column as JSON text, as `rowsJsonText` would write its Value. */
+function cellJsonText(fn: ExternalFn, columns: readonly Column[], k: number, i: number): string {
+  switch (fn.argTypes[k]) {
+    case 'number': {
+      const n = (columns[k] as Float64Array)[i]!;
+      return numberText(n) ?? JSON.stringify(numberToJson(n));
+    }
+    case 'boolean':
+      return (columns[k] as Uint8Array)[i] ? 'true' : 'false';
+    case 'text':
+      return JSON.stringify((columns[k] as readonly string[])[i]); // lone surrogates as \u escapes
+    case 'enum':
+      return String((columns[k] as Uint32Array)[i]);
+    default:
+      return JSON.stringify(valueToJson(readCell(fn, columns, k, i) as Value));
+  }
+}
+
+/** Rows `start…start+count` of typed columns (cells checked by core) as the JSON text of an array of arrays. */
+export function typedColumnsJsonText(
+  fn: ExternalFn,
+  columns: readonly Column[],
+  start: number,
+  count: number,
+): string {
+  const parts = new Array<string>(count);
+  for (let i = 0; i < count; i++) {
+    let text = '[';
+    for (let k = 0; k < columns.length; k++) {
+      if (k > 0) text += ',';
+      text += cellJsonText(fn, columns, k, start + i);
+    }
+    parts[i] = `${text}]`;
+  }
+  return `[${parts.join(',')}]`;
+}
+
 /** Rows `start…start+count` as little-endian f64, column-major: all of argument 0, then all of argument 1… */
 export function rowsToF64(
   rows: readonly (readonly Value[])[],
@@ -95,17 +135,18 @@ export function rowsToF64(
   return new Uint8Array(columns.buffer, columns.byteOffset, columns.byteLength);
 }
 
-/** The same payload straight from number columns: one byte copy per column slice. */
+/**
+ * The same payload straight from number columns: views of the column slices,
+ * written one after another, so no row is copied on the host.
+ */
 export function columnsToF64(
   columns: readonly Float64Array[],
   start: number,
   count: number,
-): Uint8Array {
-  const out = new Float64Array(count * columns.length);
-  for (let j = 0; j < columns.length; j++) {
-    out.set(columns[j]!.subarray(start, start + count), j * count);
-  }
-  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+): Uint8Array[] {
+  return columns.map(
+    (column) => new Uint8Array(column.buffer, column.byteOffset + start * 8, count * 8),
+  );
 }
 
 /** A driver's row error as the ExtFnError that `eval` gives for it. */

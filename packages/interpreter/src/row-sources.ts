@@ -4,13 +4,16 @@
  * (`evalBatch`) and number columns (`evalColumns`) share every scheduling rule.
  */
 import {
+  type Column,
   type ExternalFn,
-  type ExtFnError,
+  ExtFnError,
   type RowResult,
   rowResultsToColumns,
+  unrepresentable,
   type Value,
+  writeCell,
 } from '@improv/extfn-core';
-import { type Frame, RawJson } from './frames.js';
+import { type Frame, type Payload, RawJson } from './frames.js';
 import {
   columnsJsonText,
   columnsToF64,
@@ -19,12 +22,13 @@ import {
   resultsFromJsonFrame,
   rowsJsonText,
   rowsToF64,
+  typedColumnsJsonText,
 } from './marshal.js';
 
 /** A request for a range of rows. */
 export interface Encoded {
   header: Record<string, unknown>;
-  payload?: Uint8Array;
+  payload?: Payload;
 }
 
 /**
@@ -41,6 +45,8 @@ export interface RowSource {
   decode(frame: Frame, start: number, count: number): void;
   /** Stores one row's error. */
   fail(row: number, error: ExtFnError): void;
+  /** Where a binary response for rows `start…start+count` may be read straight to. */
+  payloadInto?(start: number, count: number): Uint8Array | undefined;
 }
 
 /** A `call` request for rows, rendered in one pass; `plain` lets a driver skip per-argument conversion. */
@@ -76,13 +82,47 @@ export function valueRows(
           }
         : { header: callHeader(rows, start, start + count) },
     decode(frame, start, count) {
-      const out = f64
-        ? resultsFromF64Frame(fn, frame, count)
-        : resultsFromJsonFrame(fn, frame, count);
+      // A driver that reads f64 but writes JSON (f64: 'in') answers with `values`.
+      const out =
+        f64 && frame.payload
+          ? resultsFromF64Frame(fn, frame, count)
+          : resultsFromJsonFrame(fn, frame, count);
       for (let k = 0; k < count; k++) results[start + k] = out[k]!;
     },
     fail(row, error) {
       results[row] = error;
+    },
+  };
+}
+
+/**
+ * Typed columns of other types (evalColumns): JSON `call` frames written
+ * straight from the columns, results written into `values` (a column of the
+ * return type) and failed rows into `errors`.
+ */
+export function typedColumnRows(
+  fn: ExternalFn,
+  columns: readonly Column[],
+  values: Column,
+  errors: Map<number, ExtFnError>,
+): RowSource {
+  return {
+    count: values.length,
+    encode: (start, count) => ({
+      header: { op: 'call', rows: new RawJson(typedColumnsJsonText(fn, columns, start, count)) },
+    }),
+    decode(frame, start, count) {
+      const out = resultsFromJsonFrame(fn, frame, count);
+      for (let k = 0; k < count; k++) {
+        const result = out[k]!;
+        if (ExtFnError.isInstance(result)) errors.set(start + k, result);
+        else if (!writeCell(values, start + k, result)) {
+          errors.set(start + k, unrepresentable(fn, result));
+        }
+      }
+    },
+    fail(row, error) {
+      errors.set(row, error);
     },
   };
 }
@@ -109,10 +149,19 @@ export function columnRows(
       f64
         ? { header: { op: 'callf64', rows: count }, payload: columnsToF64(columns, start, count) }
         : { header: jsonCall(columnsJsonText(columns, start, count)) },
+    payloadInto: f64
+      ? (start, count) => new Uint8Array(values.buffer, values.byteOffset + start * 8, count * 8)
+      : undefined,
     decode(frame, start, count) {
-      if (f64) {
+      if (f64 && frame.payload) {
         const { numbers, errors: failed } = f64Results(fn, frame, count);
-        values.set(numbers, start);
+        // Already in place when the frame reader wrote it there (payloadInto).
+        if (
+          numbers.buffer !== values.buffer ||
+          numbers.byteOffset !== values.byteOffset + start * 8
+        ) {
+          values.set(numbers, start);
+        }
         for (const [k, error] of failed) fail(start + k, error);
         return;
       }

@@ -10,15 +10,22 @@ import {
   type BatchOptions,
   batchByCalls,
   type CallOptions,
+  type Column,
   type ColumnResults,
   checkColumnArguments,
+  checkResult,
+  checkTypedColumns,
   type ExternalFn,
   ExtFnError,
   isAllNumbers,
+  newColumn,
   type RowResult,
   type RunnerProbe,
+  readCell,
   rowResultsToColumns,
+  unrepresentable,
   type Value,
+  writeCell,
 } from '@improv/extfn-core';
 import {
   assertSandboxAvailable,
@@ -43,7 +50,7 @@ import { driverErrorToExtFnError, resultsFromJsonFrame } from './marshal.js';
 import { oneShotCall } from './one-shot.js';
 import { Pool } from './pool.js';
 import { probeInterpreter } from './probe.js';
-import { callHeader, columnRows, valueRows } from './row-sources.js';
+import { callHeader, columnRows, typedColumnRows, valueRows } from './row-sources.js';
 import { type SchedulerContext, schedule } from './scheduler.js';
 import { startWorker } from './start-worker.js';
 import type {
@@ -135,7 +142,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     // retire at half the lifetime CPU budget
     this.retireAfterBusyMs = this.#workerCpuSeconds() * 500;
     this.chunkMs = options.chunkMs ?? 5;
-    this.f64 = spec.f64 === true && options.f64 !== false && endianness() === 'LE';
+    this.f64 =
+      (spec.f64 === true || spec.f64 === 'in') && options.f64 !== false && endianness() === 'LE';
     this.pool = new Pool(
       options.maxWorkers ?? availableParallelism(),
       options.idleMs ?? DEFAULT_IDLE_MS,
@@ -239,6 +247,44 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       return rowResultsToColumns(fn, results);
     }
     await schedule(this, fn, key, columnRows(fn, columns, values, errors, this.f64), options);
+    return { values, errors };
+  }
+
+  /**
+   * Typed columns of other types: JSON `call` frames written straight from
+   * the columns (no Value per cell on the way in), results written into a
+   * column of the return type. There is no binary frame for them yet.
+   */
+  async callTypedColumns(
+    fn: ExternalFn,
+    columns: readonly Column[],
+    options: BatchOptions,
+  ): Promise<ColumnResults<Column>> {
+    this.#assertOpen(fn);
+    const invalid = checkTypedColumns(fn, columns, undefined);
+    if (invalid) throw invalid;
+    const n = columns[0]?.length ?? 0;
+    await this.#prepare(fn);
+    const values = newColumn(fn.returnType, n);
+    const errors = new Map<number, ExtFnError>();
+    if (n === 0) return { values, errors };
+    const { mode, key, loadError } = this.#route(fn, options);
+    if (mode === 'oneShot' || loadError) {
+      // Rare paths: a process per row, or every row the same load error.
+      const rows = Array.from({ length: n }, (_, i) =>
+        columns.map((_, k) => readCell(fn, columns, k, i) as Value),
+      );
+      const results = loadError
+        ? rows.map(() => loadError)
+        : await this.#oneShotBatch(fn, rows, options);
+      results.forEach((result, i) => {
+        const checked = checkResult(fn, result);
+        if (ExtFnError.isInstance(checked)) errors.set(i, checked);
+        else if (!writeCell(values, i, checked)) errors.set(i, unrepresentable(fn, checked));
+      });
+      return { values, errors };
+    }
+    await schedule(this, fn, key, typedColumnRows(fn, columns, values, errors), options);
     return { values, errors };
   }
 

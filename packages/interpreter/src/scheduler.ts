@@ -2,7 +2,8 @@
  * Batches: rows go to warm workers in chunks sized to take about `chunkMs`,
  * on every worker the pool allows. A chunk whose worker times out, dies,
  * writes a malformed frame or too much output is re-run one row per request
- * (hang isolation): only the row that really hangs gets Timeout, every
+ * (hang isolation; a huge vectorized chunk first as pieces of MAX_CHUNK rows):
+ * only the row that really hangs gets Timeout, every
  * other row still gets exactly what `eval` would give it.
  *
  * A batch runs at most `lanes` requests at once; its first lane starts at
@@ -20,6 +21,20 @@ import type { RowSource } from './row-sources.js';
 
 /** Largest chunk in rows, whatever the timing says. */
 const MAX_CHUNK = 32_768;
+/**
+ * A vectorized function pays a fixed cost per chunk (a frame, a copy into
+ * numpy, one body call) and almost nothing per row, so its chunks may be far
+ * larger and are sized to take at least VECTORIZED_CHUNK_MS.
+ */
+export const MAX_VECTORIZED_CHUNK = 4_194_304;
+const VECTORIZED_CHUNK_MS = 50;
+/**
+ * A failed chunk larger than this is re-run as chunks of this size first, and
+ * only the pieces that fail again row by row: isolating one hanging row of a
+ * million-row vectorized chunk then costs one more chunk deadline, not a
+ * million requests.
+ */
+const ISOLATION_PIECE = MAX_CHUNK;
 /**
  * A chunk is sized to take milliseconds, so it gets a deadline of its own:
  * this many times its expected time, at least CHUNK_DEADLINE_FLOOR_MS, at
@@ -59,24 +74,31 @@ export async function schedule(
   const n = source.count;
   const settled = new Uint8Array(n);
   const lanes = Math.max(1, Math.min(ctx.lanes, n));
-  let singles: number[] = [];
+  const maxChunk = fn.vectorized === true ? MAX_VECTORIZED_CHUNK : MAX_CHUNK;
+  const chunkMs = fn.vectorized === true ? Math.max(ctx.chunkMs, VECTORIZED_CHUNK_MS) : ctx.chunkMs;
+  /** Ranges to re-run after a failed chunk (hang isolation): pieces, then single rows. */
+  let retries: [start: number, count: number][] = [];
   let next = 0;
   // What the last batch of this function learnt: start at its chunk size instead of ramping from 1.
   let perRowMs: number | undefined = ctx.perRowMs.get(key);
-  let size = perRowMs === undefined ? 1 : MAX_CHUNK;
+  let size = perRowMs === undefined ? 1 : maxChunk;
+  /** Rows behind `perRowMs` in this batch, halved at each sample so recent chunks count most. */
+  let weight = 0;
   let done = 0;
   let stopped: ExtFnError | undefined;
 
-  const hasWork = () => stopped === undefined && (singles.length > 0 || next < n);
+  const hasWork = () => stopped === undefined && (retries.length > 0 || next < n);
 
-  /** The next range: a row to retry alone, or a fresh chunk. */
+  /** The next range: a piece or row to retry, or a fresh chunk. */
   const take = (): [start: number, count: number] => {
-    if (singles.length > 0) return [singles.shift()!, 1];
+    if (retries.length > 0) return retries.shift()!;
     if (perRowMs !== undefined) {
-      const target = Math.max(1, Math.round(ctx.chunkMs / Math.max(perRowMs, 1e-6)));
-      size = Math.min(target, size * 8, MAX_CHUNK);
+      const target = Math.max(1, Math.round(chunkMs / Math.max(perRowMs, 1e-6)));
+      size = Math.min(target, size * 8, maxChunk);
     }
-    const fair = Math.ceil((n - next) / lanes);
+    // Share the last rows among the lanes, but not below a quarter of a chunk:
+    // halving again and again would end the batch with a tail of tiny round trips.
+    const fair = Math.max(Math.ceil((n - next) / lanes), Math.ceil(size / 4));
     const count = Math.min(Math.max(1, Math.min(size, fair)), n - next);
     const start = next;
     next += count;
@@ -99,10 +121,17 @@ export async function schedule(
       lease,
       // Decoded before the worker is kept: a response of the wrong shape fails it as malformed.
       decode: (response) => source.decode(response, start, count),
+      payloadInto: source.payloadInto?.(start, count),
     });
     // Request time only (not waiting for or starting a worker): what a chunk's size controls.
-    const sample = (frame.elapsedMs ?? 0) / count;
-    perRowMs = perRowMs === undefined ? sample : 0.5 * perRowMs + 0.5 * sample;
+    // Weighted by rows, so a few tiny chunks (whose time is mostly the round
+    // trip) do not make the next batch start with tiny chunks.
+    const elapsed = frame.elapsedMs ?? 0;
+    perRowMs =
+      perRowMs === undefined || weight === 0
+        ? elapsed / count
+        : (perRowMs * weight + elapsed) / (weight + count);
+    weight = 0.5 * weight + count;
     settled.fill(1, start, start + count);
   };
 
@@ -129,8 +158,13 @@ export async function schedule(
         }
         const rowFailure = error instanceof WorkerFailure && ROW_FAILURES.has(error.reason);
         if (count > 1 && rowFailure) {
-          // hang isolation: one row per request, on fresh workers
-          singles = Array.from({ length: count }, (_, k) => start + k).concat(singles);
+          // hang isolation: one row per request (pieces first for a huge chunk), on fresh workers
+          const piece = count > ISOLATION_PIECE ? ISOLATION_PIECE : 1;
+          const ranges: [number, number][] = [];
+          for (let k = 0; k < count; k += piece) {
+            ranges.push([start + k, Math.min(piece, count - k)]);
+          }
+          retries = ranges.concat(retries);
           spawnLanes();
           continue;
         }

@@ -46,8 +46,13 @@ export interface InterpreterSpec {
   readonly env?: Readonly<Record<string, string>>;
   /** Per-language sandbox limits (Julia needs a large address space). */
   readonly limits?: Partial<SandboxLimits>;
-  /** The driver implements `callf64` (binary f64 columns for all-number functions). Default false. */
-  readonly f64?: boolean;
+  /**
+   * The driver implements `callf64` (binary f64 columns for all-number
+   * functions). `'in'`: it reads the binary columns but answers with JSON
+   * `values`, as for `call` (R, which cannot write binary to its stdout).
+   * Default false.
+   */
+  readonly f64?: boolean | 'in';
   /** How long the interpreter may take to print its `ready` frame (default 15 000 ms). */
   readonly startupTimeoutMs?: number;
   /** One line telling a user how to install the interpreter, for probe and LanguageUnavailable. */

@@ -17,7 +17,9 @@ import {
   type FrameHeader,
   FrameReader,
   isReadyFrame,
+  type Payload,
   PROTOCOL_VERSION,
+  payloadBytes,
 } from './frames.js';
 import type { ResponseLimits } from './response-limits.js';
 
@@ -44,6 +46,8 @@ export interface RequestOptions {
    * body's print(), os.write to fd 1 or 2, a child's output — however it writes.
    */
   outputBytes: number;
+  /** Where a response payload of exactly this size goes, instead of a buffer of its own. */
+  payloadInto?: Uint8Array | undefined;
 }
 
 /** How often stderr is looked at while a request runs (it is drained to a bounded tail meanwhile). */
@@ -177,7 +181,7 @@ export class WarmWorker {
   /** Sends one request and waits for its response. */
   async request(
     header: FrameHeader,
-    payload: Uint8Array | undefined,
+    payload: Payload | undefined,
     options: RequestOptions,
   ): Promise<Frame> {
     if (this.#failure) throw this.#failure;
@@ -185,10 +189,12 @@ export class WarmWorker {
     const id = this.#nextId++;
     const started = performance.now();
     const reply = this.#await(id, options, 'timeout');
-    // Header and payload as two writes: no copy of a large payload into one buffer.
+    // Header and payload parts as separate writes: no copy of a large payload into one buffer.
     if (payload) {
-      this.process.stdin.write(encodeFrame({ ...header, id, bytes: payload.byteLength }));
-      this.process.stdin.write(payload);
+      this.process.stdin.write(encodeFrame({ ...header, id, bytes: payloadBytes(payload) }));
+      for (const part of payload instanceof Uint8Array ? [payload] : payload) {
+        if (part.byteLength > 0) this.process.stdin.write(part);
+      }
     } else {
       this.process.stdin.write(encodeFrame({ ...header, id }));
     }
@@ -292,6 +298,7 @@ export class WarmWorker {
       };
       this.#reader.lineLimit = options.limits.line;
       this.#reader.payloadLimit = options.limits.payload;
+      this.#reader.payloadTarget = options.payloadInto;
       this.#waiting = {
         id,
         resolve: (frame) => {

@@ -43,6 +43,23 @@ describe('frames', () => {
     expect(frames).toBe(1);
   });
 
+  test('a payload of the announced target size is read into the target, across chunks; another size is not', () => {
+    const results = new Float64Array(4);
+    const reader = new FrameReader();
+    reader.payloadTarget = new Uint8Array(results.buffer, 8, 16); // rows 1…2 of the column
+    const bytes = encodeFrame({ id: 1 }, new Uint8Array(new Float64Array([1.5, -2]).buffer));
+    const got = [...reader.push(bytes.subarray(0, 13)), ...reader.push(bytes.subarray(13))];
+    expect(got).toHaveLength(1);
+    expect([...results]).toEqual([0, 1.5, -2, 0]);
+    expect(got[0]!.payload!.buffer).toBe(results.buffer);
+
+    reader.payloadTarget = new Uint8Array(results.buffer, 0, 8);
+    const [other] = reader.push(encodeFrame({ id: 2 }, new Uint8Array(16).fill(7)));
+    expect(other!.payload!.length).toBe(16);
+    expect(other!.payload!.buffer).not.toBe(results.buffer);
+    expect([...results]).toEqual([0, 1.5, -2, 0]);
+  });
+
   test('RawJson is spliced into the header as is', () => {
     const line = encodeFrame({ op: 'call', rows: new RawJson('[[1.0,"x"]]'), id: 7 }).toString();
     expect(line).toBe('{"op":"call","id":7,"rows":[[1.0,"x"]]}\n');

@@ -125,6 +125,30 @@ describe('scheduler with a fake dispatcher', () => {
     expect(requests.filter(([start, count]) => start === 77 && count === 1)).toHaveLength(1);
   });
 
+  test('a vectorized function gets chunks past MAX_CHUNK; a huge failed chunk is re-run as pieces before single rows', async () => {
+    const vectorized: ExternalFn = { ...fn, vectorized: true };
+    const big = 100_000;
+    const { rows, results, settledTwice } = source(big);
+    // Only a request of more than 40 000 rows fails (say its worker ran out of memory).
+    const { ctx, requests } = fakeContext((_start, count) =>
+      count > 40_000 ? new WorkerFailure('exited', 'killed') : undefined,
+    );
+    ctx.perRowMs.set('k', 1e-3); // learnt by an earlier batch: 50 000 rows in 50 ms
+    await schedule(ctx, vectorized, 'k', rows, { timeoutMs: 1_000 });
+    expect(results).toEqual(Array.from({ length: big }, (_, i) => i * 2));
+    expect(settledTwice).toEqual([]);
+    expect(requests[0]![1]).toBe(big / 2); // one chunk per lane, far past 32 768 rows
+    const retried = requests.filter(([, count]) => count <= 40_000);
+    expect(Math.max(...retried.map(([, count]) => count))).toBe(32_768);
+    expect(retried.some(([, count]) => count === 1)).toBe(false);
+
+    // A per-row function stays within MAX_CHUNK however cheap its rows are.
+    const perRow = fakeContext();
+    perRow.ctx.perRowMs.set('k', 1e-5);
+    await schedule(perRow.ctx, fn, 'k', source(big).rows, { timeoutMs: 1_000 });
+    expect(Math.max(...perRow.requests.map(([, count]) => count))).toBe(32_768);
+  });
+
   test('"output" and "malformed" failures isolate rows the same way', async () => {
     for (const reason of ['output', 'malformed', 'exited'] as const) {
       const { rows, results } = source(50);

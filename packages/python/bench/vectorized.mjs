@@ -2,7 +2,8 @@
 // `hypot(x, y)` over ROWS rows through evalColumns (Float64Array columns in
 // and out), per-row (`math.hypot`, one interpreter call per row) and
 // vectorized (`np.hypot` on whole numpy columns, one call per chunk). Prints
-// min / median / max of RUNS runs and the load average. Run: pnpm bench
+// min / median / max of RUNS runs and the load average; `x + y` shows what
+// the frames alone cost. Run: pnpm bench
 import { loadavg } from 'node:os';
 import { Registry } from '@improv/extfn-core';
 import { probeSandbox } from '@improv/extfn-sandbox';
@@ -27,6 +28,13 @@ registry.register({
 registry.register({
   name: 'vector',
   body: 'import numpy as np\nresult = np.hypot(args[0], args[1])',
+  vectorized: true,
+  ...signature,
+});
+
+registry.register({
+  name: 'plus',
+  body: 'result = args[0] + args[1]',
   vectorized: true,
   ...signature,
 });
@@ -66,9 +74,12 @@ console.log(
 const perRowRows = Math.min(ROWS, 400_000);
 const perRow = await measure('rows', perRowRows);
 const vector = await measure('vector', ROWS);
+// What bounds np.hypot: x + y is the same frames with almost no numpy work.
+const plus = await measure('plus', ROWS);
 for (const [label, r, rows] of [
   ['per-row math.hypot', perRow, perRowRows],
   ['vectorized np.hypot', vector, ROWS],
+  ['vectorized x + y', plus, ROWS],
 ]) {
   console.log(
     `  ${label.padEnd(22)} ${String(rows).padStart(9)} rows  min ${fmt(r.min)}  median ${fmt(r.median)}  max ${fmt(r.max)}`,

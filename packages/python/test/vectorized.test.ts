@@ -146,6 +146,66 @@ describe.skipIf(!restrictedOk)(
       ]);
     });
 
+    test.skipIf(!hasNumpy)(
+      `numpy over f64 frames, chunks of many rows: raising rows, None slots, NaN values and a wrong length agree with per-row eval ${hasNumpy ? '' : noNumpy}`,
+      async () => {
+        const body = [
+          'import numpy as np',
+          'x, = args',
+          'assert isinstance(x, np.ndarray), type(x)',
+          'if (x == 13).any():',
+          '    raise ValueError("thirteen")',
+          'r = (x * 2).astype(object)',
+          'r[x < 0] = None',
+          'r[x == 7] = float("nan")',
+          'result = r',
+        ].join('\n');
+        const { registry } = restricted(
+          {
+            f: [body, ['number'], 'number', VEC],
+            // A float64 result goes back as the array's own bytes.
+            raw: [
+              'import numpy as np\nx, = args\nresult = np.where(x == 7, np.nan, x * 2)',
+              ['number'],
+              'number',
+              VEC,
+            ],
+            short: ['result = args[0][:-1]', ['number'], 'number', VEC],
+          },
+          { packages: 'system' },
+        );
+        const size = 30_000; // past one pipe buffer both ways, and a payload written in parts
+        const xs = Float64Array.from({ length: size }, (_, i) => (i === 20_013 ? 13 : i - 50));
+        const expected = (x: number, i: number) =>
+          x === 13 ? 'thirteen' : x < 0 ? 'missing' : x === 7 ? 'nan' : i;
+        for (let run = 0; run < 2; run++) {
+          // The second run starts at the chunk size the first one learnt.
+          const { values, errors } = await registry.evalColumns('f', [xs]);
+          xs.forEach((x, i) => {
+            const e = errors.get(i);
+            const kind = expected(x, i);
+            if (kind === 'thirteen') expect(e?.message).toBe('function f: ValueError: thirteen');
+            else if (kind === 'missing') expect(e?.message).toMatch(/got None \(a missing value/);
+            else if (kind === 'nan') expect(Number.isNaN(values[i]!) && e === undefined).toBe(true);
+            else if (e !== undefined || values[i] !== x * 2) expect([i, values[i], e]).toBe(x * 2);
+          });
+          const raw = await registry.evalColumns('raw', [xs]);
+          expect(raw.errors.size).toBe(0);
+          expect(
+            Array.from(raw.values, (v, i) =>
+              xs[i] === 7 ? Number.isNaN(v) : v === xs[i]! * 2,
+            ).every(Boolean),
+          ).toBe(true);
+        }
+        const sample = [0, 49, 50, 56, 57, 20_013, 29_999].map((i) => [n(xs[i]!)]);
+        await expectPerRowSemantics(registry, 'f', sample);
+        await expectPerRowSemantics(registry, 'raw', sample);
+        const short = await registry.evalColumns('short', [xs]);
+        expect(short.errors.size).toBe(size);
+        expect(short.errors.get(size - 1)?.message).toMatch(/returns one value per row/);
+      },
+    );
+
     test('a wrong length or a result that is not a column fails the chunk with a clear error', async () => {
       const { registry } = restricted({
         short: ['result = args[0][:-1]', ['number'], 'number', VEC],

@@ -913,10 +913,23 @@ function(con) {
         frame(paste0('{"id":', id, ',"error":', json_error("SyntaxError", conditionMessage(loaded)), "}"))
       }
     } else if (identical(outcome$op, "callf64")) {
-      # Not offered (the spec says f64: false): R cannot write binary to a
-      # piped stdout. Skip the payload so the stream stays in step.
-      if (!is.null(request$bytes)) readBin(con, "raw", request$bytes)
-      frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", "callf64 is not supported by the R driver"), "}"))
+      # Binary f64 columns in (column-major, little-endian), JSON values out:
+      # R cannot write binary to its piped stdout (the spec says f64: 'in').
+      bytes <- if (is.null(request$bytes)) 0 else request$bytes
+      n_rows <- if (is.null(request$rows)) 0L else as.integer(request$rows)
+      numbers <- if (bytes > 0) readBin(con, "double", bytes %/% 8, size = 8L, endian = "little") else double(0)
+      arity <- if (is.null(fn)) 0L else length(fn$argTypes)
+      if (is.null(fn) || length(numbers) != n_rows * arity || any(unlist(fn$argTypes) != "number")) {
+        frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", "callf64 needs a loaded all-number function and rows x arity doubles"), "}"))
+      } else {
+        # Any NaN payload (R's NA among them) is the NaN a JSON row would bring.
+        numbers[is.na(numbers)] <- NaN
+        columns <- lapply(seq_len(arity), function(a) numbers[seq.int((a - 1L) * n_rows + 1L, length.out = n_rows)])
+        problems <- rep(NA_character_, n_rows)
+        result <- if (isTRUE(fn$vectorized)) run_vectorized(columns, problems)
+        else run_rows(.mapply(list, columns, NULL), problems)
+        respond_call(id, result)
+      }
     } else if (identical(outcome$op, "exit")) {
       break
     } else {

@@ -71,10 +71,11 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
       driverSource: DRIVER_SOURCE,
       env,
       limits: R_LIMITS,
-      // R cannot write binary frames to a piped stdout (stdout() is a text
-      // connection and /dev/stdout cannot be opened on a socket), so rows
-      // travel as JSON; numbers are still read and written exactly.
-      f64: false,
+      // R reads binary f64 columns (readBin on its binary stdin) but cannot
+      // write binary to its piped stdout (stdout() is a text connection, and
+      // /dev/fd/1 cannot be opened by the sandbox's unprivileged uid), so it
+      // answers with JSON values, written exactly with %.17g.
+      f64: 'in',
       installHint:
         'install R (e.g. apt-get install r-base-core), or set IMPROV_EXTFN_R or the `interpreter` option to the path of Rscript',
       // A request costs R about 0.1 ms before its first row: chunks of 25 ms

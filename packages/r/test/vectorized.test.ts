@@ -54,6 +54,32 @@ describe.skipIf(!restrictedOk)(`r vectorized (${restrictedOk ? 'Restricted' : sk
     ]);
   });
 
+  test("f64 columns in (binary), JSON out: special numbers and R's NA bit pattern read as eval reads them", async () => {
+    const body =
+      'x <- args[[1]]\nresult <- ifelse(is.nan(x), -1, ifelse(is.na(x), -2, ifelse(x == 0 & 1 / x < 0, -3, x + 1)))';
+    const { registry } = scopedRegistry({
+      v: [body, ['number'], 'number', VEC],
+      r: [body, ['number'], 'number'],
+    });
+    const xs = new Float64Array(20_000).map((_, i) => i);
+    xs[3] = Number.NaN;
+    xs[4] = -0;
+    xs[5] = Number.POSITIVE_INFINITY;
+    // R's NA_real_ is a NaN with payload 1954: a caller's column may hold it; eval would send NaN.
+    new DataView(xs.buffer).setBigUint64(6 * 8, 0x7ff00000000007a2n, true);
+    for (const name of ['v', 'r']) {
+      const { values, errors } = await registry.evalColumns(name, [xs]);
+      expect(errors.size, name).toBe(0);
+      expect([values[3], values[4], values[5], values[6]], name).toEqual([
+        -1,
+        -3,
+        Number.POSITIVE_INFINITY,
+        -1,
+      ]);
+      expect(values[19_999], name).toBe(20_000);
+    }
+  });
+
   test('text, boolean, datetime and enum vectors round-trip', async () => {
     const body = [
       'stopifnot(is.character(args[[1]]), is.logical(args[[2]]), inherits(args[[3]], "POSIXct"), is.double(args[[4]]))',

@@ -5,7 +5,8 @@
  */
 import { strict as assert } from 'node:assert';
 import { ExtFnError } from '../errors.js';
-import { Value as V } from '../value.js';
+import { type Column, newColumn, readCell, writeCell } from '../typed-columns.js';
+import { Value as V, type Value } from '../value.js';
 import {
   assertSame,
   type ConformanceBodies,
@@ -15,9 +16,14 @@ import {
   show,
   type TestFunction,
 } from './harness.js';
+import { SAMPLES } from './samples.js';
 
 export interface ColumnsOptions extends SuiteOptions {
-  bodies: Pick<ConformanceBodies, 'add' | 'mixedBatch'>;
+  bodies: Pick<ConformanceBodies, 'add' | 'mixedBatch' | 'identity'>;
+  /** Text values with NUL characters are supported (default true). */
+  textNul?: boolean;
+  /** Fraction digits of seconds a datetime keeps (default 3). */
+  datetimeDigits?: 0 | 3 | 6 | 9;
   /** Deadline for the hanging row (default 1 000 ms). */
   loopTimeoutMs?: number;
 }
@@ -28,8 +34,54 @@ export function columnsSuite(
   options: ColumnsOptions,
 ): void {
   const k = kit(test, createRunner, options);
-  if (!k.types.includes('number')) return; // columns are all-number by definition
   const { bodies } = options;
+  const samples = { ...options, loneSurrogates: !options.unsupported?.loneSurrogates };
+
+  for (const type of k.types) {
+    test(
+      k.name(
+        `typed ${type} columns give what evalBatch and eval give; error cells in are skipped and given back`,
+      ),
+      () =>
+        k.withRegistry(async (registry, define, counts) => {
+          define(`identity_${type}`, bodies.identity, [type], type);
+          const fn = registry.get(`identity_${type}`)!;
+          // A nanosecond column holds the years 1677–2262: the samples it can hold.
+          const values = SAMPLES[type](samples).filter((value) =>
+            writeCell(newColumn(type, 1), 0, value),
+          );
+          const column = newColumn(type, values.length + 1);
+          for (let i = 0; i < values.length; i++) writeCell(column, i, values[i]!);
+          const given = ExtFnError.runtime('upstream', 'an error cell');
+          const before = counts.rows();
+          const out = await registry.evalColumns<Column>(`identity_${type}`, [column], {
+            errors: new Map([[values.length, given]]),
+          });
+          assert.equal(counts.rows() - before, values.length, 'the error cell was evaluated');
+          assert.equal(out.errors.get(values.length), given, 'the error cell did not come back');
+          const rows = values.map((_, i) => [readCell(fn, [column], 0, i) as Value]);
+          const batch = await registry.evalBatch(`identity_${type}`, rows);
+          for (let i = 0; i < values.length; i++) {
+            const single = await registry.eval(`identity_${type}`, rows[i]!).catch((e) => e);
+            const error = out.errors.get(i);
+            const cell = error ?? readCell(fn, [out.values], 0, i);
+            for (const [what, other] of [
+              ['evalBatch', batch[i]!],
+              ['eval', single],
+            ] as const) {
+              if (ExtFnError.isInstance(other)) {
+                assert.equal(error?.message, other.message, `row ${i} against ${what}`);
+              } else {
+                assert.equal(error, undefined, `row ${i}: ${show(error)} in columns only`);
+                assertSame(cell as Value, other, `row ${i} against ${what}`);
+              }
+            }
+          }
+        }),
+      k.perTest,
+    );
+  }
+  if (!k.types.includes('number')) return; // the rest is about number columns
   const loopMs = options.loopTimeoutMs ?? 1_000;
 
   test(
