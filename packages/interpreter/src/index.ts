@@ -27,6 +27,7 @@ export {
   RawJson,
 } from './frames.js';
 export { functionKey } from './key.js';
+export { assertSandboxCanRead, type Library, librariesDigest } from './libraries.js';
 export { type ResolveExecutableOptions, resolveExecutable } from './resolve.js';
 export { createInterpreterRunner } from './runner.js';
 export type {

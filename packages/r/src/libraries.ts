@@ -8,9 +8,9 @@ import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
-import { assertSandboxCanRead, type Library, librariesDigest } from './sandbox-read.js';
+import { assertSandboxCanRead, type Library, librariesDigest } from '@improv/extfn-interpreter';
 
-export type { Library } from './sandbox-read.js';
+export type { Library } from '@improv/extfn-interpreter';
 
 /**
  * Which libraries `library()` searches besides R's own (`.Library`, always

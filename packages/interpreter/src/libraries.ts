@@ -1,7 +1,7 @@
 /**
- * Whether the sandbox's uid can read a library directory, and the digest of
- * a set of libraries. (The R package keeps the same small module for its
- * `libraries` option.)
+ * What a runner needs for host-allowed libraries (Python's `packages`, R's
+ * `libraries`): whether the sandbox's uid can read a library directory, and
+ * the digest of a set of libraries that salts the pure-result cache.
  */
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
