@@ -358,6 +358,13 @@ export class Registry {
   #runnerFor(fn: ExternalFn): RunnerHandle {
     const runner = this.#runners.get(fn.language);
     if (!runner) throw ExtFnError.languageUnavailable(fn.name, fn.language, this.languages);
+    if (fn.vectorized === true && runner.runner.capabilities.vectorized !== true) {
+      throw ExtFnError.runtime(
+        fn.name,
+        `the ${fn.language} runner (${runner.runner.packageName}) has no vectorized functions: drop \`vectorized: true\` and write the body for one row`,
+        { fix: 'remove `vectorized: true` from the descriptor, or use a runner with vectorized functions (python, r, julia)' },
+      );
+    }
     return runner;
   }
 

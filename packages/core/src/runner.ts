@@ -88,6 +88,12 @@ export interface RunnerCapabilities {
   readonly warmWorkers: boolean;
   /** Implements `callBatch` natively (otherwise core calls `call` per row). */
   readonly batch: boolean;
+  /**
+   * Runs `vectorized: true` functions on whole columns. Core refuses a
+   * vectorized function for a runner without it (the body would otherwise
+   * be run on single values it was not written for).
+   */
+  readonly vectorized?: boolean;
 }
 
 /** What a runner reports about this machine, for `doctor` and error messages. */

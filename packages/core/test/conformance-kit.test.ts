@@ -12,6 +12,7 @@ import {
   runnerConformanceSuite,
   type TestFunction,
   valuesSuite,
+  vectorizedSuite,
 } from '../src/testing/index.js';
 import { type Defect, kitBodies, kitRunner } from './kit-runner.js';
 
@@ -75,6 +76,7 @@ describe('the conformance kit', () => {
       /not visible in the next/,
       /same draw/,
       /close\(\)/,
+      /vectorized: evalBatch and evalColumns/,
     ]) {
       expect(result.passed.some((name) => topic.test(name))).toBe(true);
     }
@@ -100,6 +102,11 @@ describe('the conformance kit', () => {
       'surrogates-mangled',
       /lone surrogates in text arguments come back unchanged/,
       /expected .*\\ud800/,
+    ],
+    [
+      'vectorized-no-fallback',
+      /vectorized: evalBatch and evalColumns give each row what eval gives it/,
+      /evalBatch row 0/,
     ],
   ];
   test.each(defects)(
@@ -141,6 +148,24 @@ describe('the conformance kit', () => {
     expect(
       [...result.failed.keys()].some((n) => /evalColumns gives what evalBatch gives/.test(n)),
     ).toBe(true);
+  });
+
+  test('a runner without vectorized functions passes by core refusing them; one that claims them needs the body', async () => {
+    const perRowOnly = () => {
+      const runner = kitRunner();
+      return { ...runner, capabilities: { ...runner.capabilities, vectorized: false } };
+    };
+    const refused = await runKit((test) =>
+      vectorizedSuite(test, perRowOnly, { bodies: {}, prefix: 'rows:' }),
+    );
+    expect([...refused.failed]).toEqual([]);
+    expect(refused.passed).toHaveLength(1);
+    const noBody = await runKit((test) =>
+      vectorizedSuite(test, () => kitRunner(), { bodies: {}, prefix: 'claims:' }),
+    );
+    expect([...noBody.failed.values()]).toEqual([
+      expect.stringMatching(/give bodies.vectorizedMixed, or unsupported.vectorized/),
+    ]);
   });
 
   test('each topic runs alone', async () => {

@@ -25,7 +25,9 @@ export type Defect =
   /** The random generator is seeded once, not per row. */
   | 'no-reseed'
   /** Text goes through a UTF-8 round trip, which turns lone surrogates into U+FFFD. */
-  | 'surrogates-mangled';
+  | 'surrogates-mangled'
+  /** A vectorized chunk the body raises for fails every row, instead of being re-run row by row. */
+  | 'vectorized-no-fallback';
 
 /** A small seeded generator (mulberry32), standing in for a language's default one. */
 function generator(seed: number): () => number {
@@ -78,6 +80,10 @@ export function kitRunner(defect?: Defect): LanguageRunner {
       case 'mixed':
         if (x < 0) return Promise.reject(ExtFnError.runtime(fn.name, 'Error: nope'));
         return x === 13 ? never() : Promise.resolve(V.number(2 * x));
+      case 'vmixed': // vectorized: a column of length one
+        if (x < 0) return Promise.reject(ExtFnError.runtime(fn.name, 'Error: nope'));
+        if (x === 7) return Promise.reject(ExtFnError.runtime(fn.name, 'result row 0 is missing'));
+        return x === 13 ? never() : Promise.resolve(V.number(2 * x));
       case 'remember': {
         const before = globals.leaked ?? -1;
         globals.leaked = x;
@@ -98,6 +104,9 @@ export function kitRunner(defect?: Defect): LanguageRunner {
     options: BatchOptions,
   ): Promise<RowResult[]> {
     let done = 0;
+    if (defect === 'vectorized-no-fallback' && fn.vectorized && rows.some((r) => num(r[0]) < 0)) {
+      return rows.map(() => ExtFnError.runtime(fn.name, 'Error: nope'));
+    }
     return Promise.all(
       rows.map((args) =>
         evaluate(fn, args, options)
@@ -114,7 +123,7 @@ export function kitRunner(defect?: Defect): LanguageRunner {
     specificationVersion: 'v1',
     language: 'kit',
     packageName: '@test/kit-runner',
-    capabilities: { isolated: false, warmWorkers: false, batch: true },
+    capabilities: { isolated: false, warmWorkers: false, batch: true, vectorized: true },
     async probe() {
       return { language: 'kit', available: true, detail: 'in memory' };
     },
@@ -146,4 +155,5 @@ export const kitBodies = {
   mixedBatch: 'mixed',
   remember: 'remember',
   random: 'random',
+  vectorizedMixed: 'vmixed',
 };

@@ -20,6 +20,7 @@ import {
   isAllNumbers,
   newColumn,
   type RowResult,
+  type RunnerCapabilities,
   type RunnerProbe,
   readCell,
   rowResultsToColumns,
@@ -108,8 +109,13 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   readonly language: string;
   readonly packageName: string;
   /** `isolated` follows the policy in force: false once the sandbox fell back to rlimits only. */
-  get capabilities(): { isolated: boolean; warmWorkers: boolean; batch: boolean } {
-    return { isolated: this.#policyInForce === 'restricted', warmWorkers: true, batch: true };
+  get capabilities(): RunnerCapabilities {
+    return {
+      isolated: this.#policyInForce === 'restricted',
+      warmWorkers: true,
+      batch: true,
+      vectorized: this.#spec.vectorized === true,
+    };
   }
   readonly pool: Pool<DispatchWorker>;
   readonly maxOutputBytes: number;

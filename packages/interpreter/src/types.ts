@@ -53,6 +53,12 @@ export interface InterpreterSpec {
    * Default false.
    */
   readonly f64?: boolean | 'in';
+  /**
+   * The driver runs `vectorized: true` functions on whole columns (see
+   * docs/protocol.md). Without it the runner does not claim the capability
+   * and core refuses vectorized functions for it. Default false.
+   */
+  readonly vectorized?: boolean;
   /** How long the interpreter may take to print its `ready` frame (default 15 000 ms). */
   readonly startupTimeoutMs?: number;
   /** One line telling a user how to install the interpreter, for probe and LanguageUnavailable. */

@@ -71,6 +71,7 @@ export function julia(options: JuliaRunnerOptions = {}): InterpreterRunner {
       env: JULIA_ENV,
       limits: JULIA_LIMITS,
       f64: true,
+      vectorized: true,
       startupTimeoutMs: JULIA_STARTUP_TIMEOUT_MS,
       installHint:
         'install Julia (https://julialang.org/downloads/, e.g. under /opt — a launcher under a home directory is not readable in the sandbox), or set IMPROV_EXTFN_JULIA or the `interpreter` option to its path',

@@ -23,6 +23,8 @@ runnerConformanceSuite(test.skipIf(!juliaFound), runner, {
     largeResult: 'result = "x"^200000',
     flood: 'for i in 1:60000\n    println("z"^99)\nend\nresult = 0.0',
     mixedBatch: 'x = args[1]\nif x < 0\n    error("nope")\nend\nwhile x == 13\nend\nresult = 2x',
+    vectorizedMixed:
+      'xs = args[1]\nwhile 13 in xs\nend\nany(x -> x < 0, xs) && error("nope")\nresult = [x == 7 ? nothing : 2x for x in xs]',
   },
   datetimeDigits: 3,
   loopTimeoutMs: 3_000,

@@ -12,7 +12,6 @@ import {
   resolveExecutable,
 } from '@improv/extfn-interpreter';
 import { DRIVERS_DIR, PURE_ARGS, PURE_ENV, PURE_LIMITS } from './bootstrap.js';
-import { refuseVectorized } from './refuse-vectorized.js';
 
 export { BOOTSTRAP_PATH, DRIVERS_DIR, PURE_ARGS, PURE_ENV, PURE_LIMITS } from './bootstrap.js';
 
@@ -33,33 +32,32 @@ export const DRIVER_SOURCE: string = readFileSync(
 /**
  * The Pure runner. Bodies are Pure statements that read `args` (a list:
  * `args!0`, `args!1`, …) and define `result`, e.g. `let result = args!0 + args!1;`.
- * Per-row only: a `vectorized: true` descriptor is refused with a Runtime error.
+ * Per-row only: the runner does not claim `vectorized`, so core refuses a
+ * `vectorized: true` descriptor with a Runtime error before anything starts.
  */
 export function pure(options: PureRunnerOptions = {}): InterpreterRunner {
   const { interpreter, ...runnerOptions } = options;
-  return refuseVectorized(
-    createInterpreterRunner(
-      {
-        language: 'pure',
-        packageName: '@improv/extfn-pure',
-        resolveInterpreter: () =>
-          resolveExecutable({
-            explicit: interpreter,
-            envVar: 'IMPROV_EXTFN_PURE',
-            names: ['pure'],
-            // the interpreter's own prefix (lib/pure) is bound by @improv/extfn-sandbox; our drivers too
-            readOnlyPaths: () => [DRIVERS_DIR],
-          }),
-        args: PURE_ARGS,
-        driverSource: DRIVER_SOURCE,
-        env: PURE_ENV,
-        limits: PURE_LIMITS,
-        f64: false,
-        startupTimeoutMs: 30_000,
-        installHint:
-          'install the Pure interpreter (https://agraef.github.io/pure-lang/), or set IMPROV_EXTFN_PURE or the `interpreter` option to its path',
-      },
-      runnerOptions,
-    ),
+  return createInterpreterRunner(
+    {
+      language: 'pure',
+      packageName: '@improv/extfn-pure',
+      resolveInterpreter: () =>
+        resolveExecutable({
+          explicit: interpreter,
+          envVar: 'IMPROV_EXTFN_PURE',
+          names: ['pure'],
+          // the interpreter's own prefix (lib/pure) is bound by @improv/extfn-sandbox; our drivers too
+          readOnlyPaths: () => [DRIVERS_DIR],
+        }),
+      args: PURE_ARGS,
+      driverSource: DRIVER_SOURCE,
+      env: PURE_ENV,
+      limits: PURE_LIMITS,
+      f64: false,
+      startupTimeoutMs: 30_000,
+      installHint:
+        'install the Pure interpreter (https://agraef.github.io/pure-lang/), or set IMPROV_EXTFN_PURE or the `interpreter` option to its path',
+    },
+    runnerOptions,
   );
 }

@@ -6,7 +6,7 @@
  */
 
 import { readFileSync } from 'node:fs';
-import { type ExternalFn, parseExternalFns, Value } from '@improv/extfn-core';
+import { type ExternalFn, parseExternalFns, Registry, Value } from '@improv/extfn-core';
 import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { encodeFrame, FrameReader } from '@improv/extfn-interpreter';
 import fc from 'fast-check';
@@ -170,31 +170,33 @@ describe('finding pure', () => {
 });
 
 describe('vectorized functions', () => {
-  test('are refused with a Runtime error naming the fix, and nothing starts', async () => {
+  test('are refused by core with a Runtime error naming the fix, and nothing starts', async () => {
     const runner = pure({ interpreter: '/nonexistent/pure' });
+    expect(runner.capabilities.vectorized).toBe(false);
+    const registry = new Registry({ runners: [runner], timeoutMs: 1_000 });
     const fn = {
       name: 'vec',
       language: 'pure',
       body: 'let result = args!0;',
       argTypes: ['number' as const],
       returnType: 'number' as const,
-      pure: false,
-      vectorized: true,
     };
-    const options = { timeoutMs: 1_000 };
-    await expect(runner.call(fn, [Value.number(1)], options)).rejects.toMatchObject({
+    registry.register({ ...fn, vectorized: true });
+    registry.register({ ...fn, name: 'row' });
+    const refused = {
       kind: 'Runtime',
       message: expect.stringMatching(/no vectorized functions: drop `vectorized: true`/),
-    });
-    const batch = await runner.callBatch(fn, [[Value.number(1)], [Value.number(2)]], options);
-    expect(batch.map((r) => (r as { kind: string }).kind)).toEqual(['Runtime', 'Runtime']);
-    const columns = await runner.callColumns(fn, [Float64Array.from([1, 2])], options);
-    expect([...columns.errors.keys()]).toEqual([0, 1]);
+    };
+    await expect(registry.eval('vec', [Value.number(1)])).rejects.toMatchObject(refused);
+    await expect(registry.evalBatch('vec', [[Value.number(1)]])).rejects.toMatchObject(refused);
+    await expect(registry.evalColumns('vec', [Float64Array.from([1, 2])])).rejects.toMatchObject(
+      refused,
+    );
     // Without the flag the same function goes on to look for the interpreter.
-    await expect(
-      runner.call({ ...fn, vectorized: false }, [Value.number(1)], options),
-    ).rejects.toMatchObject({ kind: 'LanguageUnavailable' });
+    await expect(registry.eval('row', [Value.number(1)])).rejects.toMatchObject({
+      kind: 'LanguageUnavailable',
+    });
     expect(runner.stats().started).toBe(0);
-    await runner.close();
+    await registry.close();
   });
 });

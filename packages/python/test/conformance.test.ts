@@ -16,6 +16,14 @@ const bodies = {
     'x = args[0]\nif x < 0:\n    raise ValueError("nope")\nwhile x == 13:\n    pass\nresult = 2 * x',
   remember: 'result = globals().get("leaked", -1.0)\nglobals()["leaked"] = args[0]',
   random: 'import random\nresult = random.random()',
+  vectorizedMixed: [
+    'xs = list(args[0])',
+    'while 13 in xs:',
+    '    pass',
+    'if any(x < 0 for x in xs):',
+    '    raise ValueError("nope")',
+    'result = [None if x == 7 else 2 * x for x in xs]',
+  ].join('\n'),
 };
 
 const verbatim = [

@@ -69,6 +69,7 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
         }),
       args: R_ARGS,
       driverSource: DRIVER_SOURCE,
+      vectorized: true,
       env,
       limits: R_LIMITS,
       // R reads binary f64 columns (readBin on its binary stdin) but cannot

@@ -15,6 +15,8 @@ const bodies = {
   mixedBatch: 'x <- args[[1]]\nif (x < 0) stop("nope")\nwhile (x == 13) {}\nresult <- 2 * x',
   remember: 'result <- if (exists("leaked")) leaked else -1\nleaked <<- args[[1]]',
   random: 'result <- runif(1)',
+  vectorizedMixed:
+    'x <- args[[1]]\nwhile (any(x == 13)) {}\nif (any(x < 0)) stop("nope")\nr <- 2 * x\nr[x == 7] <- NA\nresult <- r',
 };
 
 const verbatim = [

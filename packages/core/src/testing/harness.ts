@@ -66,6 +66,14 @@ export interface ConformanceBodies {
    * reseeds per row returns the same draw on every row.
    */
   random?: string;
+  /**
+   * Vectorized (`vectorized: true`), one number column: sets the result
+   * column to 2 × each cell, except that the cell for 7 is missing (None,
+   * NA, nothing); fails when the column holds a negative number and never
+   * finishes when it holds 13. Checks that whole-column functions keep
+   * per-cell semantics in batches and columns.
+   */
+  vectorizedMixed?: string;
 }
 
 /**
@@ -80,6 +88,8 @@ export interface Unsupported {
   random?: string;
   /** Lone UTF-16 surrogates in text values. */
   loneSurrogates?: string;
+  /** Vectorized descriptors (`bodies.vectorizedMixed`). */
+  vectorized?: string;
 }
 
 /** Options every topic takes. */
@@ -102,6 +112,7 @@ export type Define = (
   argTypes: ValueType[],
   returnType: ValueType,
   pure?: boolean,
+  vectorized?: boolean,
 ) => void;
 
 /** What reached the runner, counted by the kit's wrapper. */
@@ -112,6 +123,8 @@ export interface Counts {
   columnCalls(): number;
   /** The runner has its own `callColumns`. */
   readonly hasColumns: boolean;
+  /** The runner claims vectorized functions (`capabilities.vectorized`). */
+  readonly vectorized: boolean;
 }
 
 /**
@@ -155,6 +168,7 @@ export function counting(runner: LanguageRunner): { runner: LanguageRunner; coun
       rows: () => rows,
       columnCalls: () => columnCalls,
       hasColumns: runner.callColumns !== undefined,
+      vectorized: runner.capabilities.vectorized === true,
     },
   };
 }
@@ -187,8 +201,16 @@ export function kit(test: TestFunction, createRunner: CreateRunner, options: Sui
       const counted = counting(await createRunner());
       const registry = new Registry({ runners: [counted.runner], timeoutMs: 10_000 });
       const { language } = counted.runner;
-      const define: Define = (fnName, body, argTypes, returnType, pure = false) => {
-        registry.register({ name: fnName, language, body, argTypes, returnType, pure });
+      const define: Define = (fnName, body, argTypes, returnType, pure = false, vectorized) => {
+        registry.register({
+          name: fnName,
+          language,
+          body,
+          argTypes,
+          returnType,
+          pure,
+          ...(vectorized ? { vectorized } : {}),
+        });
       };
       try {
         await fn(registry, define, counted.counts);

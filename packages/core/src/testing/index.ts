@@ -6,7 +6,7 @@
  *   runnerConformanceSuite(test, () => python(), { bodies: { … }, verbatim: [ … ] });
  *
  * The topics can also run alone: valuesSuite, errorsSuite, batchesSuite,
- * columnsSuite, isolationSuite, lifecycleSuite.
+ * columnsSuite, isolationSuite, lifecycleSuite, vectorizedSuite.
  */
 import { type BatchesOptions, batchesSuite } from './batches.js';
 import { type ColumnsOptions, columnsSuite } from './columns.js';
@@ -15,6 +15,7 @@ import type { ConformanceBodies, CreateRunner, TestFunction } from './harness.js
 import { type IsolationOptions, isolationSuite } from './isolation.js';
 import { type LifecycleOptions, lifecycleSuite } from './lifecycle.js';
 import { type ValuesOptions, valuesSuite } from './values.js';
+import { type VectorizedOptions, vectorizedSuite } from './vectorized.js';
 
 export { type BatchesOptions, batchesSuite } from './batches.js';
 export { type ColumnsOptions, columnsSuite } from './columns.js';
@@ -32,6 +33,7 @@ export { type IsolationOptions, isolationSuite } from './isolation.js';
 export { type LifecycleOptions, lifecycleSuite } from './lifecycle.js';
 export { LONE_SURROGATES } from './samples.js';
 export { type ValuesOptions, valuesSuite } from './values.js';
+export { type VectorizedOptions, vectorizedSuite } from './vectorized.js';
 
 /** Every topic's options together. */
 export interface ConformanceOptions
@@ -40,7 +42,8 @@ export interface ConformanceOptions
     BatchesOptions,
     ColumnsOptions,
     IsolationOptions,
-    LifecycleOptions {
+    LifecycleOptions,
+    VectorizedOptions {
   bodies: ConformanceBodies;
 }
 
@@ -59,4 +62,5 @@ export function runnerConformanceSuite(
   batchesSuite(test, createRunner, options);
   columnsSuite(test, createRunner, options);
   isolationSuite(test, createRunner, options);
+  vectorizedSuite(test, createRunner, options);
 }
