@@ -4,6 +4,7 @@ export * from './descriptor.js';
 export { errorValue } from './error-value.js';
 export * from './errors.js';
 export * from './json.js';
+export * from './language-runner.js';
 export {
   checkArguments,
   checkColumnArguments,
@@ -19,7 +20,6 @@ export {
   type RegistryOptions,
   type StandaloneEvalOptions,
 } from './registry.js';
-export * from './runner.js';
 export {
   type Column,
   type ColumnOf,

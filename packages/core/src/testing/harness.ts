@@ -5,8 +5,8 @@
  */
 import { strict as assert } from 'node:assert';
 import { ExtFnError } from '../errors.js';
+import type { LanguageRunner } from '../language-runner.js';
 import { Registry } from '../registry.js';
-import type { LanguageRunner } from '../runner.js';
 import { sameValue, type Value, type ValueType } from '../value.js';
 
 /**
