@@ -1,3 +1,4 @@
+/** A batch run as single calls, a few lanes at once: the path of runners without a native batch. */
 import { availableParallelism } from 'node:os';
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';

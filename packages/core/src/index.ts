@@ -1,3 +1,8 @@
+/**
+ * @improv/extfn-core: values, descriptors, wire JSON, ExtFnError, the
+ * LanguageRunner spec and the Registry that validates, caches and dispatches
+ * calls to runners. The conformance kit is `@improv/extfn-core/testing`.
+ */
 export { batchByCalls } from './batch-by-calls.js';
 export * from './cache.js';
 export * from './descriptor.js';

@@ -1,3 +1,4 @@
+/** Wasm batches (`batch.ts`): evalBatch = eval row by row (traps, hangs, wrong types), hung rows cost only themselves, progress, abort, close, callColumns. */
 import { ExtFnError, Registry, type RowResult, sameValue, Value } from '@improv/extfn-core';
 import { afterEach, describe, expect, test } from 'vitest';
 import { type WasmRunner, wasm } from '../src/index.js';

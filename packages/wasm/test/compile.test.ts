@@ -1,4 +1,6 @@
+/** Compiling (`compile.ts`, `module-cache.ts`, `compile-worker.ts`): the body size cap, compiles off the main thread under the deadline, shared and aborted compiles. */
 import { ExtFnError, Registry, Value } from '@improv/extfn-core';
+import { rejection as failure } from '@improv/extfn-core/testing';
 import { afterEach, describe, expect, test } from 'vitest';
 import { DEFAULT_MAX_BODY_BYTES, type WasmRunner, wasm } from '../src/index.js';
 import { DOUBLE, fnBody, MULTIPLY_BASE64, slowWat, wat } from './fixtures/bodies.js';
@@ -19,16 +21,6 @@ function setup(functions: Record<string, string>, options = {}, argTypes = ['num
     registry.register({ name, language: 'wasm', body, argTypes, returnType: 'number' });
   }
   return registry;
-}
-
-async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    const value = await promise;
-    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
-  } catch (error) {
-    if (!ExtFnError.isInstance(error)) throw error;
-    return error;
-  }
 }
 
 const n = Value.number;

@@ -1,5 +1,6 @@
+/** The Wasm runner (`wasm-runner.ts`): calls across the numeric ABI, one compile per body, one-shot mode, and the bodies it refuses with the reason. */
 import { ExtFnError, Registry, Value } from '@improv/extfn-core';
-import { engineSerdeFixture } from '@improv/extfn-core/testing';
+import { engineSerdeFixture, rejection as failure } from '@improv/extfn-core/testing';
 import { afterEach, describe, expect, test } from 'vitest';
 import { type WasmRunner, wasm } from '../src/index.js';
 import {
@@ -28,16 +29,6 @@ function setup(body: string, argTypes: string[] = ['number'], returnType = 'numb
   registry = new Registry({ runners: [runner], timeoutMs: 5_000, cache: false });
   registry.register({ name: 'f', language: 'wasm', body, argTypes, returnType, pure: true });
   return registry;
-}
-
-async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    const value = await promise;
-    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
-  } catch (error) {
-    if (!ExtFnError.isInstance(error)) throw error;
-    return error;
-  }
 }
 
 const n = Value.number;

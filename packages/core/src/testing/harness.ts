@@ -218,6 +218,7 @@ export function show(x: unknown): string {
   );
 }
 
+/** The ExtFnError `promise` rejects with; fails the test when it resolves or rejects with anything else. */
 export async function rejection(promise: Promise<unknown>): Promise<ExtFnError> {
   let value: unknown;
   try {
