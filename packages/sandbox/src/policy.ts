@@ -9,8 +9,8 @@
  *   inherited descriptors (6), deadline and output caps (7).
  * - `unsandboxed`: no namespaces and no seccomp; keeps 2, 4, 5, 6 and 7,
  *   plus no_new_privs (setpriv). Chosen in code, or by the probe as the
- *   fallback of `restricted` where bubblewrap cannot start and the operator
- *   set IMPROV_EXTFN_ALLOW_UNSANDBOXED=1.
+ *   fallback of `restricted` where bubblewrap cannot start, when the host's
+ *   environment holds IMPROV_EXTFN_ALLOW_UNSANDBOXED=1.
  * - `trusted` (IMPROV_EXTFN_TRUSTED=1): 6 and 7 only; bodies run with the
  *   host's privileges.
  */
