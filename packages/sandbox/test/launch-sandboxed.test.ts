@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { findExecutable } from '../src/host.js';
-import { launchSandboxed, runSandboxed, type SandboxPolicy } from '../src/index.js';
+import { launchSandboxed, runSandboxed, type SandboxPolicy, spawnSandboxed } from '../src/index.js';
 import { hasBwrap, hasPython, hostProcessesWith, isRoot, linux, PYTHON } from './helpers.js';
 
 const policies: Array<[SandboxPolicy, boolean]> = [
@@ -197,4 +197,8 @@ describe('descriptors the host inherited', () => {
       expect(report.guest).toEqual([0, 1, 2]);
     });
   }
+});
+
+test('spawnSandboxed, the old name, is the same function for one more release', () => {
+  expect(spawnSandboxed).toBe(launchSandboxed);
 });
