@@ -1,4 +1,4 @@
-// `pnpm bench:peers`: each workload of issue 12 on a throwaway PostgreSQL 15
+// `pnpm bench:peers`: each peer workload (README.md) on a throwaway PostgreSQL 15
 // cluster (PL/Python, PL/R) and on ours, in the same run, with the ratios and
 // the load average. Environment: PEERS_SCALE (row counts × this, default 1),
 // PEERS_RUNS (default 3), PEERS_ONLY (workload numbers, e.g. "1,5a").

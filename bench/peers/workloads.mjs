@@ -1,4 +1,4 @@
-// The workloads of issue 12, each defined for both sides: PostgreSQL's query
+// The peer workloads (numbered as in README.md), each defined for both sides: PostgreSQL's query
 // and ours through a core Registry with the python() and r() runners from the
 // built packages, default sandbox policy, no cache. A workload's `setup`
 // returns its sides; every side's `run` gives `{ ms, checksum }`, and

@@ -1,9 +1,9 @@
+/** The JavaScript example through the whole conformance kit, in one line of setup: what a third-party runner author writes. */
 import { Value } from '@improv/extfn-core';
 import { runnerConformanceSuite } from '@improv/extfn-core/testing';
 import { test } from 'vitest';
 import { javascript } from '../src/index.js';
 
-// The whole kit, in one line of setup: what a third-party runner author writes.
 runnerConformanceSuite(test, () => javascript(), {
   prefix: 'javascript:',
   bodies: {

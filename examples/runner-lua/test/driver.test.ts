@@ -1,7 +1,7 @@
 /**
  * What the Lua driver decides beyond the kit: a body's output never reaches
- * the protocol channel (Lua cannot move fd 1), and datetimes are tables of
- * seconds and nanoseconds.
+ * the protocol channel (Lua cannot move fd 1), the body's environment has no
+ * way to processes, and datetimes are tables of seconds and nanoseconds.
  */
 import { existsSync } from 'node:fs';
 import { Registry, Value } from '@improv/extfn-core';
@@ -45,17 +45,17 @@ describe.skipIf(!ok)(
       expect(await registry.eval('chatty', [Value.number(9)])).toEqual(Value.number(10));
     });
 
-    test('the body has no way to fd 1 or to processes: no io.stdout, os.execute, io.popen, require', async () => {
+    test('the body has no way to fd 1 or to processes: no io.stdout, os.execute, io.popen, require, package, debug', async () => {
       define(
         'reach',
-        'result = tostring(io.stdout) .. tostring(os.execute) .. tostring(io.popen) .. tostring(require)',
+        'result = tostring(io.stdout) .. tostring(os.execute) .. tostring(io.popen) .. tostring(require) .. tostring(package) .. tostring(debug)',
         [],
         'text',
       );
-      expect(await registry.eval('reach', [])).toEqual(Value.text('nilnilnilnil'));
+      expect(await registry.eval('reach', [])).toEqual(Value.text('nil'.repeat(6)));
     });
 
-    test('a datetime is { seconds, nanos } since 1970 in UTC, and a result may be such a table', async () => {
+    test('a datetime is { seconds, nanos } since 1970 in UTC; a result may be such a table or an ISO-8601 string', async () => {
       define(
         'next_day',
         'local t = args[1]\nresult = { seconds = t.seconds + 86400, nanos = t.nanos }',
@@ -69,6 +69,8 @@ describe.skipIf(!ok)(
       expect(await registry.eval('parts', [Value.datetime('1970-01-01T00:00:01.5Z')])).toEqual(
         Value.number(1.5e9),
       );
+      define('iso', 'result = "2024-02-29T12:00:00.25Z"', [], 'datetime');
+      expect(await registry.eval('iso', [])).toEqual(Value.datetime('2024-02-29T12:00:00.25Z'));
     });
   },
 );

@@ -1,3 +1,4 @@
+/** Table cells ↔ values (`cells.ts`): parseCell reads each type or refuses with how to write it, jsonCell reads the wire form, formatCell writes what parseCell reads back. */
 import { Value } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { formatCell, jsonCell, parseCell } from '../src/cells.js';

@@ -1,3 +1,4 @@
+/** The CSV reader and writer (`csv.ts`): records with their line numbers, quotes, CRLF and BOM, malformed lines that cost only themselves, text in pieces (property), and formatting. */
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { CsvReader, formatCsvRecord, parseCsv } from '../src/csv.js';

@@ -1,3 +1,4 @@
+/** Descriptor files (`descriptor-file.ts`): our form, the engine's form and its model file's `external_fns` map, each mistake named by field or key. */
 import { engineSerdeFixture } from '@improv/extfn-core/testing';
 import { describe, expect, test } from 'vitest';
 import { CliError } from '../src/cli-error.js';

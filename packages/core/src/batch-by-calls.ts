@@ -1,7 +1,8 @@
+/** A batch run as single calls, a few lanes at once: the path of runners without a native batch. */
 import { availableParallelism } from 'node:os';
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError, toExtFnError } from './errors.js';
-import type { BatchOptions, RowResult } from './runner.js';
+import type { BatchOptions, RowResult } from './language-runner.js';
 import type { Value } from './value.js';
 
 /**

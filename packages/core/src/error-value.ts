@@ -1,3 +1,4 @@
+/** The error cell a failed call leaves in a table: an ExtFnError as an error Value. */
 import { ExtFnError } from './errors.js';
 import { type ErrorValue, Value } from './value.js';
 

@@ -1,3 +1,8 @@
+/**
+ * ExtFnError, the one error type of the runtime: a kind per way a call can
+ * fail, structured fields, a fix, and a `Symbol.for` marker so `isInstance`
+ * works across two copies of the package.
+ */
 import type { ValueType } from './value.js';
 
 /** Why a call failed. Every failure the runtime reports is one of these. */

@@ -1,9 +1,15 @@
+/**
+ * @improv/extfn-core: values, descriptors, wire JSON, ExtFnError, the
+ * LanguageRunner spec and the Registry that validates, caches and dispatches
+ * calls to runners. The conformance kit is `@improv/extfn-core/testing`.
+ */
 export { batchByCalls } from './batch-by-calls.js';
 export * from './cache.js';
 export * from './descriptor.js';
 export { errorValue } from './error-value.js';
 export * from './errors.js';
 export * from './json.js';
+export * from './language-runner.js';
 export {
   checkArguments,
   checkColumnArguments,
@@ -19,7 +25,6 @@ export {
   type RegistryOptions,
   type StandaloneEvalOptions,
 } from './registry.js';
-export * from './runner.js';
 export {
   type Column,
   type ColumnOf,

@@ -23,7 +23,7 @@ import {
   type LanguageRunner,
   type RowResult,
   type RunnerProbe,
-} from './runner.js';
+} from './language-runner.js';
 import { RunnerHandle } from './runner-handle.js';
 import {
   type Column,

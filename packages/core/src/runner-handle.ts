@@ -16,7 +16,7 @@ import {
   type RowResult,
   type RunnerProbe,
   rowResultsToColumns,
-} from './runner.js';
+} from './language-runner.js';
 import { type Column, newColumn } from './typed-columns.js';
 import { Value } from './value.js';
 

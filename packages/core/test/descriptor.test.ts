@@ -1,3 +1,4 @@
+/** Descriptors (`descriptor.ts`): parseExternalFn and parseExternalFns, each bad field named with what was wrong. */
 import { describe, expect, test } from 'vitest';
 import { InvalidDescriptorError, parseExternalFn, parseExternalFns } from '../src/index.js';
 

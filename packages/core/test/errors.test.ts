@@ -1,3 +1,4 @@
+/** ExtFnError (`errors.ts`, `error-value.ts`): a factory per kind, structured fields, isInstance across package copies, toExtFnError, error cells. */
 import { describe, expect, test } from 'vitest';
 import { EXT_FN_ERROR_KINDS, ExtFnError, errorValue, toExtFnError } from '../src/index.js';
 

@@ -1,3 +1,4 @@
+/** An in-memory LanguageRunner for the registry and backstop tests: no interpreter, each behaviour chosen by the body. */
 import {
   type CallOptions,
   type ExternalFn,

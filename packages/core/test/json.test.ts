@@ -1,3 +1,4 @@
+/** Wire JSON (`json.ts`, `value-schema.ts`): every value survives the wire, the engine's fixture loads and writes back identically, and bad values say what was wrong. */
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';

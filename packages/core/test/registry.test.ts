@@ -1,3 +1,4 @@
+/** The Registry (`registry.ts`, `runner-handle.ts`) with fake runners: validation before dispatch, typed failures, deadlines and abort, evalBatch = eval, close, spec versions, the pure-result cache. */
 import { describe, expect, test } from 'vitest';
 import {
   type Column,
@@ -13,17 +14,8 @@ import {
   type Value,
   type ValueType,
 } from '../src/index.js';
+import { rejection as failure } from '../src/testing/index.js';
 import { fakeRunner, fn } from './fake-runner.js';
-
-async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (ExtFnError.isInstance(error)) return error;
-    throw new Error(`expected an ExtFnError, got ${String(error)}`);
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('Registry', () => {
   test('register returns the previous descriptor; get and size', () => {

@@ -1,3 +1,4 @@
+/** Values (`value.ts`): constructors and their refusals, datetimes to the nanosecond, sameValue, and the one datetime range every runner shares. */
 import { describe, expect, test } from 'vitest';
 import {
   DATETIME_MAX,

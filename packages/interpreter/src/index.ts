@@ -27,7 +27,15 @@ export {
   RawJson,
 } from './frames.js';
 export { functionKey } from './key.js';
-export { assertSandboxCanRead, type Library, librariesDigest } from './libraries.js';
+export {
+  type AllowedLibraries,
+  assertSandboxCanRead,
+  type Library,
+  type LibraryOption,
+  librariesDigest,
+  libraryOptionError,
+  readableDirectories,
+} from './libraries.js';
 export { type ResolveExecutableOptions, resolveExecutable } from './resolve.js';
 export { createInterpreterRunner } from './runner.js';
 export type {
@@ -38,3 +46,4 @@ export type {
   InterpreterStats,
   ResolvedInterpreter,
 } from './types.js';
+export { type LibraryChoice, withAllowedLibraries } from './with-libraries.js';

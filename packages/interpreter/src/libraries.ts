@@ -1,12 +1,14 @@
 /**
- * What a runner needs for host-allowed libraries (Python's `packages`, R's
- * `libraries`): whether the sandbox's uid can read a library directory, and
- * the digest of a set of libraries that salts the pure-result cache.
+ * What every language's host-allowed libraries share (Python's `packages`,
+ * R's `libraries`): the chosen directories checked (absolute, existing,
+ * readable by the sandbox's uid) and made real, what a resolved choice holds,
+ * and the digest that salts the pure-result cache. Each language keeps only
+ * its own rules: where its libraries live and how their versions are read.
  */
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
+import { constants, realpathSync, statSync } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, isAbsolute } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
 
 /** One installed library: its name, version and the directory it was found in. */
@@ -14,6 +16,64 @@ export interface Library {
   readonly name: string;
   readonly version: string;
   readonly path: string;
+}
+
+/** A language's choice of libraries, resolved. */
+export interface AllowedLibraries {
+  /** Real paths, in the order the interpreter searches them. */
+  readonly directories: readonly string[];
+  /** What those directories hold, by their metadata files. */
+  readonly libraries: readonly Library[];
+  /** Changes whenever a directory or a library version does. */
+  readonly digest: string;
+}
+
+/** The option a directory list comes from, for its errors: `python packages`, `r libraries`. */
+export interface LibraryOption {
+  readonly language: string;
+  readonly option: string;
+  /** What the option takes, as the fix of a malformed entry. */
+  readonly fix: string;
+}
+
+/** LanguageUnavailable for a choice that cannot be honoured, prefixed with the option. */
+export function libraryOptionError(
+  where: LibraryOption,
+  message: string,
+  fix = where.fix,
+): ExtFnError {
+  return new ExtFnError('LanguageUnavailable', `${where.language} ${where.option}: ${message}`, {
+    language: where.language,
+    fix,
+  });
+}
+
+/**
+ * The chosen directories as real paths, deduplicated, in order: each must be
+ * an absolute path to a directory the sandbox's uid can read, else a
+ * LanguageUnavailable error naming it.
+ */
+export async function readableDirectories(
+  chosen: readonly unknown[],
+  where: LibraryOption,
+): Promise<string[]> {
+  const real: string[] = [];
+  for (const dir of chosen) {
+    if (typeof dir !== 'string' || !isAbsolute(dir)) {
+      throw libraryOptionError(where, `${JSON.stringify(dir)} is not an absolute directory path`);
+    }
+    let path: string;
+    try {
+      path = realpathSync(dir);
+    } catch {
+      throw libraryOptionError(where, `${dir} does not exist`);
+    }
+    if (!statSync(path).isDirectory()) throw libraryOptionError(where, `${dir} is not a directory`);
+    if (real.includes(path)) continue;
+    await assertSandboxCanRead(path, where.language, where.option);
+    real.push(path);
+  }
+  return real;
 }
 
 const isRoot = () => typeof process.getuid === 'function' && process.getuid() === 0;

@@ -21,7 +21,7 @@ export interface ResolveExecutableOptions {
   env?: NodeJS.ProcessEnv;
   /**
    * Arguments that make the interpreter print its own executable path on
-   * stdout (Python: `['-I', '-S', '-c', 'import sys; print(sys.executable)']`).
+   * stdout (the Python runner's: `['-s', '-S', '-c', 'import sys; print(sys.executable)']`).
    * Used to see through shims; when it fails, the real path of what was found is used.
    */
   realPathArgs?: readonly string[];

@@ -3,7 +3,7 @@
  * `ready` frame, then `load`. A worker that fails before it is ready is
  * reported as a start failure, so a batch fails once instead of row by row.
  */
-import { type SandboxOptions, spawnSandboxed } from '@improv/extfn-sandbox';
+import { launchSandboxed, type SandboxOptions } from '@improv/extfn-sandbox';
 import { LoadFailure, WorkerFailure } from './failures.js';
 import type { DriverError, FrameHeader } from './frames.js';
 import { controlLimits } from './response-limits.js';
@@ -24,7 +24,7 @@ export interface StartWorkerOptions {
 
 export async function startWorker(options: StartWorkerOptions): Promise<WarmWorker> {
   const { key, startupMs, signal } = options;
-  const process = spawnSandboxed(options.sandbox);
+  const process = launchSandboxed(options.sandbox);
   options.onSpawned();
   const worker = new WarmWorker(key, process, options.driverSource);
   try {

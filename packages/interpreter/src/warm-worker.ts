@@ -8,7 +8,7 @@
  * Only a request in flight keeps the host's event loop alive: a host that
  * forgets `close()` still exits once its workers idle.
  */
-import { type ProcessTree, readProcessTree, type SandboxedProcess } from '@improv/extfn-sandbox';
+import { type ProcessTree, readProcessTree, type SandboxedTree } from '@improv/extfn-sandbox';
 import { WorkerFailure } from './failures.js';
 import {
   encodeFrame,
@@ -64,7 +64,7 @@ interface Baseline {
 
 export class WarmWorker {
   readonly key: string;
-  readonly process: SandboxedProcess;
+  readonly process: SandboxedTree;
   /** Sum of request wall times: an upper bound on CPU used by a single-threaded body. */
   busyMs = 0;
   requests = 0;
@@ -77,7 +77,7 @@ export class WarmWorker {
   /** The tree's CPU seconds at the end of its last clean request. */
   #cpuAtRest: number | undefined;
 
-  constructor(key: string, process: SandboxedProcess, driverSource: string) {
+  constructor(key: string, process: SandboxedTree, driverSource: string) {
     this.key = key;
     this.process = process;
     process.stdin.on('error', () => {}); // EPIPE after the worker died: reported through `exited`

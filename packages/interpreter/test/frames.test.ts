@@ -1,3 +1,4 @@
+/** Framing (`frames.ts`) and worker keys (`key.ts`): headers and binary payloads across any chunking, malformed and oversized frames, RawJson. */
 import { describe, expect, test } from 'vitest';
 import { encodeFrame, FrameReader, RawJson } from '../src/index.js';
 

@@ -1,5 +1,6 @@
+/** Shared by the interpreter tests: the fixture driver on /usr/bin/python3, the strongest sandbox that works here, registries and process checks. */
 import { existsSync, readFileSync } from 'node:fs';
-import { ExtFnError, Registry, type ValueType } from '@improv/extfn-core';
+import { Registry, type ValueType } from '@improv/extfn-core';
 import { probeSandbox } from '@improv/extfn-sandbox';
 import { createInterpreterRunner, type InterpreterRunnerOptions } from '../src/index.js';
 
@@ -56,15 +57,8 @@ export function fixtureRegistry(
   return { registry, runner };
 }
 
-export async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    const value = await promise;
-    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
-  } catch (error) {
-    if (ExtFnError.isInstance(error)) return error;
-    throw error;
-  }
-}
+/** The ExtFnError a promise rejects with (the kit's helper, shared by every package's tests). */
+export { rejection as failure } from '@improv/extfn-core/testing';
 
 export function alive(pid: number): boolean {
   try {

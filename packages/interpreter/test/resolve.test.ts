@@ -1,3 +1,4 @@
+/** Finding the interpreter (`resolve.ts`): option > environment > PATH, shims seen through, and one the sandbox uid can run preferred. */
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,7 +1,7 @@
 /** Shared by the Julia tests: finding julia, the bytes a one-shot call sends, and a real Julia parser (tree-sitter-julia). */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { type ExternalFn, ExtFnError, type Value, valueToJson } from '@improv/extfn-core';
+import { type ExternalFn, type Value, valueToJson } from '@improv/extfn-core';
 import { encodeFrame } from '@improv/extfn-interpreter';
 import Parser from 'web-tree-sitter';
 
@@ -79,12 +79,5 @@ export function bodyAsFunction(body: string): string {
   return `function (args)\n    local result\n${body}\n    result\nend\n`;
 }
 
-export async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    const value = await promise;
-    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
-  } catch (error) {
-    if (ExtFnError.isInstance(error)) return error;
-    throw error;
-  }
-}
+/** The ExtFnError a promise rejects with (the kit's helper, shared by every package's tests). */
+export { rejection as failure } from '@improv/extfn-core/testing';

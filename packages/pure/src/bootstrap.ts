@@ -1,3 +1,4 @@
+/** How Pure is started: the bootstrap script shipped in drivers/ and the directory bound read-only for it. */
 import { fileURLToPath } from 'node:url';
 
 /**

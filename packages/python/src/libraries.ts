@@ -5,12 +5,18 @@
  * salt) from metadata files only: no library code runs on the host.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { ExtFnError } from '@improv/extfn-core';
-import { assertSandboxCanRead, type Library, librariesDigest } from '@improv/extfn-interpreter';
+import {
+  type AllowedLibraries,
+  type Library,
+  type LibraryOption,
+  librariesDigest,
+  libraryOptionError,
+  readableDirectories,
+} from '@improv/extfn-interpreter';
 
-export type { Library } from '@improv/extfn-interpreter';
+export type { AllowedLibraries, Library } from '@improv/extfn-interpreter';
 
 /**
  * What bodies may import besides the standard library: `'system'` (the
@@ -20,24 +26,11 @@ export type { Library } from '@improv/extfn-interpreter';
  */
 export type PythonPackages = 'system' | { readonly venv: string } | readonly string[];
 
-export interface AllowedLibraries {
-  /** Real paths, in import order (after the standard library). */
-  readonly directories: readonly string[];
-  /** What those directories hold, by metadata (dist-info, egg-info) or a literal `__version__`. */
-  readonly libraries: readonly Library[];
-  /** Changes whenever a directory or a library version does. */
-  readonly digest: string;
-}
-
-const FIX =
-  'python({ packages }) takes "system", { venv: "/path/to/venv" } or absolute directories';
-
-function configError(message: string, fix = FIX): ExtFnError {
-  return new ExtFnError('LanguageUnavailable', `python packages: ${message}`, {
-    language: 'python',
-    fix,
-  });
-}
+const PACKAGES: LibraryOption = {
+  language: 'python',
+  option: 'packages',
+  fix: 'python({ packages }) takes "system", { venv: "/path/to/venv" } or absolute directories',
+};
 
 function run(path: string, args: readonly string[]): Promise<string> {
   return new Promise((done, fail) => {
@@ -61,11 +54,15 @@ async function interpreterSites(python: string): Promise<{ sites: string[]; vers
 function venvDirectories(venv: string, version: string, systemSites: string[]): string[] {
   const config = join(venv, 'pyvenv.cfg');
   if (!isAbsolute(venv) || !existsSync(config)) {
-    throw configError(`${venv} is not a virtual environment (no pyvenv.cfg there)`);
+    throw libraryOptionError(
+      PACKAGES,
+      `${venv} is not a virtual environment (no pyvenv.cfg there)`,
+    );
   }
   const site = join(venv, 'lib', `python${version}`, 'site-packages');
   if (!existsSync(site)) {
-    throw configError(
+    throw libraryOptionError(
+      PACKAGES,
       `${venv} has no lib/python${version}/site-packages: it was made for another Python than this runner's ${version}`,
       `make the environment with the runner's interpreter (python${version} -m venv ${venv})`,
     );
@@ -76,31 +73,12 @@ function venvDirectories(venv: string, version: string, systemSites: string[]): 
   return withSystem ? [site, ...systemSites] : [site];
 }
 
-/** The choice as real directories, deduplicated, in order. */
-async function directoriesFor(packages: PythonPackages, python: string): Promise<string[]> {
-  const needSites = packages === 'system' || !Array.isArray(packages);
-  const { sites, version } = needSites
-    ? await interpreterSites(python)
-    : { sites: [], version: '' };
-  let chosen: readonly string[];
-  if (packages === 'system') chosen = sites;
-  else if (Array.isArray(packages)) chosen = packages;
-  else chosen = venvDirectories((packages as { venv: string }).venv, version, sites);
-  const real: string[] = [];
-  for (const dir of chosen) {
-    if (typeof dir !== 'string' || !isAbsolute(dir)) {
-      throw configError(`${JSON.stringify(dir)} is not an absolute directory path`);
-    }
-    let path: string;
-    try {
-      path = realpathSync(dir);
-    } catch {
-      throw configError(`${dir} does not exist`);
-    }
-    if (!statSync(path).isDirectory()) throw configError(`${dir} is not a directory`);
-    if (!real.includes(path)) real.push(path);
-  }
-  return real;
+/** The directories the choice names, before they are checked. */
+async function chosenDirectories(packages: PythonPackages, python: string): Promise<unknown[]> {
+  if (Array.isArray(packages)) return packages;
+  const { sites, version } = await interpreterSites(python);
+  if (packages === 'system') return sites;
+  return venvDirectories((packages as { venv: string }).venv, version, sites);
 }
 
 function metadataField(text: string, field: string): string | undefined {
@@ -155,8 +133,8 @@ export async function allowedLibraries(
   packages: PythonPackages,
   python: string,
 ): Promise<AllowedLibraries> {
-  const directories = await directoriesFor(packages, python);
-  for (const dir of directories) await assertSandboxCanRead(dir, 'python', 'packages');
+  const chosen = await chosenDirectories(packages, python);
+  const directories = await readableDirectories(chosen, PACKAGES);
   const libraries = directories.flatMap(librariesIn);
   return { directories, libraries, digest: librariesDigest(directories, libraries) };
 }

@@ -1,7 +1,7 @@
 /** Shared by the Python tests: the interpreter, sandbox availability, scoped registries and process checks. */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { ExtFnError, Registry, type Value } from '@improv/extfn-core';
+import { Registry, type Value } from '@improv/extfn-core';
 import { probeSandbox, type SandboxPolicy } from '@improv/extfn-sandbox';
 import { afterEach } from 'vitest';
 import { type PythonRunnerOptions, python } from '../src/index.js';
@@ -71,15 +71,8 @@ export function scopedRegistry(...args: Parameters<typeof registryWith>) {
   return made;
 }
 
-export async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    const value = await promise;
-    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
-  } catch (error) {
-    if (ExtFnError.isInstance(error)) return error;
-    throw error;
-  }
-}
+/** The ExtFnError a promise rejects with (the kit's helper, shared by every package's tests). */
+export { rejection as failure } from '@improv/extfn-core/testing';
 
 /** Host pids whose command line contains `marker` (to show a process is gone). */
 export function processesWith(marker: string): number[] {

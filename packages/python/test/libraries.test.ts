@@ -114,6 +114,25 @@ describe.skipIf(!restrictedOk)(
       expect(probe.detail).toContain('tinypkg 1.2.3');
     });
 
+    test('an allowed directory comes after the standard library (it cannot shadow it) and its .pth files are not run', async () => {
+      const dir = scratch();
+      writeFileSync(join(dir, 'colorsys.py'), 'SHADOW = True\n', { mode: 0o644 });
+      writeFileSync(join(dir, 'onlyhere.py'), 'X = 1\n', { mode: 0o644 });
+      writeFileSync(join(dir, 'evil.pth'), "import os; os.environ['EXTFN_PTH_RAN'] = '1'\n", {
+        mode: 0o644,
+      });
+      const body = [
+        'import colorsys, os, onlyhere',
+        "seen = '%s %s %s' % (getattr(colorsys, 'SHADOW', False), os.environ.get('EXTFN_PTH_RAN', 'no'), onlyhere.X)",
+        '# control: the same .pth does run once the directory is added as a site directory',
+        'import site',
+        'site.addsitedir(args[0])',
+        "result = seen + ' | ' + os.environ.get('EXTFN_PTH_RAN', 'no')",
+      ].join('\n');
+      const { registry } = restricted({ f: [body, ['text'], 'text'] }, { packages: [dir] });
+      expect(await registry.eval('f', [Value.text(dir)])).toEqual(Value.text('False no 1 | 1'));
+    });
+
     test('a body cannot add a directory of its own: sys.path changes do not outlive the row', async () => {
       const dir = tinyPackage('1.0');
       const body = [

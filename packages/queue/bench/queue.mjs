@@ -1,4 +1,4 @@
-// Benchmark of the queue path (issue 17), against dist/. Run: pnpm bench
+// Benchmark of the queue path, against dist/. Run: pnpm bench
 // Starts its own redis-server on a free loopback port and real worker
 // processes (test/fixtures/worker.mjs), then measures, side by side with the
 // local runner in the same run:

@@ -5,10 +5,16 @@
  * pure-result cache salt). No package code runs on the host.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { isAbsolute, join } from 'node:path';
-import { ExtFnError } from '@improv/extfn-core';
-import { assertSandboxCanRead, type Library, librariesDigest } from '@improv/extfn-interpreter';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  type AllowedLibraries,
+  type Library,
+  type LibraryOption,
+  librariesDigest,
+  libraryOptionError,
+  readableDirectories,
+} from '@improv/extfn-interpreter';
 
 export type { Library } from '@improv/extfn-interpreter';
 
@@ -19,21 +25,14 @@ export type { Library } from '@improv/extfn-interpreter';
  */
 export type RLibraries = 'system' | readonly string[];
 
-export interface AllowedRLibraries {
-  /** Real paths, searched in this order before `.Library`. */
-  readonly directories: readonly string[];
-  /** The packages they hold, by their DESCRIPTION files. */
-  readonly libraries: readonly Library[];
-  /** Changes whenever a directory or a package version does. */
-  readonly digest: string;
-}
+/** The resolved choice: directories searched in this order before `.Library`, and the packages they hold. */
+export type AllowedRLibraries = AllowedLibraries;
 
-function configError(message: string): ExtFnError {
-  return new ExtFnError('LanguageUnavailable', `r libraries: ${message}`, {
-    language: 'r',
-    fix: 'r({ libraries }) takes "system" or a list of absolute library directories',
-  });
-}
+const LIBRARIES: LibraryOption = {
+  language: 'r',
+  option: 'libraries',
+  fix: 'r({ libraries }) takes "system" or a list of absolute library directories',
+};
 
 /** R's site libraries as Rscript --vanilla sets them up: .libPaths() without .Library. */
 function siteLibraries(rscript: string): Promise<string[]> {
@@ -74,27 +73,14 @@ export async function allowedRLibraries(
   libraries: RLibraries,
   rscript: string,
 ): Promise<AllowedRLibraries> {
-  const chosen = libraries === 'system' ? await siteLibraries(rscript) : libraries;
   if (libraries !== 'system' && !Array.isArray(libraries)) {
-    throw configError(
+    throw libraryOptionError(
+      LIBRARIES,
       `expected "system" or a list of directories, got ${JSON.stringify(libraries)}`,
     );
   }
-  const directories: string[] = [];
-  for (const dir of chosen) {
-    if (typeof dir !== 'string' || !isAbsolute(dir)) {
-      throw configError(`${JSON.stringify(dir)} is not an absolute directory path`);
-    }
-    let path: string;
-    try {
-      path = realpathSync(dir);
-    } catch {
-      throw configError(`${dir} does not exist`);
-    }
-    if (!statSync(path).isDirectory()) throw configError(`${dir} is not a directory`);
-    await assertSandboxCanRead(path, 'r', 'libraries');
-    if (!directories.includes(path)) directories.push(path);
-  }
+  const chosen = libraries === 'system' ? await siteLibraries(rscript) : libraries;
+  const directories = await readableDirectories(chosen, LIBRARIES);
   const found = directories.flatMap(packagesIn);
   return { directories, libraries: found, digest: librariesDigest(directories, found) };
 }

@@ -1,6 +1,6 @@
 /** Shared by the R tests: Rscript, sandbox availability and scoped registries. */
 import { existsSync } from 'node:fs';
-import { ExtFnError, Registry, type Value } from '@improv/extfn-core';
+import { Registry, type Value } from '@improv/extfn-core';
 import { probeSandbox } from '@improv/extfn-sandbox';
 import { afterEach } from 'vitest';
 import { type RRunnerOptions, r } from '../src/index.js';
@@ -56,12 +56,5 @@ export function scopedRegistry(...args: Parameters<typeof registryWith>) {
   return made;
 }
 
-export async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    const value = await promise;
-    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
-  } catch (error) {
-    if (ExtFnError.isInstance(error)) return error;
-    throw error;
-  }
-}
+/** The ExtFnError a promise rejects with (the kit's helper, shared by every package's tests). */
+export { rejection as failure } from '@improv/extfn-core/testing';

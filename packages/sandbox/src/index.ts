@@ -16,6 +16,11 @@ export {
   type SandboxProbe,
 } from './probe.js';
 export { type ProcessTree, readProcessTree, type TreeProcess } from './process-tree.js';
-export { runSandboxed, spawnSandboxed } from './run.js';
+export { launchSandboxed, runSandboxed, spawnSandboxed } from './sandboxed.js';
 export { DENIED_SYSCALLS, seccompProgram, UNAVAILABLE_SYSCALLS } from './seccomp.js';
-export type { SandboxedProcess, SandboxOptions, SandboxResult } from './types.js';
+export type {
+  SandboxedProcess,
+  SandboxedTree,
+  SandboxOptions,
+  SandboxResult,
+} from './types.js';

@@ -19,8 +19,8 @@ import {
   readAppArmorSysctl,
 } from './fixes.js';
 import { findExecutable } from './host.js';
-import { runOnce } from './one-shot.js';
 import { fallbackAllowed, policyFor, type SandboxPolicy } from './policy.js';
+import { runTree } from './run-tree.js';
 import { seccompArch } from './seccomp.js';
 import { hostTools } from './tools.js';
 import { hostIsRoot } from './uid-pool.js';
@@ -72,7 +72,7 @@ function resolved(options: ProbeOptions) {
   return { policy, allowFallback, key };
 }
 
-/** The probe's result if it already ran for these options (spawnSandboxed cannot wait for one). */
+/** The probe's result if it already ran for these options (launchSandboxed cannot wait for one). */
 export function knownProbe(options: ProbeOptions): SandboxProbe | undefined {
   return settled.get(resolved(options).key);
 }
@@ -190,10 +190,10 @@ async function runProbe(
   const cgroup = cgroupSupport();
   const id = findExecutable('id', '/usr/bin:/bin');
   if (!id) return fail('cannot find /usr/bin/id for the trial run', 'install coreutils');
-  let trial: Awaited<ReturnType<typeof runOnce>> | undefined;
+  let trial: Awaited<ReturnType<typeof runTree>> | undefined;
   let failure: { message: string; fix: string } | undefined;
   try {
-    trial = await runOnce(
+    trial = await runTree(
       { command: id, args: ['-u'], timeoutMs: 10_000, bwrapPath },
       policy,
       'sandbox-probe',

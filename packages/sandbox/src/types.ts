@@ -1,6 +1,7 @@
 /**
- * The public shapes of the sandbox's two ways to run a tree: the options
- * both take, the one-shot result, and the handle of a long-lived tree.
+ * The public shapes of the sandbox's two ways to start a tree: the options
+ * both take, what `runSandboxed` gives back, and the handle
+ * `launchSandboxed` gives back.
  */
 import type { ResourceLimit } from '@improv/extfn-core';
 import type { SandboxExit } from './exit.js';
@@ -35,7 +36,7 @@ export interface SandboxOptions {
   functionName?: string;
 }
 
-/** What a one-shot run (`runSandboxed`) resolves with. */
+/** What `runSandboxed` resolves with once the tree has ended. */
 export interface SandboxResult extends SandboxExit {
   stdout: Buffer;
   /** The bounded tail of stderr. */
@@ -45,8 +46,8 @@ export interface SandboxResult extends SandboxExit {
   limit?: ResourceLimit;
 }
 
-/** A long-lived tree (`spawnSandboxed`): raw pipes, a stderr tail, kill, exit. */
-export interface SandboxedProcess {
+/** A long-lived tree (`launchSandboxed`): raw pipes, a stderr tail, kill, exit. */
+export interface SandboxedTree {
   readonly pid: number | undefined;
   readonly stdin: NodeJS.WritableStream;
   readonly stdout: NodeJS.ReadableStream;
@@ -63,3 +64,6 @@ export interface SandboxedProcess {
   /** Undoes `unref()`: the tree keeps the host's event loop alive while it works. */
   ref(): void;
 }
+
+/** @deprecated Renamed `SandboxedTree`; this alias goes in the next minor release. */
+export type SandboxedProcess = SandboxedTree;

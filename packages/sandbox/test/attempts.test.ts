@@ -23,7 +23,7 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ETC_ENTRIES, type SandboxPolicy, spawnSandboxed } from '../src/index.js';
+import { ETC_ENTRIES, launchSandboxed, type SandboxPolicy } from '../src/index.js';
 import { hasBwrap, hasPython, isRoot, linux, PYTHON, pythonJson } from './helpers.js';
 
 const id = randomBytes(6).toString('hex');
@@ -297,7 +297,7 @@ function hostShmKeys(): Set<number> {
 /** Runs SHM_GUEST and reports whether the host saw the segment while the guest held it. */
 async function shmSeenByHost(policy: SandboxPolicy): Promise<{ shmid: number; seen: boolean }> {
   const key = 0x3e000000 + Math.floor(Math.random() * 0xffffff);
-  const guest = spawnSandboxed({
+  const guest = launchSandboxed({
     command: PYTHON,
     args: ['-I', '-S', '-c', SHM_GUEST(key)],
     policy,
@@ -600,13 +600,17 @@ describe('fail closed', () => {
     expect(existsSync(`/dev/shm/extfn-failclosed-${id}`)).toBe(false);
   });
 
-  test('spawnSandboxed fails closed too once the probe has failed', async () => {
-    const { spawnSandboxed, probeSandbox } = await import('../src/index.js');
+  test('launchSandboxed fails closed too once the probe has failed', async () => {
+    const { launchSandboxed, probeSandbox } = await import('../src/index.js');
     const probe = await probeSandbox({ policy: 'restricted', bwrapPath: '/nonexistent/bwrap' });
     expect(probe.ok).toBe(false);
     expect(probe.layers.namespaces).toBe(false);
     expect(() =>
-      spawnSandboxed({ command: '/bin/sh', policy: 'restricted', bwrapPath: '/nonexistent/bwrap' }),
+      launchSandboxed({
+        command: '/bin/sh',
+        policy: 'restricted',
+        bwrapPath: '/nonexistent/bwrap',
+      }),
     ).toThrow(/bubblewrap/);
   });
 

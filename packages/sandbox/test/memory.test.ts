@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { probeSandbox, type SandboxPolicy, spawnSandboxed } from '../src/index.js';
+import { launchSandboxed, probeSandbox, type SandboxPolicy } from '../src/index.js';
 import { hasBwrap, hasPython, isRoot, linux, PYTHON, python, pythonJson } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -305,7 +305,7 @@ describe('a fork bomb fails its own tree, not its neighbours', () => {
   test.skipIf(!canRestricted)(
     'restricted: a tree holding its whole process allowance leaves a neighbour free to fork',
     async () => {
-      const bomb = spawnSandboxed({
+      const bomb = launchSandboxed({
         command: PYTHON,
         args: [
           '-I',

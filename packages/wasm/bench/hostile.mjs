@@ -1,4 +1,4 @@
-// Hostile-body measurements for issue 11 (against dist/): each attempt runs in a fresh
+// Hostile Wasm bodies, measured (against dist/): each attempt runs in a fresh
 // node process so its peak resident memory (VmHWM) is its own. Run: node bench/hostile.mjs [name…]
 // Prints, per attempt: the call's outcome and time, the host's peak and final RSS, the
 // process CPU over the second after the call, and the host's thread count before/after.

@@ -18,4 +18,4 @@ export {
   type WasmRunnerOptions,
   type WasmRunnerStats,
   wasm,
-} from './runner.js';
+} from './wasm-runner.js';

@@ -1,6 +1,6 @@
-import { ExtFnError, Registry, type RowResult, sameValue, Value } from '@improv/extfn-core';
-import { afterEach, describe, expect, test } from 'vitest';
-import { type WasmRunner, wasm } from '../src/index.js';
+/** Wasm batches (`batch.ts`): evalBatch = eval row by row (traps, hangs, wrong types), hung rows cost only themselves, progress, abort, close, callColumns. */
+import { ExtFnError, type Registry, type RowResult, sameValue, Value } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
 import {
   DOUBLE,
   fnBody,
@@ -9,29 +9,11 @@ import {
   TRAP_IF_NEGATIVE,
   wat,
 } from './fixtures/bodies.js';
+import { currentRunner, wasmRegistry } from './fixtures/registry.js';
 
-let registry: Registry | undefined;
-let runner: WasmRunner | undefined;
-afterEach(async () => {
-  await registry?.close();
-  registry = undefined;
-});
-
-function setup(functions: Record<string, string>, options = {}, argTypes = ['number']) {
-  runner = wasm({ workers: 2, ...options });
-  registry = new Registry({ runners: [runner], timeoutMs: 5_000, cache: false });
-  for (const [name, body] of Object.entries(functions)) {
-    registry.register({
-      name,
-      language: 'wasm',
-      body,
-      argTypes,
-      returnType: 'number',
-      pure: false,
-    });
-  }
-  return registry;
-}
+/** A registry with a fresh wasm runner and functions by name → body (one number argument unless told). */
+const setup = (functions: Record<string, string>, options = {}, argTypes = ['number']) =>
+  wasmRegistry(functions, { argTypes, options });
 
 const n = Value.number;
 const rowsOf = (xs: number[]) => xs.map((x) => [n(x)]);
@@ -193,7 +175,8 @@ describe('evalBatch', () => {
       signal: controller.signal,
     });
     // Abort once both workers are stuck in a loop (the body compiles first, on a compile worker).
-    while (runner!.stats().workersBusy < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (currentRunner().stats().workersBusy < 2)
+      await new Promise((resolve) => setTimeout(resolve, 10));
     await new Promise((resolve) => setTimeout(resolve, 50));
     controller.abort(new Error('user cancelled'));
     const started = performance.now();
@@ -205,8 +188,8 @@ describe('evalBatch', () => {
       if (!ExtFnError.isInstance(v)) expect(v).toEqual(n(2 * xs[i]!));
     });
     // The workers stuck in a loop were terminated (a worker still starting may join the pool idle).
-    expect(runner!.stats().workersBusy).toBe(0);
-    expect(runner!.stats().workersAlive).toBeLessThanOrEqual(1);
+    expect(currentRunner().stats().workersBusy).toBe(0);
+    expect(currentRunner().stats().workersAlive).toBeLessThanOrEqual(1);
   });
 
   test('an already aborted signal evaluates nothing', async () => {
@@ -224,23 +207,23 @@ describe('evalBatch', () => {
     expect(batch.map(describeResult)).toEqual(
       Array(3).fill('Runtime: function loop: the runner is closed'),
     );
-    expect(runner!.stats().workersAlive).toBe(0);
+    expect(currentRunner().stats().workersAlive).toBe(0);
   });
 
   test('callColumns gives the same values and errors as callBatch, without Value objects', async () => {
     const r = setup({ f: TRAP_IF_NEGATIVE });
     const xs = Array.from({ length: 10_000 }, (_, i) => (i % 1_000 === 3 ? -i : i * 0.5));
     const fn = r.get('f')!;
-    const { values, errors } = await runner!.callColumns(fn, [Float64Array.from(xs)], {
+    const { values, errors } = await currentRunner().callColumns(fn, [Float64Array.from(xs)], {
       timeoutMs: 5_000,
     });
-    const batch = await runner!.callBatch(fn, rowsOf(xs), { timeoutMs: 5_000 });
+    const batch = await currentRunner().callBatch(fn, rowsOf(xs), { timeoutMs: 5_000 });
     expect(errors.size).toBe(10);
     for (let i = 0; i < xs.length; i++) {
       const error = errors.get(i);
       expect(error ? describeResult(error) : `number ${values[i]}`).toBe(describeResult(batch[i]));
     }
-    await expect(runner!.callColumns(fn, [], { timeoutMs: 100 })).rejects.toMatchObject({
+    await expect(currentRunner().callColumns(fn, [], { timeoutMs: 100 })).rejects.toMatchObject({
       kind: 'ArityMismatch',
       expected: 1,
       got: 0,

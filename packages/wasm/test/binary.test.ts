@@ -1,3 +1,4 @@
+/** The module reader (`binary.ts`) and body decoding (`body.ts`): sections, imports, memory limits capped without breaking the module, `wasm:` and `wat:` bodies. */
 import { describe, expect, test } from 'vitest';
 import { capLimits, formatFuncType, readModule } from '../src/binary.js';
 import { assembleWat, decodeBase64, moduleBytes } from '../src/body.js';

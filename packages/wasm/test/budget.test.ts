@@ -1,3 +1,4 @@
+/** The module budget (`budget.ts`): allocating declarations are weighed before compiling, and a module over the budget is refused naming what is too large. */
 import { describe, expect, test } from 'vitest';
 import { readModule } from '../src/binary.js';
 import { assembleWat } from '../src/body.js';

@@ -1,35 +1,14 @@
-import { ExtFnError, Registry, Value } from '@improv/extfn-core';
-import { afterEach, describe, expect, test } from 'vitest';
-import { DEFAULT_MAX_BODY_BYTES, type WasmRunner, wasm } from '../src/index.js';
+/** Compiling (`compile.ts`, `module-cache.ts`, `compile-worker.ts`): the body size cap, compiles off the main thread under the deadline, shared and aborted compiles. */
+import { ExtFnError, Value } from '@improv/extfn-core';
+import { rejection as failure } from '@improv/extfn-core/testing';
+import { describe, expect, test } from 'vitest';
+import { DEFAULT_MAX_BODY_BYTES, wasm } from '../src/index.js';
 import { DOUBLE, fnBody, MULTIPLY_BASE64, slowWat, wat } from './fixtures/bodies.js';
-
-let registry: Registry | undefined;
-let runner: WasmRunner | undefined;
-afterEach(async () => {
-  await registry?.close();
-  registry = undefined;
-  runner = undefined;
-});
+import { currentRunner, wasmRegistry } from './fixtures/registry.js';
 
 /** A registry with a fresh wasm runner and functions by name → body (one number argument unless told). */
-function setup(functions: Record<string, string>, options = {}, argTypes = ['number']) {
-  runner = wasm({ workers: 2, ...options });
-  registry = new Registry({ runners: [runner], timeoutMs: 5_000, cache: false });
-  for (const [name, body] of Object.entries(functions)) {
-    registry.register({ name, language: 'wasm', body, argTypes, returnType: 'number' });
-  }
-  return registry;
-}
-
-async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    const value = await promise;
-    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
-  } catch (error) {
-    if (!ExtFnError.isInstance(error)) throw error;
-    return error;
-  }
-}
+const setup = (functions: Record<string, string>, options = {}, argTypes = ['number']) =>
+  wasmRegistry(functions, { argTypes, options });
 
 const n = Value.number;
 /** A `wat:` body of exactly `bytes` bytes of UTF-8 after the prefix, doubling its argument. */
@@ -49,10 +28,10 @@ describe('body size cap (maxBodyBytes)', () => {
     expect(error.message).toBe(
       'function f: the wat: body is 1.0 MiB of text, above the limit of 1 MiB; a host that trusts its models can raise it with the maxBodyBytes option of wasm()',
     );
-    expect(runner!.stats()).toMatchObject({ workersStarted: 0, compileWorkersStarted: 0 });
+    expect(currentRunner().stats()).toMatchObject({ workersStarted: 0, compileWorkersStarted: 0 });
     // The verdict is remembered: the body is not looked at again.
     expect((await failure(r.eval('f', [n(1)]))).message).toBe(error.message);
-    expect(runner!.stats().compiledBodies).toBe(1);
+    expect(currentRunner().stats().compiledBodies).toBe(1);
   });
 
   test('the cap counts UTF-8 bytes of the text and lets a body of exactly the cap through', async () => {
@@ -73,7 +52,7 @@ describe('body size cap (maxBodyBytes)', () => {
       'the body is 34,000,012 characters long, above the limit of 1 MiB; a host that trusts its models can raise it with the maxBodyBytes option',
     );
     // Refused on its length alone, again in O(1) on every call: the cache does not keep 34 MB alive.
-    expect(runner!.stats()).toMatchObject({ compileWorkersStarted: 0, compiledBodies: 0 });
+    expect(currentRunner().stats()).toMatchObject({ compileWorkersStarted: 0, compiledBodies: 0 });
   });
 
   test('a wasm: body is measured by its decoded binary', async () => {
@@ -82,7 +61,7 @@ describe('body size cap (maxBodyBytes)', () => {
     const fits = setup({ f: body }, { maxBodyBytes: binary }, ['number', 'number']);
     expect(await fits.eval('f', [n(6), n(7)])).toEqual(n(42));
     // A binary is read, checked and compiled on the compile worker too.
-    expect(runner!.stats().compileWorkersStarted).toBe(1);
+    expect(currentRunner().stats().compileWorkersStarted).toBe(1);
     await fits.close();
     const over = setup({ f: body }, { maxBodyBytes: binary - 1 }, ['number', 'number']);
     const error = await failure(over.eval('f', [n(6), n(7)]));
@@ -118,7 +97,7 @@ describe('compiling off the main thread, under the deadline', () => {
       clearInterval(timer);
     }
     // The compile worker that overran was terminated, and the runner goes on.
-    expect(runner!.stats().compileWorkersAlive).toBe(0);
+    expect(currentRunner().stats().compileWorkersAlive).toBe(0);
     expect(await r.eval('d', [n(21)])).toEqual(n(42));
   });
 
@@ -126,7 +105,7 @@ describe('compiling off the main thread, under the deadline', () => {
     const r = setup({ slow: slowWat(4_000_000) }, { maxBodyBytes: 8 * 1_048_576 });
     expect((await failure(r.eval('slow', [n(1)], { timeoutMs: 200 }))).kind).toBe('Timeout');
     expect(await r.eval('slow', [n(5)], { timeoutMs: 20_000 })).toEqual(n(5));
-    expect(runner!.stats().compiledBodies).toBe(2);
+    expect(currentRunner().stats().compiledBodies).toBe(2);
   });
 
   test('callers of one body share its compile, each under its own deadline', async () => {
@@ -137,14 +116,14 @@ describe('compiling off the main thread, under the deadline', () => {
     ]);
     expect(short.status === 'rejected' && (short.reason as ExtFnError).kind).toBe('Timeout');
     expect(long).toEqual({ status: 'fulfilled', value: n(2) });
-    expect(runner!.stats()).toMatchObject({ compiledBodies: 1, compileWorkersStarted: 1 });
+    expect(currentRunner().stats()).toMatchObject({ compiledBodies: 1, compileWorkersStarted: 1 });
   });
 
   test('concurrent first calls of a new body compile it once', async () => {
     const r = setup({ d: DOUBLE });
     const values = await Promise.all(Array.from({ length: 20 }, (_, i) => r.eval('d', [n(i)])));
     expect(values).toEqual(Array.from({ length: 20 }, (_, i) => n(2 * i)));
-    expect(runner!.stats()).toMatchObject({ compiledBodies: 1, compileWorkersStarted: 1 });
+    expect(currentRunner().stats()).toMatchObject({ compiledBodies: 1, compileWorkersStarted: 1 });
   });
 
   test('abort during a compile stops it and terminates its worker', async () => {
@@ -158,7 +137,7 @@ describe('compiling off the main thread, under the deadline', () => {
     const error = await failure(r.eval('slow', [n(1)], { signal: controller.signal }));
     expect(error.aborted).toBe(true);
     expect(performance.now() - started).toBeLessThan(2_000);
-    expect(runner!.stats().compileWorkersAlive).toBe(0);
+    expect(currentRunner().stats().compileWorkersAlive).toBe(0);
   });
 
   test('evalBatch and callColumns: a slow compile times out every row at once', async () => {
@@ -168,9 +147,9 @@ describe('compiling off the main thread, under the deadline', () => {
     const batch = await r.evalBatch('slow', rows, { timeoutMs: 200 });
     expect(performance.now() - started).toBeLessThan(3_000);
     expect(batch.every((v) => ExtFnError.isInstance(v) && v.kind === 'Timeout')).toBe(true);
-    expect(runner!.stats().workersStarted).toBe(0);
+    expect(currentRunner().stats().workersStarted).toBe(0);
     const columns = await failure(
-      runner!.callColumns(r.get('slow')!, [new Float64Array(10)], { timeoutMs: 200 }),
+      currentRunner().callColumns(r.get('slow')!, [new Float64Array(10)], { timeoutMs: 200 }),
     );
     expect(columns.kind).toBe('Timeout');
   });
@@ -201,7 +180,7 @@ describe('compiling off the main thread, under the deadline', () => {
     // Before, the broken wabt instance failed every later body; now the next one gets a fresh instance.
     expect(await r.eval('d', [n(21)])).toEqual(n(42));
     expect(await r.eval('e', [n(7)])).toEqual(n(7));
-    expect(runner!.stats().compileWorkersStarted).toBe(1);
+    expect(currentRunner().stats().compileWorkersStarted).toBe(1);
   });
 
   test('close() during a compile ends it; the caller gets a Runtime error, no worker is left', async () => {
@@ -211,6 +190,6 @@ describe('compiling off the main thread, under the deadline', () => {
     await r.close();
     const error = await pending;
     expect(error.message).toMatch(/closed/);
-    expect(runner!.stats()).toMatchObject({ workersAlive: 0, compileWorkersAlive: 0 });
+    expect(currentRunner().stats()).toMatchObject({ workersAlive: 0, compileWorkersAlive: 0 });
   });
 });

@@ -1,3 +1,4 @@
+/** The runner conformance kit (core/testing) against the Wasm runner. */
 import { Value } from '@improv/extfn-core';
 import { runnerConformanceSuite } from '@improv/extfn-core/testing';
 import { test } from 'vitest';

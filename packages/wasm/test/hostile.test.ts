@@ -7,31 +7,19 @@
  * call are measured). Linux /proc is read directly.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { ExtFnError, Registry, Value } from '@improv/extfn-core';
-import { afterEach, describe, expect, test } from 'vitest';
+import { ExtFnError, Value } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
 import { encodeLeb } from '../src/binary.js';
-import { type WasmRunner, type WasmRunnerOptions, wasm } from '../src/index.js';
+import { type WasmRunnerOptions, wasm } from '../src/index.js';
 import { wat } from './fixtures/bodies.js';
+import { currentRunner, wasmRegistry } from './fixtures/registry.js';
 
 const ENTRY = '(func (export "improv_call") (result f64) f64.const 1)';
 const MIB = 1_048_576;
 
-let registry: Registry | undefined;
-let runner: WasmRunner | undefined;
-afterEach(async () => {
-  await registry?.close();
-  registry = undefined;
-  runner = undefined;
-});
-
-function setup(bodies: Record<string, string>, options: WasmRunnerOptions = {}): Registry {
-  runner = wasm({ workers: 2, ...options });
-  registry = new Registry({ runners: [runner], timeoutMs: 10_000, cache: false });
-  for (const [name, body] of Object.entries(bodies)) {
-    registry.register({ name, language: 'wasm', body, argTypes: [], returnType: 'number' });
-  }
-  return registry;
-}
+/** A registry with a fresh wasm runner and functions of no argument by name → body. */
+const setup = (bodies: Record<string, string>, options: WasmRunnerOptions = {}) =>
+  wasmRegistry(bodies, { argTypes: [], timeoutMs: 10_000, options });
 
 async function outcome(promise: Promise<Value>): Promise<Value | ExtFnError> {
   try {
@@ -159,7 +147,7 @@ describe.runIf(proc)('one allocation budget per module (host memory read from /p
     for (const name of Object.keys(bodies)) {
       expect(await lenient.eval(name, []), name).toEqual(Value.number(1));
     }
-    await registry!.close();
+    await lenient.close();
     const strict = setup(bodies, { moduleBudgetBytes: MIB });
     const messages = Object.fromEntries(
       await Promise.all(
@@ -261,7 +249,7 @@ describe.runIf(proc)(
       const results = await r.evalBatch('spin', rows, { timeoutMs: 1_000 });
       expect(results.every((v) => ExtFnError.isInstance(v) && v.kind === 'Timeout')).toBe(true);
       expect(readdirSync('/proc/self/task').length).toBeLessThanOrEqual(before);
-      expect(runner!.stats().workersBusy).toBe(0);
+      expect(currentRunner().stats().workersBusy).toBe(0);
       const process0 = ticks('/proc/self/stat');
       await sleep(1_000);
       // One spinning thread left behind would use tens of ticks (one tick = 10 ms of CPU) in this second.

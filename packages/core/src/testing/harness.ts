@@ -5,8 +5,8 @@
  */
 import { strict as assert } from 'node:assert';
 import { ExtFnError } from '../errors.js';
+import type { LanguageRunner } from '../language-runner.js';
 import { Registry } from '../registry.js';
-import type { LanguageRunner } from '../runner.js';
 import { sameValue, type Value, type ValueType } from '../value.js';
 
 /**
@@ -240,6 +240,7 @@ export function show(x: unknown): string {
   );
 }
 
+/** The ExtFnError `promise` rejects with; fails the test when it resolves or rejects with anything else. */
 export async function rejection(promise: Promise<unknown>): Promise<ExtFnError> {
   let value: unknown;
   try {

@@ -21,13 +21,14 @@ export { type BatchesOptions, batchesSuite } from './batches.js';
 export { type ColumnsOptions, columnsSuite } from './columns.js';
 export { engineSerdeFixture } from './engine-fixture.js';
 export { type ErrorsOptions, errorsSuite } from './errors.js';
-export type {
-  ConformanceBodies,
-  CreateRunner,
-  SuiteOptions,
-  TestFunction,
-  Unsupported,
-  VerbatimCase,
+export {
+  type ConformanceBodies,
+  type CreateRunner,
+  rejection,
+  type SuiteOptions,
+  type TestFunction,
+  type Unsupported,
+  type VerbatimCase,
 } from './harness.js';
 export { type IsolationOptions, isolationSuite } from './isolation.js';
 export { type LifecycleOptions, lifecycleSuite } from './lifecycle.js';

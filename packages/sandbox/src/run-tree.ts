@@ -1,8 +1,8 @@
 /**
- * A one-shot run without the availability check: launch a tree, write its
- * stdin, collect capped stdout and a stderr tail, enforce the deadline, and
- * report the exit. `runSandboxed` checks first; the probe's own trial run
- * cannot (it is the check), so both share this.
+ * Runs one tree to its end without the availability check: launch it, write
+ * its stdin, collect capped stdout and a stderr tail, enforce the deadline,
+ * and report the exit. `runSandboxed` checks against the probe first; the
+ * probe's own trial run cannot (it is the check), so both share this.
  */
 import { performance } from 'node:perf_hooks';
 import { ExtFnError } from '@improv/extfn-core';
@@ -22,7 +22,8 @@ export function setupFailure(command: string, message: string, functionName: str
   );
 }
 
-export async function runOnce(
+/** Rejects with Timeout, Runtime (output too large, aborted) or Sandbox (setup failed). */
+export async function runTree(
   options: SandboxOptions & { stdin?: string | Uint8Array },
   policy: SandboxPolicy,
   name: string,

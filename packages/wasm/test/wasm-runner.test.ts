@@ -1,7 +1,8 @@
-import { ExtFnError, Registry, Value } from '@improv/extfn-core';
-import { engineSerdeFixture } from '@improv/extfn-core/testing';
-import { afterEach, describe, expect, test } from 'vitest';
-import { type WasmRunner, wasm } from '../src/index.js';
+/** The Wasm runner (`wasm-runner.ts`): calls across the numeric ABI, one compile per body, one-shot mode, and the bodies it refuses with the reason. */
+import { ExtFnError, Value } from '@improv/extfn-core';
+import { engineSerdeFixture, rejection as failure } from '@improv/extfn-core/testing';
+import { describe, expect, test } from 'vitest';
+import { wasm } from '../src/index.js';
 import {
   DOUBLE,
   fnBody,
@@ -13,32 +14,11 @@ import {
   TRAP_IF_NEGATIVE,
   wat,
 } from './fixtures/bodies.js';
-
-let registry: Registry | undefined;
-let runner: WasmRunner | undefined;
-afterEach(async () => {
-  await registry?.close();
-  registry = undefined;
-  runner = undefined;
-});
+import { currentRunner, wasmRegistry } from './fixtures/registry.js';
 
 /** A registry with a fresh wasm runner and one function `f` with the given body. */
-function setup(body: string, argTypes: string[] = ['number'], returnType = 'number', options = {}) {
-  runner = wasm({ workers: 2, ...options });
-  registry = new Registry({ runners: [runner], timeoutMs: 5_000, cache: false });
-  registry.register({ name: 'f', language: 'wasm', body, argTypes, returnType, pure: true });
-  return registry;
-}
-
-async function failure(promise: Promise<unknown>): Promise<ExtFnError> {
-  try {
-    const value = await promise;
-    throw new Error(`expected an ExtFnError, got ${JSON.stringify(value)}`);
-  } catch (error) {
-    if (!ExtFnError.isInstance(error)) throw error;
-    return error;
-  }
-}
+const setup = (body: string, argTypes = ['number'], returnType = 'number', options = {}) =>
+  wasmRegistry({ f: body }, { argTypes, returnType, pure: true, options });
 
 const n = Value.number;
 
@@ -53,8 +33,7 @@ describe('calls', () => {
 
   test("the engine's fixture (fn double, serde form) loads and runs", async () => {
     const fixture = JSON.parse(JSON.stringify(engineSerdeFixture));
-    runner = wasm({ workers: 1 });
-    registry = new Registry({ runners: [runner] });
+    const registry = wasmRegistry({}, { options: { workers: 1 } });
     registry.register(fixture.external_fns.double);
     expect(registry.get('double')?.language).toBe('wasm');
     expect(await registry.eval('double', [n(21)])).toEqual(n(42));
@@ -83,7 +62,7 @@ describe('calls', () => {
     });
     for (let i = 0; i < 5; i++) await r.eval('f', [n(i)]);
     await r.evalBatch('g', [[n(1)], [n(2)]]);
-    expect(runner!.stats().compiledBodies).toBe(1);
+    expect(currentRunner().stats().compiledBodies).toBe(1);
     r.register({
       name: 'h',
       language: 'wasm',
@@ -92,7 +71,7 @@ describe('calls', () => {
       returnType: 'number',
     });
     await r.eval('h', [n(1)]);
-    expect(runner!.stats().compiledBodies).toBe(2);
+    expect(currentRunner().stats().compiledBodies).toBe(2);
   });
 
   test('post-MVP features V8 enables by default work: SIMD, multi-value, reference types', async () => {
@@ -112,7 +91,7 @@ describe('calls', () => {
   test('one-shot mode uses a worker that ends with the call', async () => {
     const r = setup(DOUBLE);
     expect(await r.eval('f', [n(2)], { mode: 'oneShot' })).toEqual(n(4));
-    expect(runner!.stats()).toMatchObject({ workersStarted: 1, workersAlive: 0 });
+    expect(currentRunner().stats()).toMatchObject({ workersStarted: 1, workersAlive: 0 });
   });
 });
 
@@ -155,7 +134,7 @@ describe('refused bodies', () => {
     expect(text.message).toContain('(text) -> number');
     const result = await failure(setup(DOUBLE, ['number'], 'boolean').eval('f', [n(1)]));
     expect(result.message).toMatch(/numeric ABI/);
-    expect(runner!.stats().workersStarted).toBe(0);
+    expect(currentRunner().stats().workersStarted).toBe(0);
   });
 
   test('a module with an import is refused', async () => {
@@ -166,7 +145,7 @@ describe('refused bodies', () => {
     expect(error.kind).toBe('Runtime');
     expect(error.message).toContain('imports env.log (function)');
     expect(error.message).toMatch(/may not import anything/);
-    expect(runner!.stats().workersStarted).toBe(0);
+    expect(currentRunner().stats().workersStarted).toBe(0);
   });
 
   test('invalid WAT is a Runtime error with wabt message, line and column', async () => {
@@ -213,10 +192,11 @@ describe('traps and limits', () => {
       ],
     ];
     for (const [body, message] of cases) {
-      const error = await failure(setup(body).eval('f', [n(-1)]));
+      const registry = setup(body);
+      const error = await failure(registry.eval('f', [n(-1)]));
       expect(error.kind).toBe('Runtime');
       expect(error.message).toMatch(message);
-      await registry!.close();
+      await registry.close();
     }
   });
 
@@ -289,7 +269,7 @@ describe('traps and limits', () => {
     expect(await r.eval('d', [n(1)])).toEqual(n(2));
     expect((await failure(r.eval('f', [], { timeoutMs: 200 }))).kind).toBe('Timeout');
     expect(await r.eval('d', [n(2)])).toEqual(n(4));
-    expect(runner!.stats()).toMatchObject({ workersStarted: 2, workersAlive: 1 });
+    expect(currentRunner().stats()).toMatchObject({ workersStarted: 2, workersAlive: 1 });
   });
 
   test('a start function that loops forever times out too', async () => {
@@ -305,14 +285,14 @@ describe('traps and limits', () => {
     const controller = new AbortController();
     const pending = failure(r.eval('f', [], { signal: controller.signal }));
     // Abort once the loop runs (compiling comes first, on a compile worker).
-    while (runner!.stats().workersBusy === 0)
+    while (currentRunner().stats().workersBusy === 0)
       await new Promise((resolve) => setTimeout(resolve, 10));
     await new Promise((resolve) => setTimeout(resolve, 50));
     controller.abort();
     const error = await pending;
     expect(error.aborted).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(runner!.stats().workersAlive).toBe(0);
+    expect(currentRunner().stats().workersAlive).toBe(0);
   });
 
   test('stateful modules get a fresh instance per call: a counter does not leak between calls', async () => {
@@ -351,8 +331,8 @@ describe('lifecycle', () => {
   test('close() ends every worker and later calls fail', async () => {
     const r = setup(DOUBLE);
     await Promise.all(Array.from({ length: 10 }, (_, i) => r.eval('f', [n(i)])));
-    expect(runner!.stats().workersAlive).toBeGreaterThan(0);
-    const closing = runner!;
+    expect(currentRunner().stats().workersAlive).toBeGreaterThan(0);
+    const closing = currentRunner();
     await r.close();
     expect(closing.stats().workersAlive).toBe(0);
     expect(
@@ -366,23 +346,23 @@ describe('lifecycle', () => {
     let peak = 0;
     const calls = Array.from({ length: 1_000 }, async (_, i) => {
       const value = await r.eval('f', [n(i)]);
-      peak = Math.max(peak, runner!.stats().workersAlive);
+      peak = Math.max(peak, currentRunner().stats().workersAlive);
       return value;
     });
     const values = await Promise.all(calls);
     expect(values).toEqual(Array.from({ length: 1_000 }, (_, i) => n(2 * i)));
     expect(peak).toBeLessThanOrEqual(2);
-    expect(runner!.stats().workersStarted).toBeLessThanOrEqual(2);
+    expect(currentRunner().stats().workersStarted).toBeLessThanOrEqual(2);
   });
 
   test('an idle worker shuts down after idleTimeoutMs', async () => {
     const r = setup(DOUBLE, ['number'], 'number', { workers: 1, idleTimeoutMs: 100 });
     await r.eval('f', [n(1)]);
-    expect(runner!.stats().workersAlive).toBe(1);
+    expect(currentRunner().stats().workersAlive).toBe(1);
     await new Promise((resolve) => setTimeout(resolve, 400));
-    expect(runner!.stats().workersAlive).toBe(0);
+    expect(currentRunner().stats().workersAlive).toBe(0);
     expect(await r.eval('f', [n(2)])).toEqual(n(4));
-    expect(runner!.stats().workersStarted).toBe(2);
+    expect(currentRunner().stats().workersStarted).toBe(2);
   });
 
   test('a host that never calls close() still exits: idle workers do not hold it', async () => {

@@ -1,17 +1,18 @@
 /**
- * The two public ways to run a tree: `runSandboxed` (one-shot, checked
- * against the probe first) and `spawnSandboxed` (long-lived, for warm
+ * The two public ways to start a tree, one verb each: `runSandboxed` runs it
+ * to its end and collects its output (checked against the probe first);
+ * `launchSandboxed` starts a long-lived one and hands back its pipes (warm
  * workers). Both run under the policy the probe found in force here.
  */
 import { basename } from 'node:path';
 import { ExtFnError, MAX_TIMEOUT_MS } from '@improv/extfn-core';
 import { limitOf, type SandboxExit } from './exit.js';
 import { launch } from './launch.js';
-import { runOnce, setupFailure } from './one-shot.js';
 import { policyFor } from './policy.js';
 import { assertSandboxAvailable, knownProbe, sandboxErrorFor } from './probe.js';
+import { runTree, setupFailure } from './run-tree.js';
 import { TailBuffer } from './tail.js';
-import type { SandboxedProcess, SandboxOptions, SandboxResult } from './types.js';
+import type { SandboxedTree, SandboxOptions, SandboxResult } from './types.js';
 
 /**
  * One-shot: starts the interpreter in the sandbox, writes `stdin` and closes
@@ -34,7 +35,7 @@ export async function runSandboxed(
     policy: requested,
     functionName: name,
   });
-  return runOnce(options, probe.policy, name);
+  return runTree(options, probe.policy, name);
 }
 
 /**
@@ -46,9 +47,9 @@ export async function runSandboxed(
  * `timeoutMs` or `limits.cpuSeconds` is given, since CPU time accumulates
  * over a worker's life.
  */
-export function spawnSandboxed(
+export function launchSandboxed(
   options: Omit<SandboxOptions, 'timeoutMs'> & { timeoutMs?: number },
-): SandboxedProcess {
+): SandboxedTree {
   const requested = options.policy ?? policyFor(process.env);
   const name = options.functionName ?? basename(options.command);
   const known = knownProbe({ bwrapPath: options.bwrapPath, policy: requested });
@@ -90,3 +91,6 @@ export function spawnSandboxed(
     ref: () => launched.holdEventLoop(true),
   };
 }
+
+/** @deprecated Renamed `launchSandboxed`; this alias goes in the next minor release. */
+export const spawnSandboxed = launchSandboxed;

@@ -1,4 +1,4 @@
-/** spawnSandboxed: the long-lived form warm workers use. */
+/** launchSandboxed: the long-lived tree warm workers use — pipes, stderr tail, kill of the whole tree, exit and limit labels. */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { findExecutable } from '../src/host.js';
-import { runSandboxed, type SandboxPolicy, spawnSandboxed } from '../src/index.js';
+import { launchSandboxed, runSandboxed, type SandboxPolicy, spawnSandboxed } from '../src/index.js';
 import { hasBwrap, hasPython, hostProcessesWith, isRoot, linux, PYTHON } from './helpers.js';
 
 const policies: Array<[SandboxPolicy, boolean]> = [
@@ -41,13 +41,13 @@ for line in sys.stdin:
     sys.stderr.write('seen ' + line)
 `;
 
-describe.each(policies)('spawnSandboxed (%s)', (policy, available) => {
+describe.each(policies)('launchSandboxed (%s)', (policy, available) => {
   test.skipIf(!available)(
     'talks over raw pipes; kill() ends the tree, setsid() child included',
     async () => {
       const marker = `34.${Date.now() % 100000}${policy.length}`;
       const reversed = [...marker].reverse().join('');
-      const worker = spawnSandboxed({
+      const worker = launchSandboxed({
         command: PYTHON,
         args: ['-I', '-S', '-c', ECHO, reversed],
         policy,
@@ -70,7 +70,7 @@ describe.each(policies)('spawnSandboxed (%s)', (policy, available) => {
   );
 
   test.skipIf(!available)('exited reports a clean exit when stdin closes', async () => {
-    const worker = spawnSandboxed({
+    const worker = launchSandboxed({
       command: PYTHON,
       args: ['-I', '-S', '-c', ECHO, '53'],
       policy,
@@ -83,7 +83,7 @@ describe.each(policies)('spawnSandboxed (%s)', (policy, available) => {
   (policy === 'trusted' ? () => {} : test.skipIf(!available))(
     'cpu-time only for a worker that spent its CPU, not for one that idles and dies of SIGKILL',
     async () => {
-      const burn = spawnSandboxed({
+      const burn = launchSandboxed({
         command: PYTHON,
         args: ['-I', '-S', '-c', 'import sys\nsys.stdin.readline()\nwhile True: pass'],
         policy,
@@ -92,7 +92,7 @@ describe.each(policies)('spawnSandboxed (%s)', (policy, available) => {
       burn.stdin.write('go\n');
       expect(await burn.exited).toMatchObject({ exitCode: null, limit: 'cpu-time' });
       // as bwrap's pid 1 the self-kill is ignored and exit(137) reads as SIGKILL all the same
-      const idle = spawnSandboxed({
+      const idle = launchSandboxed({
         command: PYTHON,
         args: [
           '-I',
@@ -197,4 +197,8 @@ describe('descriptors the host inherited', () => {
       expect(report.guest).toEqual([0, 1, 2]);
     });
   }
+});
+
+test('spawnSandboxed, the old name, is the same function for one more release', () => {
+  expect(spawnSandboxed).toBe(launchSandboxed);
 });
