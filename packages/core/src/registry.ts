@@ -362,7 +362,9 @@ export class Registry {
       throw ExtFnError.runtime(
         fn.name,
         `the ${fn.language} runner (${runner.runner.packageName}) has no vectorized functions: drop \`vectorized: true\` and write the body for one row`,
-        { fix: 'remove `vectorized: true` from the descriptor, or use a runner with vectorized functions (python, r, julia)' },
+        {
+          fix: 'remove `vectorized: true` from the descriptor, or use a runner with vectorized functions (python, r, julia)',
+        },
       );
     }
     return runner;
