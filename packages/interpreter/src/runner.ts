@@ -396,6 +396,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       limits,
       ...(interpreter.readOnlyPaths ? { readOnlyPaths: interpreter.readOnlyPaths } : {}),
       ...this.#bwrap(),
+      ...(this.#spec.stdoutPipe ? { stdoutPipe: true } : {}),
       functionName,
     };
   }
