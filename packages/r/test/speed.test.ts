@@ -3,8 +3,10 @@
  * `callf64` answers on a reopened stdout (and the JSON fallback without
  * one), and rows checked per block, not per row: the RNG reset skipped
  * until a row draws, globals and the output cap checked once per block,
- * with every result what a check after each row gives.
+ * with every result what a check after each row gives; and R started with
+ * base alone, the default packages attached only for a body that may use them.
  */
+import { execFileSync } from 'node:child_process';
 import { type ExtFnError, Value } from '@improv/extfn-core';
 import { spawnSandboxed } from '@improv/extfn-sandbox';
 import { describe, expect, test } from 'vitest';
@@ -196,6 +198,39 @@ describe.skipIf(!restrictedOk)('R at its own speed', () => {
       });
       const leaky = numbers(await registry.evalBatch('leaky', rows));
       expect(new Set(leaky)).toEqual(new Set([-1]));
+    },
+  );
+});
+
+describe.skipIf(!restrictedOk)('R starts with base alone', () => {
+  test.skipIf(!restrictedOk)(
+    'a body that may use the default packages gets the search path Rscript gives; a base-only body does not pay for them',
+    async () => {
+      const { registry } = scopedRegistry({
+        base: ['result <- paste(search(), collapse = ",")', [], 'text'],
+        stats: [
+          'm <- median(c(1, 5, 2))\nresult <- paste0(m, ":", paste(search(), collapse = ","))',
+          [],
+          'text',
+        ],
+        dataset: ['result <- nrow(mtcars) + sd(c(1, 3))', [], 'number'],
+        byName: ['result <- get("sd")(c(1, 3))', [], 'number'],
+      });
+      // What Rscript attaches when told the same default packages as before (methods aside).
+      const expected = execFileSync(
+        RSCRIPT,
+        ['--vanilla', '-e', 'cat(paste(search(), collapse = ","))'],
+        {
+          env: { ...process.env, R_DEFAULT_PACKAGES: 'datasets,utils,grDevices,graphics,stats' },
+        },
+      ).toString();
+      expect(expected).toContain('package:stats');
+      expect(await registry.eval('stats', [])).toEqual(Value.text(`2:${expected}`));
+      expect(await registry.eval('base', [])).toEqual(
+        Value.text('.GlobalEnv,Autoloads,package:base'),
+      );
+      expect(await registry.eval('dataset', [])).toEqual(Value.number(32 + Math.SQRT2));
+      expect(await registry.eval('byName', [])).toEqual(Value.number(Math.SQRT2));
     },
   );
 });
