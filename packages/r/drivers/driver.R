@@ -443,6 +443,31 @@ function(con) {
 
   fn <- NULL
   code <- NULL
+
+  # R runs with its JIT off (R_ENABLE_JIT=0, set by the runner): the
+  # compiler's first use costs a process about 50 ms of CPU, more than a
+  # few thousand rows of interpreted driver code. Once a worker has run
+  # `hot_rows` rows, the body and the per-row code are byte-compiled, once.
+  hot_rows <- 2000
+  rows_run <- 0
+  hot <- FALSE
+  compile_body <- function() {
+    code <<- tryCatch(
+      suppressMessages(suppressWarnings(compiler::compile(code, genv))),
+      error = function(e) code
+    )
+  }
+  warm_up <- function(n) {
+    rows_run <<- rows_run + n
+    if (hot || rows_run < hot_rows) return(invisible())
+    hot <<- TRUE
+    compile_body()
+    here <- environment(warm_up)
+    for (name in c("run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers", "respond_call", "respond_f64", "write_values", "json_numbers")) {
+      compiled <- tryCatch(compiler::cmpfun(get(name, envir = here)), error = function(e) NULL)
+      if (!is.null(compiled)) assign(name, compiled, envir = here)
+    }
+  }
   max_output <- 1048576
   seed <- NULL
   # Reset the RNG before each row only once a row has drawn (as the Python
@@ -516,11 +541,8 @@ function(con) {
     # before compiling, so the compiler sees the search path the body runs with
     if (tryCatch(needs_default_packages(exprs), error = function(e) TRUE)) attach_default_packages()
     block <- as.call(c(as.name("{"), as.list(exprs)))
-    # Byte-compile once; evaluation per row is then a bytecode run.
-    code <<- tryCatch(
-      suppressMessages(suppressWarnings(compiler::compile(block, genv))),
-      error = function(e) block
-    )
+    code <<- block
+    if (hot) compile_body()
     f$argTypes <- vapply(f$argTypes, as.character, "")
     if (!f$returnType %in% names(converters)) stop("unknown return type ", f$returnType)
     if (isTRUE(f$vectorized) && !length(f$argTypes)) {
@@ -1031,6 +1053,7 @@ function(con) {
           if (is.null(fn)) stop("call before load")
           parsed <- call_rows(tokens)
           request <- parsed$header
+          warm_up(length(parsed$problems))
           result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
           else run_vectorized(parsed$columns, parsed$problems)
           list(op = "call", result = result)
@@ -1074,6 +1097,7 @@ function(con) {
           if (anyNA(column)) column[is.na(column)] <- NaN
           column
         })
+        warm_up(n_rows)
         result <- if (isTRUE(fn$vectorized)) run_vectorized(columns, NULL)
         else run_rows(.mapply(list, columns, NULL), rep(NA_character_, n_rows))
         respond_f64(id, result)

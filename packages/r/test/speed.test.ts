@@ -112,10 +112,15 @@ describe.skipIf(!restrictedOk)('R at its own speed', () => {
       const fns = {
         // draws in every row
         draw: ['result <- args[[1]] + runif(1)', ['number'], 'number'],
-        // draws only past row 250: the first draw comes late in a block of rows
-        late: ['x <- args[[1]]\nif (x > 250) x <- x + runif(1)\nresult <- x', ['number'], 'number'],
+        // draws only past row 2250: the first draw comes late in a block of rows,
+        // after the worker has byte-compiled its per-row code (past 2000 rows)
+        late: [
+          'x <- args[[1]]\nif (x > 2250) x <- x + runif(1)\nresult <- x',
+          ['number'],
+          'number',
+        ],
       } as const;
-      const rows = Array.from({ length: 300 }, (_, k) => [Value.number(k + 1)]);
+      const rows = Array.from({ length: 2500 }, (_, k) => [Value.number(k + 1)]);
       const reversed = [...rows].reverse();
       const first = scopedRegistry(fns as never).registry;
       const second = scopedRegistry(fns as never).registry;
@@ -126,15 +131,15 @@ describe.skipIf(!restrictedOk)('R at its own speed', () => {
         expect(backward).toEqual(forward);
         expect(elsewhere).toEqual(forward);
         // each row as if alone: one-shot processes for a few rows
-        for (const k of [0, 249, 250, 299]) {
+        for (const k of [0, 2249, 2250, 2499]) {
           const alone = await first.eval(name, rows[k]!, { mode: 'oneShot' });
           expect([name, k, alone]).toEqual([name, k, Value.number(forward[k]!)]);
         }
       }
       // `late` rows before the first draw have their own value, every drawing row the same offset.
       const late = numbers(await first.evalBatch('late', rows));
-      expect(late.slice(0, 250)).toEqual(rows.slice(0, 250).map((_, k) => k + 1));
-      const offsets = new Set(late.slice(250).map((v, k) => v - (k + 251)));
+      expect(late.slice(0, 2250)).toEqual(rows.slice(0, 2250).map((_, k) => k + 1));
+      const offsets = new Set(late.slice(2250).map((v, k) => v - (k + 2251)));
       expect(offsets.size).toBe(1);
       expect([...offsets][0]).toBeGreaterThan(0);
     },
