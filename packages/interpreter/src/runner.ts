@@ -402,6 +402,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       limits,
       ...(interpreter.readOnlyPaths ? { readOnlyPaths: interpreter.readOnlyPaths } : {}),
       ...this.#bwrap(),
+      ...(this.#spec.stdoutPipe ? { stdoutPipe: true } : {}),
       functionName,
     };
   }

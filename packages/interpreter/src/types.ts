@@ -49,8 +49,8 @@ export interface InterpreterSpec {
   /**
    * The driver implements `callf64` (binary f64 columns for all-number
    * functions). `'in'`: it reads the binary columns but answers with JSON
-   * `values`, as for `call` (R, which cannot write binary to its stdout).
-   * Default false.
+   * `values`, as for `call`. Either way the runner also reads a JSON answer
+   * to `callf64` (a driver that could not open a binary stdout). Default false.
    */
   readonly f64?: boolean | 'in';
   /**
@@ -59,6 +59,12 @@ export interface InterpreterSpec {
    * and core refuses vectorized functions for it. Default false.
    */
   readonly vectorized?: boolean;
+  /**
+   * The interpreter's stdout is a real pipe (a FIFO) rather than a socket, so
+   * the driver can reopen `/proc/self/fd/1` (R writes binary frames that way).
+   * Passed to the sandbox as `stdoutPipe` for warm workers, one-shot calls and the probe.
+   */
+  readonly stdoutPipe?: boolean;
   /** How long the interpreter may take to print its `ready` frame (default 15 000 ms). */
   readonly startupTimeoutMs?: number;
   /** One line telling a user how to install the interpreter, for probe and LanguageUnavailable. */

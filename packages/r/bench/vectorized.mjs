@@ -50,7 +50,7 @@ async function measure(name, rows) {
 }
 
 console.log(
-  `R ${RSCRIPT}, sandbox ${policy}, x * 1.05^y over evalColumns (f64 columns in, JSON values out), ${RUNS} runs, load ${load()}`,
+  `R ${RSCRIPT}, sandbox ${policy}, x * 1.05^y over evalColumns (f64 columns in and out), ${RUNS} runs, load ${load()}`,
 );
 const perRowRows = Math.min(ROWS, 100_000);
 const perRow = await measure('rows', perRowRows);

@@ -20,8 +20,19 @@
 #   holds, at most six fraction digits.
 function(con) {
   genv <- globalenv()
-  out <- stdout()
   err <- stderr()
+  # Every frame goes through one binary connection on the process's own fd 1,
+  # so callf64 answers can carry raw f64. R's stdout() is a text connection;
+  # a binary one opens only where fd 1 is a real pipe (the runner asks the
+  # sandbox for one: stdoutPipe), not on the socket Node gives by default
+  # (ENXIO). Without it, frames are written as text and callf64 answers with
+  # JSON values, which the runner reads as well.
+  out <- tryCatch(
+    suppressWarnings(file("/proc/self/fd/1", "wb", raw = TRUE)),
+    error = function(e) NULL
+  )
+  binary <- !is.null(out)
+  if (!binary) out <- stdout()
 
   # Libraries the host chose (r({ libraries: [...] })), bound read-only by the
   # sandbox: searched before R's own, without the site libraries. Unset means
@@ -31,8 +42,9 @@ function(con) {
     .libPaths(if (nzchar(libs)) strsplit(libs, ":", fixed = TRUE)[[1L]] else character(0), include.site = FALSE)
   }
 
-  frame <- function(text) {
+  frame <- function(text, payload = NULL) {
     writeLines(text, out, useBytes = TRUE)
+    if (!is.null(payload)) writeBin(payload, out, size = 8L, endian = "little")
     flush(out)
   }
 
@@ -431,6 +443,31 @@ function(con) {
 
   fn <- NULL
   code <- NULL
+
+  # R runs with its JIT off (R_ENABLE_JIT=0, set by the runner): the
+  # compiler's first use costs a process about 50 ms of CPU, more than a
+  # few thousand rows of interpreted driver code. Once a worker has run
+  # `hot_rows` rows, the body and the per-row code are byte-compiled, once.
+  hot_rows <- 2000
+  rows_run <- 0
+  hot <- FALSE
+  compile_body <- function() {
+    code <<- tryCatch(
+      suppressMessages(suppressWarnings(compiler::compile(code, genv))),
+      error = function(e) code
+    )
+  }
+  warm_up <- function(n) {
+    rows_run <<- rows_run + n
+    if (hot || rows_run < hot_rows) return(invisible())
+    hot <<- TRUE
+    compile_body()
+    here <- environment(warm_up)
+    for (name in c("run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers", "respond_call", "respond_f64", "write_values", "json_numbers")) {
+      compiled <- tryCatch(compiler::cmpfun(get(name, envir = here)), error = function(e) NULL)
+      if (!is.null(compiled)) assign(name, compiled, envir = here)
+    }
+  }
   max_output <- 1048576
   seed <- NULL
   # Reset the RNG before each row only once a row has drawn (as the Python
@@ -448,17 +485,64 @@ function(con) {
     list(message = "the body did not set result", call = NULL)
   )
 
+  # R starts with base alone (R_DEFAULT_PACKAGES=base, set by the runner):
+  # attaching R's usual default packages costs every start about 70 ms. A
+  # body that may use them gets them at load, attached in R's own order, so
+  # it sees the search path plain Rscript gives: one that names anything
+  # (a symbol, or a string that could name one) which base does not define
+  # and the body does not assign itself, or that looks names up at run time.
+  default_packages <- c("datasets", "utils", "grDevices", "graphics", "stats")
+  looks_up_names <- c(
+    "get", "get0", "mget", "exists", "match.fun", "do.call", "eval", "evalq", "parse",
+    "str2lang", "str2expression", "dynGet"
+  )
+
+  needs_default_packages <- function(exprs) {
+    symbols <- all.names(exprs)
+    if (any(symbols %in% looks_up_names)) return(TRUE)
+    strings <- character(0)
+    locals <- c("args", "result")
+    walk <- function(e) {
+      if (is.character(e)) {
+        strings <<- c(strings, e)
+      } else if (is.call(e)) {
+        head <- e[[1L]]
+        if ((identical(head, as.name("<-")) || identical(head, as.name("=")) ||
+             identical(head, as.name("<<-"))) && length(e) == 3L) {
+          locals <<- c(locals, all.names(e[[2L]]))
+        } else if (identical(head, as.name("for")) && is.name(e[[2L]])) {
+          locals <<- c(locals, as.character(e[[2L]]))
+        } else if (identical(head, as.name("function"))) {
+          locals <<- c(locals, names(e[[2L]]))
+        }
+        for (k in seq_along(e)) if (!identical(e[[k]], quote(expr = ))) walk(e[[k]])
+      }
+    }
+    for (e in as.list(exprs)) walk(e)
+    strings <- strings[grepl("^[.A-Za-z][._A-Za-z0-9]*$", strings)]
+    wanted <- setdiff(unique(c(symbols, strings)), locals)
+    !all(vapply(wanted, exists, FALSE, envir = baseenv(), inherits = FALSE))
+  }
+
+  attach_default_packages <- function() {
+    attached <- .Internal(search())
+    for (p in default_packages) {
+      if (!paste0("package:", p) %in% attached) {
+        suppressPackageStartupMessages(library(p, character.only = TRUE))
+      }
+    }
+  }
+
   load_fn <- function(request) {
     f <- request$fn
     if (!is.null(request$maxOutputBytes)) max_output <<- request$maxOutputBytes
     if (!is.null(f$maxOutputBytes)) max_output <<- f$maxOutputBytes
     exprs <- parse(text = f$body, keep.source = FALSE, encoding = "UTF-8")
+    # before compiling, so the compiler sees the search path the body runs with
+    if (tryCatch(needs_default_packages(exprs), error = function(e) TRUE)) attach_default_packages()
     block <- as.call(c(as.name("{"), as.list(exprs)))
-    # Byte-compile once; evaluation per row is then a bytecode run.
-    code <<- tryCatch(
-      suppressMessages(suppressWarnings(compiler::compile(block, genv))),
-      error = function(e) block
-    )
+    code <<- block
+    if (hot) compile_body()
     f$argTypes <- vapply(f$argTypes, as.character, "")
     if (!f$returnType %in% names(converters)) stop("unknown return type ", f$returnType)
     if (isTRUE(f$vectorized) && !length(f$argTypes)) {
@@ -563,7 +647,7 @@ function(con) {
     type <- class(e)[[1L]]
     if (type == "simpleError") type <- "Error"
     call <- conditionCall(e)
-    where <- if (!is.null(call) && !identical(call, quote(eval(code, env)))) {
+    where <- if (!is.null(call) && !identical(call, quote(run_body(env)))) {
       paste0(" in ", paste(deparse(call, nlines = 1L), collapse = ""))
     } else {
       ""
@@ -571,9 +655,29 @@ function(con) {
     list(type = type, message = message, traceback = paste0("Error", where, ": ", message))
   }
 
+  # The body run in `env`: .Internal(eval()) skips the exported eval()'s
+  # argument matching, a good part of a trivial row. A closure of its own,
+  # so an error's call reads `run_body(env)`, which error_text leaves out.
+  run_body <- function(env) .Internal(eval(code, env, NULL))
+
+  # Rows are run in blocks of `block_rows`. What makes a row depend on the
+  # rows before it (a draw from the RNG, a global left behind) and the output
+  # cap are checked once per block, not after every row: when the block
+  # drew, left something, or printed more than the cap in all, its rows run
+  # again with every check after each row ("careful"), from the same start
+  # (its output, values and errors dropped). A row's result is then what a
+  # check after each row gives: rows are deterministic (the seed, a fresh
+  # environment, the globals restored). Plain R pays none of these checks;
+  # a block of rows pays them once (a seek() alone costs more than a row).
+  block_rows <- 128L
+  # Set once a row left something in the global environment or the search
+  # path: from then on every row is checked (as rng_used resets every row).
+  globals_careful <- FALSE
+
   # Evaluates the body once per row, each in a fresh environment whose parent
-  # is the global one. One tryCatch per run of good rows, not per row: after
-  # an error the loop re-enters at the next row.
+  # is the global one (or one shared environment; see straight_line). One
+  # tryCatch per run of good rows in a block, not per row: after an error
+  # the loop re-enters at the next row.
   run_rows <- function(rows, problems) {
     n <- length(rows)
     type <- fn$returnType
@@ -600,87 +704,137 @@ function(con) {
     # seek() through .Internal: the exported wrapper's argument matching
     # costs more than the rest of a trivial row.
     tell <- if (sink_open) function() .Internal(seek(capture, NA_real_, 1L, 2L)) else function() 0
-    position <- tell()
+    position <- 0
     cut_output <- function() {
       seek(capture, position, rw = "write")
       truncate(capture)
       fail(i, json_error("OutputLimit", "output too large", limit = "output"))
     }
-    i <- 1L
-    while (i <= n) {
-      tryCatch(
-        withCallingHandlers(
-          while (i <= n) {
-            if (skip && !ok[i]) {
-              i <- i + 1L
-              next
-            }
-            if (rng_used) genv$.Random.seed <- seed
-            env <- if (is.null(shared_env)) new.env(parent = genv) else shared_env
-            env$args <- rows[[i]]
-            eval(code, env)
-            # The state is `seed` until a row draws: from then on, reset before each row.
-            if (!rng_used && !identical(genv$.Random.seed, seed)) {
-              rng_used <<- TRUE
-              genv$.Random.seed <- seed
-            }
-            if (length(genv) != 1L || is.null(genv$.Random.seed) ||
-                length(.Internal(search())) != search_length) restore_globals()
-            now <- tell()
-            if (now - position > max_output) {
-              cut_output()
-              now <- tell()
-            } else {
-              r <- env$result
-              if (is.null(r) && !exists("result", envir = env, inherits = FALSE)) stop(no_result)
-              if (plain_number && is.double(r) && length(r) == 1L && is.null(attributes(r)) && !is.na(r)) {
-                values[i] <- r
-              } else {
-                values[i] <- convert(r)
-              }
-            }
-            position <- now
-            i <- i + 1L
-          },
-          warning = function(w) {
-            cat("Warning: ", conditionMessage(w), "\n", sep = "", file = err)
-            invokeRestart("muffleWarning")
-          }
-        ),
-        error = function(e) {
-          # A row that drew and then failed leaves the state changed too.
-          if (!rng_used && !identical(genv$.Random.seed, seed)) {
-            rng_used <<- TRUE
-            genv$.Random.seed <- seed
-          }
-          if (length(genv) != 1L || is.null(genv$.Random.seed) ||
-              length(.Internal(search())) != search_length) restore_globals()
-          if (tell() - position > max_output) {
-            cut_output()
-          } else {
-            t <- error_text(e)
-            if (identical(e$message, "")) t$message <- "error with an empty message"
-            fail(i, json_error(t$type, t$message, if (t$type != "ResultTypeError") t$traceback, got = e$got))
-          }
-          position <<- tell()
-          i <<- i + 1L
-        }
-      )
+    # The end of a block run without per-row checks: whether its rows stand.
+    block_clean <- function(begin) {
+      drew <- !rng_used && !identical(genv$.Random.seed, seed)
+      if (drew) {
+        rng_used <<- TRUE
+        genv$.Random.seed <- seed
+      }
+      left <- length(genv) != 1L || is.null(genv$.Random.seed) ||
+        length(.Internal(search())) != search_length
+      if (left) {
+        globals_careful <<- TRUE
+        restore_globals()
+      }
+      !drew && !left && tell() - begin <= max_output
     }
-    wire <- rep("null", n)
-    if (any(ok)) wire[ok] <- write_values(type, values[ok])
-    list(values = wire, errors = errors)
+    first <- 1L
+    careful <- FALSE
+    while (first <= n) {
+      last <- min(first + block_rows - 1L, n)
+      begin <- tell()
+      position <- begin
+      i <- first
+      while (i <= last) {
+        tryCatch(
+          withCallingHandlers(
+            while (i <= last) {
+              if (skip && !ok[i]) {
+                i <- i + 1L
+                next
+              }
+              if (rng_used) genv$.Random.seed <- seed
+              env <- if (is.null(shared_env)) .Internal(new.env(FALSE, genv, 0L)) else shared_env
+              env$args <- rows[[i]]
+              run_body(env)
+              over <- FALSE
+              if (careful) {
+                # The state is `seed` until a row draws: from then on, reset before each row.
+                if (!rng_used && !identical(genv$.Random.seed, seed)) {
+                  rng_used <<- TRUE
+                  genv$.Random.seed <- seed
+                }
+                now <- tell()
+                if (now - position > max_output) {
+                  cut_output()
+                  now <- tell()
+                  over <- TRUE
+                }
+                position <- now
+              }
+              if ((careful || globals_careful) &&
+                  (length(genv) != 1L || is.null(genv$.Random.seed) ||
+                   length(.Internal(search())) != search_length)) restore_globals()
+              if (!over) {
+                r <- env$result
+                if (is.null(r) && !exists("result", envir = env, inherits = FALSE)) stop(no_result)
+                if (plain_number && is.double(r) && length(r) == 1L && is.null(attributes(r)) && !is.na(r)) {
+                  values[i] <- r
+                } else {
+                  values[i] <- convert(r)
+                }
+              }
+              i <- i + 1L
+            },
+            warning = function(w) {
+              cat("Warning: ", conditionMessage(w), "\n", sep = "", file = err)
+              invokeRestart("muffleWarning")
+            }
+          ),
+          error = function(e) {
+            over <- FALSE
+            if (careful) {
+              # A row that drew and then failed leaves the state changed too.
+              if (!rng_used && !identical(genv$.Random.seed, seed)) {
+                rng_used <<- TRUE
+                genv$.Random.seed <- seed
+              }
+              over <- tell() - position > max_output
+            }
+            if ((careful || globals_careful) &&
+                (length(genv) != 1L || is.null(genv$.Random.seed) ||
+                 length(.Internal(search())) != search_length)) restore_globals()
+            if (over) {
+              cut_output()
+            } else {
+              t <- error_text(e)
+              if (identical(e$message, "")) t$message <- "error with an empty message"
+              fail(i, json_error(t$type, t$message, if (t$type != "ResultTypeError") t$traceback, got = e$got))
+            }
+            if (careful) position <<- tell()
+            i <<- i + 1L
+          }
+        )
+      }
+      if (careful || block_clean(begin)) {
+        first <- last + 1L
+        careful <- FALSE
+      } else {
+        # Again, row by row: the block's output, values and errors go.
+        again <- first:last
+        again <- again[is.na(problems[again])]
+        ok[again] <- TRUE
+        if (length(errors)) errors <- errors[!(names(errors) %in% as.character(again - 1L))]
+        if (sink_open) {
+          seek(capture, begin, rw = "write")
+          truncate(capture)
+        }
+        careful <- TRUE
+      }
+    }
+    list(values = values, ok = ok, errors = errors)
   }
 
   # ---- vectorized bodies ----------------------------------------------------------
 
-  # A vectorized body's result as wire values of the declared type, cell by
-  # cell: the common case (a plain vector of the type, no NA) is converted
+  # A vectorized body's result as a vector of the declared type's storage, cell
+  # by cell: the common case (a plain vector of the type, no NA) is converted
   # whole; every other cell goes through the per-row converter, so a cell's
   # error reads as a per-row call's would (NA: "got NA (double, R's missing
   # value)"). Returns list(values, errors) with errors named by cell (0-based).
   column_out <- function(r, m) {
     type <- fn$returnType
+    # The common number case whole, without a copy: plain doubles, no NA or NaN.
+    if (type == "number" && is.double(r) && is.null(attributes(r)) && !anyNA(r)) {
+      return(list(values = r, errors = character(0)))
+    }
     fast <- rep(FALSE, m)
     values <- vector(storage[[type]], m)
     plain <- r
@@ -712,10 +866,7 @@ function(con) {
         values[i] <- v
       }
     }
-    wire <- rep("null", m)
-    ok <- !(as.character(seq_len(m) - 1L) %in% names(errors))
-    if (any(ok)) wire[ok] <- write_values(type, values[ok])
-    list(values = wire, errors = errors)
+    list(values = values, errors = errors)
   }
 
   chunk_error <- function(message, got) {
@@ -726,12 +877,13 @@ function(con) {
   # fails (or prints past the cap), the rows are run again one by one on
   # columns of length one, so each failing row gets its own error and every
   # other row its value, as per-row calls would.
+  # problems: NULL when every row's arguments are good (callf64).
   run_vectorized <- function(columns, problems) {
-    n <- length(problems)
-    wire <- rep("null", n)
+    n <- if (is.null(problems)) length(columns[[1L]]) else length(problems)
+    values <- vector(storage[[fn$returnType]], n)
     errors <- character(0)
     for (k in which(!is.na(problems))) errors[[as.character(k - 1L)]] <- json_error("ValueError", problems[k])
-    good <- which(is.na(problems))
+    good <- if (is.null(problems)) seq_len(n) else which(is.na(problems))
     sink_open <- !is.null(capture)
     .Internal(sink(if (sink_open) capture else err, FALSE, FALSE, FALSE))
     on.exit({
@@ -748,8 +900,9 @@ function(con) {
           {
             genv$.Random.seed <- seed
             env <- new.env(parent = genv)
-            env$args <- lapply(columns, function(column) column[at])
-            eval(code, env)
+            # every row: the columns themselves, no copy
+            env$args <- if (length(at) == n) columns else lapply(columns, function(column) column[at])
+            run_body(env)
             if (!exists("result", envir = env, inherits = FALSE)) stop(no_result)
             list(result = env$result)
           },
@@ -793,7 +946,7 @@ function(con) {
         for (k in at) errors[[as.character(k - 1L)]] <<- result$failure
         return(invisible())
       }
-      wire[at] <<- result$values
+      if (length(at) == n) values <<- result$values else values[at] <<- result$values
       if (length(result$errors)) {
         rows <- at[as.integer(names(result$errors)) + 1L]
         errors[as.character(rows - 1L)] <<- unname(result$errors)
@@ -811,7 +964,9 @@ function(con) {
         place(good, whole)
       }
     }
-    list(values = wire, errors = errors)
+    ok <- rep(TRUE, n)
+    if (length(errors)) ok[as.integer(names(errors)) + 1L] <- FALSE
+    list(values = values, ok = ok, errors = errors)
   }
 
   # A column read per row (read_column) as the vector a vectorized body gets.
@@ -858,13 +1013,25 @@ function(con) {
     list(header = list(id = id), rows = rows, problems = problems)
   }
 
+  errors_json <- function(errors) {
+    if (!length(errors)) return("{}")
+    paste0('{', paste0('"', names(errors), '":', errors, collapse = ","), '}')
+  }
+
+  # result: list(values (the return type's storage), ok, errors (JSON by 0-based row)).
   respond_call <- function(id, result) {
-    errors <- if (length(result$errors)) {
-      paste0('{', paste0('"', names(result$errors), '":', result$errors, collapse = ","), '}')
-    } else {
-      "{}"
-    }
-    frame(paste0('{"id":', id, ',"values":[', paste(result$values, collapse = ","), '],"errors":', errors, "}"))
+    ok <- result$ok
+    wire <- rep("null", length(ok))
+    if (any(ok)) wire[ok] <- write_values(fn$returnType, result$values[ok])
+    frame(paste0('{"id":', id, ',"values":[', paste(wire, collapse = ","), '],"errors":', errors_json(result$errors), "}"))
+  }
+
+  # A callf64 answer: the results as raw little-endian f64 after the header
+  # (the value at a failed row is ignored), or as JSON values without a binary stdout.
+  respond_f64 <- function(id, result) {
+    if (!binary) return(respond_call(id, result))
+    n <- length(result$ok)
+    frame(paste0('{"id":', id, ',"rows":', n, ',"bytes":', sprintf("%.0f", 8 * n), ',"errors":', errors_json(result$errors), "}"), result$values)
   }
 
   id_text <- function(id) if (is.null(id)) "null" else sprintf("%.0f", id)
@@ -886,6 +1053,7 @@ function(con) {
           if (is.null(fn)) stop("call before load")
           parsed <- call_rows(tokens)
           request <- parsed$header
+          warm_up(length(parsed$problems))
           result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
           else run_vectorized(parsed$columns, parsed$problems)
           list(op = "call", result = result)
@@ -913,22 +1081,26 @@ function(con) {
         frame(paste0('{"id":', id, ',"error":', json_error("SyntaxError", conditionMessage(loaded)), "}"))
       }
     } else if (identical(outcome$op, "callf64")) {
-      # Binary f64 columns in (column-major, little-endian), JSON values out:
-      # R cannot write binary to its piped stdout (the spec says f64: 'in').
+      # Binary f64 columns in (column-major, little-endian), binary f64 out.
       bytes <- if (is.null(request$bytes)) 0 else request$bytes
       n_rows <- if (is.null(request$rows)) 0L else as.integer(request$rows)
-      numbers <- if (bytes > 0) readBin(con, "double", bytes %/% 8, size = 8L, endian = "little") else double(0)
       arity <- if (is.null(fn)) 0L else length(fn$argTypes)
-      if (is.null(fn) || length(numbers) != n_rows * arity || any(unlist(fn$argTypes) != "number")) {
+      if (is.null(fn) || bytes != 8 * n_rows * arity || any(unlist(fn$argTypes) != "number")) {
+        # read past the payload, so the next frame starts where it should
+        if (bytes > 0) readBin(con, "raw", bytes)
         frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", "callf64 needs a loaded all-number function and rows x arity doubles"), "}"))
       } else {
-        # Any NaN payload (R's NA among them) is the NaN a JSON row would bring.
-        numbers[is.na(numbers)] <- NaN
-        columns <- lapply(seq_len(arity), function(a) numbers[seq.int((a - 1L) * n_rows + 1L, length.out = n_rows)])
-        problems <- rep(NA_character_, n_rows)
-        result <- if (isTRUE(fn$vectorized)) run_vectorized(columns, problems)
-        else run_rows(.mapply(list, columns, NULL), problems)
-        respond_call(id, result)
+        # One read per column: no split, no copy.
+        columns <- lapply(seq_len(arity), function(a) {
+          column <- readBin(con, "double", n_rows, size = 8L, endian = "little")
+          # Any NaN payload (R's NA among them) is the NaN a JSON row would bring.
+          if (anyNA(column)) column[is.na(column)] <- NaN
+          column
+        })
+        warm_up(n_rows)
+        result <- if (isTRUE(fn$vectorized)) run_vectorized(columns, NULL)
+        else run_rows(.mapply(list, columns, NULL), rep(NA_character_, n_rows))
+        respond_f64(id, result)
       }
     } else if (identical(outcome$op, "exit")) {
       break

@@ -72,11 +72,12 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
       vectorized: true,
       env,
       limits: R_LIMITS,
-      // R reads binary f64 columns (readBin on its binary stdin) but cannot
-      // write binary to its piped stdout (stdout() is a text connection, and
-      // /dev/fd/1 cannot be opened by the sandbox's unprivileged uid), so it
-      // answers with JSON values, written exactly with %.17g.
-      f64: 'in',
+      // R reads binary f64 columns (readBin on its binary stdin) and answers
+      // with binary f64 (writeBin) on a binary connection it opens on
+      // /proc/self/fd/1. That needs fd 1 to be a real pipe: R's stdout() is a
+      // text connection, and a socket (Node's default) cannot be reopened.
+      f64: true,
+      stdoutPipe: true,
       installHint:
         'install R (e.g. apt-get install r-base-core), or set IMPROV_EXTFN_R or the `interpreter` option to the path of Rscript',
       // A request costs R about 0.1 ms before its first row: chunks of 25 ms

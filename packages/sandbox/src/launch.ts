@@ -34,6 +34,7 @@ import { resolveLimits, type SandboxLimits } from './limits.js';
 import type { SandboxPolicy } from './policy.js';
 import { childrenOf, processesOfUid, sampleCpu } from './proc.js';
 import { seccompArch, seccompProgram } from './seccomp.js';
+import { openStdoutPipe } from './stdout-pipe.js';
 import { hostTools } from './tools.js';
 import type { SandboxOptions } from './types.js';
 import { busyUids, hostIsRoot, leaseUid, releaseUid } from './uid-pool.js';
@@ -255,10 +256,14 @@ function startChain(
   seccompInput: Uint8Array | undefined,
   env: Record<string, string>,
   uid: number | undefined,
+  stdout: number | 'pipe',
 ) {
   return execa(chain[0]!, chain.slice(1), {
     // fd 3 carries the seccomp program to bwrap (read once, then closed by bwrap)
-    stdio: seccompInput ? ['pipe', 'pipe', 'pipe', seccompInput] : ['pipe', 'pipe', 'pipe'],
+    // (execa's types list only 1 and 2 as fds, but it hands any fd to spawn as is)
+    stdio: seccompInput
+      ? ['pipe', stdout as 'pipe', 'pipe', seccompInput]
+      : ['pipe', stdout as 'pipe', 'pipe'],
     env,
     extendEnv: false,
     cwd: '/tmp',
@@ -281,7 +286,15 @@ export function launch(options: LaunchOptions): Launched {
   const env: Record<string, string> = { ...BASE_ENV, ...options.env };
   if (token) env[RUN_TOKEN_VARIABLE] = token;
 
-  const child = startChain(chain, seccompInput, env, uid);
+  // stdoutPipe: fd 1 a FIFO the child can reopen (see stdout-pipe.ts); else Node's socket
+  const pipe = options.stdoutPipe ? openStdoutPipe(uid) : undefined;
+  let child: ExecaChild;
+  try {
+    child = startChain(chain, seccompInput, env, uid, pipe?.writeFd ?? 'pipe');
+  } finally {
+    pipe?.closeWriteEnd();
+  }
+  const stdout = pipe?.stdout ?? (child.stdout as Readable);
   const pid = child.pid;
   const stdin = child.stdin as Writable;
   let gateError: string | undefined;
@@ -336,6 +349,7 @@ export function launch(options: LaunchOptions): Launched {
     // the direct child is gone; make sure nothing it started survives it
     if (!restricted) await killTree(tree);
     const result = await settleStreams(child);
+    await pipe?.ended(1000);
     const out = classifyExit(result, restricted, stderrHead);
     if (gateError) out.setupError = gateError;
     if (cpu?.used !== undefined) out.cpuUsedSeconds = cpu.used;
@@ -346,12 +360,12 @@ export function launch(options: LaunchOptions): Launched {
   return {
     pid,
     stdin,
-    stdout: child.stdout as Readable,
+    stdout,
     stderr,
     exited,
     limits,
     holdEventLoop(hold) {
-      for (const stream of [child.stdin, child.stdout, child.stderr]) {
+      for (const stream of [child.stdin, stdout, child.stderr]) {
         const handle = stream as unknown as { ref?(): void; unref?(): void } | null;
         if (hold) handle?.ref?.();
         else handle?.unref?.();

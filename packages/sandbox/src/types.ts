@@ -30,6 +30,13 @@ export interface SandboxOptions {
    * or the working directory.
    */
   readOnlyPaths?: readonly string[];
+  /**
+   * Make the child's stdout a real pipe (a FIFO, unreachable by any path)
+   * instead of a UNIX socket, so the child can reopen `/proc/self/fd/1`
+   * (R opens a binary connection on it). Falls back to the socket where the
+   * host cannot make a FIFO (no `mkfifo`): the child must cope with both.
+   */
+  stdoutPipe?: boolean;
   /** Default `bwrap` on the host PATH. */
   bwrapPath?: string;
   /** For error messages. */
