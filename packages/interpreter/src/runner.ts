@@ -304,6 +304,10 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     endLease(this.pool, lease);
   }
 
+  trackBacklog(key: string, estimateMs: () => number): () => void {
+    return this.pool.trackBacklog(key, estimateMs);
+  }
+
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {
     return toExtFnError(fn, error, timeoutMs);
   }
@@ -435,9 +439,12 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   async #prepare(fn: ExternalFn): Promise<void> {
     const policy = this.#policy();
     if (this.#preparedFor === policy) return; // the hot path of warm calls: nothing to await
-    const interpreter = await this.#resolve();
+    // Both at once: each may start a process (the interpreter's path probe, the sandbox's trial run).
+    const [interpreter, probe] = await Promise.all([
+      this.#resolve(),
+      assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name }),
+    ]);
     if (!interpreter) throw this.#unavailable(fn);
-    const probe = await assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name });
     this.#policyInForce = probe.policy;
     this.#preparedFor = policy;
   }

@@ -6,9 +6,13 @@
  * only the row that really hangs gets Timeout, every
  * other row still gets exactly what `eval` would give it.
  *
- * A batch runs at most `lanes` requests at once; its first lane starts at
- * once and the others a turn of the event loop later, so batches of other
- * functions started together get a worker each first (see pool.ts).
+ * A batch runs at most `lanes` requests at once. Its first lane starts at
+ * once, the others only once its time per row is known (the first results
+ * of a chunk large enough, or an earlier batch's figure): a cold batch waits
+ * for one interpreter start, not for several competing for the CPU. It tells
+ * the pool the work it has not handed out yet (`trackBacklog`), and the pool
+ * starts a worker for a further lane only when that work pays for it;
+ * otherwise the lanes take turns on the function's worker (see pool.ts).
  *
  * The scheduler knows rows only by index (a `RowSource`) and reaches workers
  * only through its context (`request`, `endLease`), so it is tested with fakes.
@@ -44,6 +48,16 @@ const ISOLATION_PIECE = MAX_CHUNK;
  */
 const CHUNK_DEADLINE_FACTOR = 50;
 const CHUNK_DEADLINE_FLOOR_MS = 1_000;
+/**
+ * A batch's other lanes start once its time per row is known well enough to
+ * judge whether more workers pay: from RAMP_ROWS rows or RAMP_MS of requests
+ * past the first chunk (a fresh worker's first request, mostly round trip),
+ * taking the cheapest chunk per row — small chunks are mostly round trip and
+ * a loaded host only makes chunks slower, so the cheapest is nearest the
+ * true cost. The chunk size keeps its own estimate (`perRowMs`).
+ */
+const RAMP_ROWS = 256;
+const RAMP_MS = 50;
 /** Failures that one of the chunk's rows may have caused: retry the rows one by one. */
 const ROW_FAILURES = new Set(['timeout', 'exited', 'malformed', 'output']);
 
@@ -59,6 +73,11 @@ export interface SchedulerContext {
   request(fn: ExternalFn, key: string, request: WorkerRequest): Promise<Frame>;
   /** Gives a lane's worker back when the lane ends. */
   endLease(lease: Lease): void;
+  /**
+   * Tells the pool, while the batch runs, how many milliseconds of work it
+   * has not handed out yet (see Pool.trackBacklog); returns the function that ends it.
+   */
+  trackBacklog?(key: string, estimateMs: () => number): () => void;
   /** A failure as the ExtFnError of `fn`. */
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
 }
@@ -81,6 +100,14 @@ export async function schedule(
   let next = 0;
   // What the last batch of this function learnt: start at its chunk size instead of ramping from 1.
   let perRowMs: number | undefined = ctx.perRowMs.get(key);
+  /** Whether `perRowMs` is good enough to judge more workers by: the other lanes start then. */
+  let rampedUp = false;
+  const reliable = perRowMs !== undefined;
+  let chunksDone = 0;
+  let sampledRows = 0;
+  let sampledMs = 0;
+  /** The cheapest chunk past the first, per row: what the work left is judged by. */
+  let cheapestPerRowMs = Number.POSITIVE_INFINITY;
   let size = perRowMs === undefined ? 1 : maxChunk;
   /** Rows behind `perRowMs` in this batch, halved at each sample so recent chunks count most. */
   let weight = 0;
@@ -88,6 +115,18 @@ export async function schedule(
   let stopped: ExtFnError | undefined;
 
   const hasWork = () => stopped === undefined && (retries.length > 0 || next < n);
+  /**
+   * Work not handed out yet, in ms: 0 until the time per row is known (one
+   * lane until then); unbounded while failed rows wait to be re-run, since
+   * each may hang for its whole deadline (hang isolation wants every lane).
+   */
+  const backlogMs = () => {
+    if (stopped !== undefined) return 0;
+    if (retries.length > 0) return Number.POSITIVE_INFINITY;
+    if (!rampedUp) return 0;
+    const cost = Number.isFinite(cheapestPerRowMs) ? cheapestPerRowMs : (perRowMs ?? 0);
+    return (n - next) * cost;
+  };
 
   /** The next range: a piece or row to retry, or a fresh chunk. */
   const take = (): [start: number, count: number] => {
@@ -133,6 +172,15 @@ export async function schedule(
         : (perRowMs * weight + elapsed) / (weight + count);
     weight = 0.5 * weight + count;
     settled.fill(1, start, start + count);
+    if (chunksDone++ > 0 || reliable) {
+      sampledRows += count;
+      sampledMs += elapsed;
+      cheapestPerRowMs = Math.min(cheapestPerRowMs, elapsed / count);
+    }
+    if (!rampedUp && (reliable || sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS)) {
+      rampedUp = true;
+      spawnLanes();
+    }
   };
 
   const lane = async () => {
@@ -189,13 +237,16 @@ export async function schedule(
       running.add(p);
     }
   }
-  // One lane at once, the others a turn of the event loop later: batches of other
-  // functions started together queue their first lane before this one takes a
-  // second slot, so each function gets a worker before any gets two.
-  spawnLanes(1);
-  await new Promise((resolve) => setImmediate(resolve));
-  spawnLanes();
-  while (running.size > 0) await Promise.all([...running]);
+  const untrack = ctx.trackBacklog?.(key, backlogMs);
+  try {
+    // One lane until the first result (then the others, see laneLoop): one interpreter
+    // start before the first rows come back, and each function started together gets
+    // a worker before any gets two.
+    spawnLanes(1);
+    while (running.size > 0) await Promise.all([...running]);
+  } finally {
+    untrack?.();
+  }
 
   if (done < n) {
     const failure = stopped ?? ExtFnError.runtime(fn.name, 'row was not evaluated');
