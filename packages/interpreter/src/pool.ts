@@ -16,8 +16,9 @@
  * starts per worker it has, and then only a free slot or the slot of a
  * worker idle for EVICT_IDLE_MS (one that just finished may be wanted again
  * soon: its function's next refresh); otherwise its caller waits for its own
- * worker. So a refresh starts one worker per function, plus more only for
- * long work that pays for them, and never restarts workers chunk by chunk.
+ * worker (a batch asks `wouldServe` first and opens no lane that would). So
+ * a refresh starts one worker per function, plus more only for long work
+ * that pays for them, and never restarts workers chunk by chunk.
  *
  * A healthy worker that ends (idle, evicted, retired, closed) is asked to
  * exit and given EXIT_GRACE_MS before its tree is killed, so an interpreter
@@ -163,6 +164,19 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   }
 
   /**
+   * Whether a caller of `key` would get a worker at once: an idle one of its
+   * function, or a start the pool allows now (nobody waiting, `#mayStart`,
+   * and a free slot or an idle worker it may evict). A batch opens another
+   * lane only then, so its lanes never queue for their own busy worker.
+   */
+  wouldServe(key: string): boolean {
+    if (this.#closed) return false;
+    if (this.#idle.has(key)) return true;
+    if (this.#queue.length > 0 || !this.#mayStart(key)) return false;
+    return this.#slots < this.max || this.#victim(this.workersOf(key) > 0).victim !== undefined;
+  }
+
+  /**
    * Whether a caller holding a worker of `key` between requests (a batch
    * lane) should give it back: a caller of the same function waits (handing
    * over costs nothing), or a caller of a function with at least two
@@ -172,7 +186,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     const mine = this.workersOf(key);
     for (const waiter of this.#queue) {
       if (waiter.key === key) return true;
-      if (this.#workersFor(waiter) + 1 < mine && this.#mayStart(waiter)) return true;
+      if (this.#workersFor(waiter) + 1 < mine && this.#mayStart(waiter.key)) return true;
     }
     return false;
   }
@@ -237,7 +251,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         reject,
         ...(serve(resolve, reject) as Pick<Waiter<W>, 'grant' | 'reuse'>),
       };
-      if (this.#queue.length === 0 && this.#slots < this.max && this.#mayStart(waiter)) {
+      if (this.#queue.length === 0 && this.#slots < this.max && this.#mayStart(waiter.key)) {
         waiter.grant(); // nobody waits and a slot is free: no queueing
         return;
       }
@@ -345,16 +359,16 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   }
 
   /**
-   * Whether a waiter may have a slot of its own (a start, or a one-shot
+   * Whether a waiter for `key` may have a slot of its own (a start, or a one-shot
    * process): always when its function has no worker or no batch that
    * tracks its backlog (single calls); otherwise only when that backlog per
    * worker is worth START_PAYOFF starts. Else it waits for its function's
    * worker, which is handed over between requests.
    */
-  #mayStart(waiter: Waiter<W>): boolean {
-    if (waiter.key === undefined) return true;
-    const workers = this.workersOf(waiter.key);
-    const backlogs = this.#backlogs.get(waiter.key);
+  #mayStart(key: string | undefined): boolean {
+    if (key === undefined) return true;
+    const workers = this.workersOf(key);
+    const backlogs = this.#backlogs.get(key);
     if (workers === 0 || !backlogs) return true;
     let backlogMs = 0;
     for (const estimate of backlogs) backlogMs += estimate();
@@ -447,18 +461,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * at again when the next one will have been.
    */
   #evictOne(extra: boolean): 'freed' | 'stopping' | undefined {
-    const now = performance.now();
-    let soonest = Number.POSITIVE_INFINITY;
-    for (const list of this.#idle.values()) {
-      for (const worker of list) {
-        const idleFor = now - (this.#idleSince.get(worker) ?? now);
-        if (extra && idleFor < EVICT_IDLE_MS) {
-          soonest = Math.min(soonest, EVICT_IDLE_MS - idleFor);
-          continue;
-        }
-        return this.#discard(worker) ? 'freed' : 'stopping';
-      }
-    }
+    const { victim, soonest } = this.#victim(extra);
+    if (victim) return this.#discard(victim) ? 'freed' : 'stopping';
     if (Number.isFinite(soonest) && this.#evictTimer === undefined) {
       this.#evictTimer = setTimeout(() => {
         this.#evictTimer = undefined;
@@ -467,6 +471,20 @@ export class Pool<W extends PooledWorker = PooledWorker> {
       this.#evictTimer.unref();
     }
     return undefined;
+  }
+
+  /** An idle worker that may be evicted (see #evictOne), or in how many ms the next one may be. */
+  #victim(extra: boolean): { victim?: W; soonest: number } {
+    const now = performance.now();
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const list of this.#idle.values()) {
+      for (const worker of list) {
+        const idleFor = now - (this.#idleSince.get(worker) ?? now);
+        if (!extra || idleFor >= EVICT_IDLE_MS) return { victim: worker, soonest: 0 };
+        soonest = Math.min(soonest, EVICT_IDLE_MS - idleFor);
+      }
+    }
+    return { soonest };
   }
 
   #dequeue(waiter: Waiter<W>): void {
@@ -498,7 +516,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     while (this.#queue.length > promised.size && !this.#closed) {
       let waiter: Waiter<W> | undefined;
       for (const candidate of this.#queue) {
-        if (promised.has(candidate) || !this.#mayStart(candidate)) continue;
+        if (promised.has(candidate) || !this.#mayStart(candidate.key)) continue;
         if (!waiter || this.#workersFor(candidate) < this.#workersFor(waiter)) waiter = candidate;
       }
       if (!waiter) return;

@@ -308,6 +308,10 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     return this.pool.trackBacklog(key, estimateMs);
   }
 
+  wouldServe(key: string): boolean {
+    return this.pool.wouldServe(key);
+  }
+
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {
     return toExtFnError(fn, error, timeoutMs);
   }

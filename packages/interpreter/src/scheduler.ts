@@ -10,9 +10,10 @@
  * once, the others only once its time per row is known (the first results
  * of a chunk large enough, or an earlier batch's figure): a cold batch waits
  * for one interpreter start, not for several competing for the CPU. It tells
- * the pool the work it has not handed out yet (`trackBacklog`), and the pool
- * starts a worker for a further lane only when that work pays for it;
- * otherwise the lanes take turns on the function's worker (see pool.ts).
+ * the pool the work it has not handed out yet (`trackBacklog`), and opens a
+ * further lane only when the pool would serve it at once (`wouldServe`: a
+ * start that work pays for, see pool.ts) — looked at again after every
+ * chunk — so its lanes never queue for the function's own busy worker.
  *
  * The scheduler knows rows only by index (a `RowSource`) and reaches workers
  * only through its context (`request`, `endLease`), so it is tested with fakes.
@@ -78,6 +79,8 @@ export interface SchedulerContext {
    * has not handed out yet (see Pool.trackBacklog); returns the function that ends it.
    */
   trackBacklog?(key: string, estimateMs: () => number): () => void;
+  /** Whether a request for `key` would get a worker at once (see Pool.wouldServe); without it, every lane opens. */
+  wouldServe?(key: string): boolean;
   /** A failure as the ExtFnError of `fn`. */
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
 }
@@ -177,10 +180,8 @@ export async function schedule(
       sampledMs += elapsed;
       cheapestPerRowMs = Math.min(cheapestPerRowMs, elapsed / count);
     }
-    if (!rampedUp && (reliable || sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS)) {
-      rampedUp = true;
-      spawnLanes();
-    }
+    rampedUp ||= reliable || sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS;
+    if (rampedUp) grow(); // looked at after every chunk: a slot may have come free
   };
 
   const lane = async () => {
@@ -237,9 +238,15 @@ export async function schedule(
       running.add(p);
     }
   }
+  /** Opens lanes, one at a time, while the pool would serve each at once. */
+  function grow() {
+    while (running.size < lanes && hasWork() && (ctx.wouldServe?.(key) ?? true)) {
+      spawnLanes(running.size + 1);
+    }
+  }
   const untrack = ctx.trackBacklog?.(key, backlogMs);
   try {
-    // One lane until the first result (then the others, see laneLoop): one interpreter
+    // One lane until the time per row is known (then `grow`, see send): one interpreter
     // start before the first rows come back, and each function started together gets
     // a worker before any gets two.
     spawnLanes(1);

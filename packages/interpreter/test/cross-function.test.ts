@@ -87,6 +87,14 @@ function fakeRunner(maxWorkers: number, perRowMs = 0.01, startMs = 2) {
     await sleep(startMs); // an interpreter start
     return new FakeWorker(key, perRowMs);
   });
+  // Requests that had to queue for a worker.
+  const queued = { count: 0 };
+  const acquire = pool.acquire.bind(pool);
+  pool.acquire = (...args) => {
+    const worker = acquire(...args);
+    if (pool.counters().queued > 0) queued.count++;
+    return worker;
+  };
   const dispatchContext: DispatchContext = {
     pool,
     maxOutputBytes: 1024 * 1024,
@@ -99,9 +107,10 @@ function fakeRunner(maxWorkers: number, perRowMs = 0.01, startMs = 2) {
     request: (f, key, request) => dispatch(dispatchContext, f, key, request),
     endLease: (lease) => endLease(pool, lease),
     trackBacklog: (key, estimateMs) => pool.trackBacklog(key, estimateMs),
+    wouldServe: (key) => pool.wouldServe(key),
     toError: toExtFnError,
   };
-  return { pool, ctx, starts };
+  return { pool, ctx, starts, queued };
 }
 
 /**
@@ -144,7 +153,7 @@ describe('scheduling across functions (fake workers)', () => {
     test(`four functions refreshed at once on ${slots} slots, three times over: every row right, one start per function`, async () => {
       // A start takes 50 ms, a refresh 100 ms of work (0.01 ms a row): a second worker
       // for a function never pays, so every start beyond one per function is waste.
-      const { ctx, starts, pool } = fakeRunner(slots, 0.01, 50);
+      const { ctx, starts, pool, queued } = fakeRunner(slots, 0.01, 50);
       const names = ['a', 'b', 'c', 'd'];
       for (let round = 0; round < 3; round++) {
         const before = starts.length;
@@ -153,6 +162,8 @@ describe('scheduling across functions (fake workers)', () => {
         const these = starts.slice(before).sort();
         if (round === 0) expect(these).toEqual(names);
         else if (slots === 4) expect(these, `round ${round}: every worker kept`).toEqual([]);
+        // with a slot per function, no lane ever queued: none waits for its own function's worker
+        if (slots === 4) expect(queued.count).toBe(0);
         // on 2 slots, the workers of the functions refreshed last were evicted: at most one start each
         else expect(these, `round ${round}`).toEqual([...new Set(these)]);
       }

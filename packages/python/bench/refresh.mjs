@@ -9,6 +9,7 @@
 // kept). For each: wall time, time to the first results (onProgress), and
 // the interpreters started (runner.stats().started).
 // Prints min/median/max over RUNS and the load average.
+// BENCH_CASES=cold,one,four picks cases (default all); BENCH_SLOTS=2,4 the pool sizes.
 import { loadavg } from 'node:os';
 import { Registry, Value } from '@improv/extfn-core';
 import { probeSandbox } from '@improv/extfn-sandbox';
@@ -19,6 +20,7 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const SLOTS = (process.env.BENCH_SLOTS ?? '2,4').split(',').map(Number);
 const PYTHON = process.env.IMPROV_EXTFN_PYTHON ?? '/usr/bin/python3';
 const NAMES = ['f0', 'f1', 'f2', 'f3'];
+const CASES = new Set((process.env.BENCH_CASES ?? 'cold,one,four').split(','));
 
 const probe = await probeSandbox({ policy: 'restricted' });
 const policy = probe.ok ? 'restricted' : 'trusted';
@@ -81,12 +83,12 @@ const add = (label, sample) => {
 const loadBefore = loadavg();
 for (let run = 0; run < RUNS; run++) {
   for (const slots of SLOTS) {
-    {
+    if (CASES.has('cold')) {
       const { runner, registry } = makeRegistry(slots);
       add(`${slots} slots: cold, 1 fn × ${ROWS}`, await refresh(runner, registry, [['f0', rows]]));
       await registry.close();
     }
-    {
+    if (CASES.has('one')) {
       const { runner, registry } = makeRegistry(slots);
       add(`${slots} slots: one fn × ${4 * ROWS}`, await refresh(runner, registry, [['f0', rows4]]));
       add(
@@ -95,7 +97,7 @@ for (let run = 0; run < RUNS; run++) {
       );
       await registry.close();
     }
-    {
+    if (CASES.has('four')) {
       const { runner, registry } = makeRegistry(slots);
       const jobs = NAMES.map((name) => [name, rows]);
       add(`${slots} slots: four fns × ${ROWS}`, await refresh(runner, registry, jobs));
@@ -118,7 +120,7 @@ for (const [label, xs] of samples) {
     `${label.padEnd(36)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}`,
   );
 }
-for (const slots of SLOTS) {
+for (const slots of CASES.has('one') && CASES.has('four') ? SLOTS : []) {
   const one = sorted(samples.get(`${slots} slots: one fn × ${4 * ROWS}`).map((x) => x.ms));
   const four = sorted(samples.get(`${slots} slots: four fns × ${ROWS}`).map((x) => x.ms));
   const mid = (s) => s[Math.floor(s.length / 2)];
