@@ -443,12 +443,13 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   async #prepare(fn: ExternalFn): Promise<void> {
     const policy = this.#policy();
     if (this.#preparedFor === policy) return; // the hot path of warm calls: nothing to await
-    // Both at once: each may start a process (the interpreter's path probe, the sandbox's trial run).
-    const [interpreter, probe] = await Promise.all([
-      this.#resolve(),
-      assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name }),
-    ]);
+    // Both at once (each may start a process: the interpreter's path probe, the
+    // sandbox's trial run); a missing interpreter is still the error reported first.
+    const probing = assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name });
+    probing.catch(() => {}); // awaited below
+    const interpreter = await this.#resolve();
     if (!interpreter) throw this.#unavailable(fn);
+    const probe = await probing;
     this.#policyInForce = probe.policy;
     this.#preparedFor = policy;
   }
