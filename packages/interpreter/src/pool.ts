@@ -11,8 +11,14 @@
  * (oldest first among equals); and a batch lane gives its worker back
  * between chunks only when `shouldYield` says so — to a caller of its own
  * function (no restart), or to a function with at least two workers fewer.
- * A refresh of many functions thus starts at most one worker per function
- * per slot, instead of taking turns chunk by chunk.
+ * A function that has a worker gets another only when the work its batches
+ * have not handed out yet (`trackBacklog`) comes to more than START_PAYOFF
+ * starts per worker it has, and then only a free slot or the slot of a
+ * worker idle for EVICT_IDLE_MS (one that just finished may be wanted again
+ * soon: its function's next refresh); otherwise its caller waits for its own
+ * worker (a batch asks `wouldServe` first and opens no lane that would). So
+ * a refresh starts one worker per function, plus more only for long work
+ * that pays for them, and never restarts workers chunk by chunk.
  *
  * A healthy worker that ends (idle, evicted, retired, closed) is asked to
  * exit and given EXIT_GRACE_MS before its tree is killed, so an interpreter
@@ -40,6 +46,20 @@ export const IDLE_CHECK_MS = 500;
 
 /** How long a healthy worker may take to exit on its own before it is killed. */
 export const EXIT_GRACE_MS = 200;
+
+/**
+ * A function's next worker must have this many starts' worth of work per
+ * worker it already has: a new worker only gains when each existing worker's
+ * share is more than one start (it works meanwhile), and a start takes CPU
+ * from the workers already running.
+ */
+export const START_PAYOFF = 2;
+
+/** What a worker start is taken to cost before one has been measured. */
+const DEFAULT_START_MS = 100;
+
+/** How long a worker must have been idle before it is evicted for a function that has a worker already. */
+export const EVICT_IDLE_MS = 1_000;
 
 /** Starts a ready worker for `fn` (the pool's seam: the runner starts interpreters, tests fakes). */
 export type Launch<W extends PooledWorker> = (
@@ -79,6 +99,10 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #killed = 0;
   #idle = new Map<string, W[]>();
   #idleTimers = new Map<W, NodeJS.Timeout>();
+  /** When each idle worker was parked. */
+  #idleSince = new Map<W, number>();
+  /** A look at the queue again once an idle worker may be evicted for a function that has a worker. */
+  #evictTimer: NodeJS.Timeout | undefined;
   #all = new Set<W>();
   /** Workers exiting gracefully: their slots are still taken. */
   #stopping = new Set<W>();
@@ -86,6 +110,10 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #idleCheck: NodeJS.Timeout | undefined;
   /** Workers per function: live and starting (not those exiting). */
   #perKey = new Map<string, number>();
+  /** Per function, each running batch's estimate of the work it has not handed out yet (ms). */
+  #backlogs = new Map<string, Set<() => number>>();
+  /** Milliseconds a worker start takes, a moving average of measured starts. */
+  #startMs = DEFAULT_START_MS;
   #closed = false;
 
   constructor(max: number, idleMs: number, launch: Launch<W>) {
@@ -114,6 +142,40 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     return this.#perKey.get(key) ?? 0;
   }
 
+  /** What a worker start takes, as measured (a moving average). */
+  startMs(): number {
+    return this.#startMs;
+  }
+
+  /**
+   * A running batch of `key` tells the pool how much work (ms) it has not
+   * handed out yet, so the pool starts another worker of that function only
+   * when it pays (see `#mayStart`). Call the returned function when the batch ends.
+   */
+  trackBacklog(key: string, estimateMs: () => number): () => void {
+    const set = this.#backlogs.get(key) ?? new Set();
+    set.add(estimateMs);
+    this.#backlogs.set(key, set);
+    this.#pump(); // a waiter of this function may be worth a worker now
+    return () => {
+      set.delete(estimateMs);
+      if (set.size === 0 && this.#backlogs.get(key) === set) this.#backlogs.delete(key);
+    };
+  }
+
+  /**
+   * Whether a caller of `key` would get a worker at once: an idle one of its
+   * function, or a start the pool allows now (nobody waiting, `#mayStart`,
+   * and a free slot or an idle worker it may evict). A batch opens another
+   * lane only then, so its lanes never queue for their own busy worker.
+   */
+  wouldServe(key: string): boolean {
+    if (this.#closed) return false;
+    if (this.#idle.has(key)) return true;
+    if (this.#queue.length > 0 || !this.#mayStart(key)) return false;
+    return this.#slots < this.max || this.#victim(this.workersOf(key) > 0).victim !== undefined;
+  }
+
   /**
    * Whether a caller holding a worker of `key` between requests (a batch
    * lane) should give it back: a caller of the same function waits (handing
@@ -124,7 +186,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     const mine = this.workersOf(key);
     for (const waiter of this.#queue) {
       if (waiter.key === key) return true;
-      if (this.#workersFor(waiter) + 1 < mine) return true;
+      if (this.#workersFor(waiter) + 1 < mine && this.#mayStart(waiter.key)) return true;
     }
     return false;
   }
@@ -189,7 +251,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         reject,
         ...(serve(resolve, reject) as Pick<Waiter<W>, 'grant' | 'reuse'>),
       };
-      if (this.#queue.length === 0 && this.#slots < this.max) {
+      if (this.#queue.length === 0 && this.#slots < this.max && this.#mayStart(waiter.key)) {
         waiter.grant(); // nobody waits and a slot is free: no queueing
         return;
       }
@@ -243,6 +305,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     }
     for (const timer of this.#idleTimers.values()) clearTimeout(timer);
     this.#idleTimers.clear();
+    this.#idleSince.clear();
+    clearTimeout(this.#evictTimer);
     clearInterval(this.#idleCheck);
     this.#idle.clear();
     // Idle workers exit on their own (bounded by the grace); busy ones are killed at once.
@@ -261,8 +325,10 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #start(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<W> {
     this.#takeSlot();
     this.#count(key, 1);
+    const started = performance.now();
     return this.#launch(key, fn, signal).then(
       (worker) => {
+        this.#startMs = 0.7 * this.#startMs + 0.3 * (performance.now() - started);
         if (this.#closed) {
           void worker.kill();
           this.#slots--;
@@ -290,6 +356,23 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   /** Workers of a waiter's function; a one-shot slot counts as a function without any. */
   #workersFor(waiter: Waiter<W>): number {
     return waiter.key === undefined ? 0 : this.workersOf(waiter.key);
+  }
+
+  /**
+   * Whether a waiter for `key` may have a slot of its own (a start, or a one-shot
+   * process): always when its function has no worker or no batch that
+   * tracks its backlog (single calls); otherwise only when that backlog per
+   * worker is worth START_PAYOFF starts. Else it waits for its function's
+   * worker, which is handed over between requests.
+   */
+  #mayStart(key: string | undefined): boolean {
+    if (key === undefined) return true;
+    const workers = this.workersOf(key);
+    const backlogs = this.#backlogs.get(key);
+    if (workers === 0 || !backlogs) return true;
+    let backlogMs = 0;
+    for (const estimate of backlogs) backlogMs += estimate();
+    return backlogMs / workers > START_PAYOFF * this.#startMs;
   }
 
   /**
@@ -326,6 +409,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     }, this.idleMs);
     timer.unref();
     this.#idleTimers.set(worker, timer);
+    this.#idleSince.set(worker, performance.now());
     if (worker.idleWork && !this.#idleCheck) {
       this.#idleCheck = setInterval(() => this.#checkIdle(), IDLE_CHECK_MS);
       this.#idleCheck.unref();
@@ -351,6 +435,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     const timer = this.#idleTimers.get(worker);
     if (timer) clearTimeout(timer);
     this.#idleTimers.delete(worker);
+    this.#idleSince.delete(worker);
     const list = this.#idle.get(worker.key);
     if (!list) return;
     const i = list.indexOf(worker);
@@ -369,13 +454,37 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     return undefined;
   }
 
-  /** Ends an idle worker (of any function) for a waiting caller: `freed` now, or `stopping` (free soon). */
-  #evictOne(): 'freed' | 'stopping' | undefined {
-    for (const list of this.#idle.values()) {
-      const worker = list[0];
-      if (worker) return this.#discard(worker) ? 'freed' : 'stopping';
+  /**
+   * Ends an idle worker (of any function) for a waiting caller: `freed` now,
+   * or `stopping` (free soon). For a caller whose function has a worker
+   * already (`extra`), only one idle for EVICT_IDLE_MS; the queue is looked
+   * at again when the next one will have been.
+   */
+  #evictOne(extra: boolean): 'freed' | 'stopping' | undefined {
+    const { victim, soonest } = this.#victim(extra);
+    if (victim) return this.#discard(victim) ? 'freed' : 'stopping';
+    if (Number.isFinite(soonest) && this.#evictTimer === undefined) {
+      this.#evictTimer = setTimeout(() => {
+        this.#evictTimer = undefined;
+        this.#pump();
+      }, soonest + 1);
+      this.#evictTimer.unref();
     }
     return undefined;
+  }
+
+  /** An idle worker that may be evicted (see #evictOne), or in how many ms the next one may be. */
+  #victim(extra: boolean): { victim?: W; soonest: number } {
+    const now = performance.now();
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const list of this.#idle.values()) {
+      for (const worker of list) {
+        const idleFor = now - (this.#idleSince.get(worker) ?? now);
+        if (!extra || idleFor >= EVICT_IDLE_MS) return { victim: worker, soonest: 0 };
+        soonest = Math.min(soonest, EVICT_IDLE_MS - idleFor);
+      }
+    }
+    return { soonest };
   }
 
   #dequeue(waiter: Waiter<W>): void {
@@ -387,9 +496,10 @@ export class Pool<W extends PooledWorker = PooledWorker> {
 
   /**
    * Serves waiting callers with idle workers or free slots: callers whose
-   * function has the fewest workers first, oldest first among equals. A slot
-   * being freed by an exiting worker is promised to a waiter without one;
-   * past those, idle workers of other functions are evicted.
+   * function has the fewest workers first, oldest first among equals, and
+   * only those that `#mayStart`. A slot being freed by an exiting worker is
+   * promised to a waiter without one; past those, idle workers of other
+   * functions are evicted.
    */
   #pump(): void {
     if (this.#closed) return;
@@ -406,7 +516,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     while (this.#queue.length > promised.size && !this.#closed) {
       let waiter: Waiter<W> | undefined;
       for (const candidate of this.#queue) {
-        if (promised.has(candidate)) continue;
+        if (promised.has(candidate) || !this.#mayStart(candidate.key)) continue;
         if (!waiter || this.#workersFor(candidate) < this.#workersFor(waiter)) waiter = candidate;
       }
       if (!waiter) return;
@@ -417,7 +527,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         coming--; // this waiter gets the next slot that frees up
         promised.add(waiter);
       } else {
-        const evicted = this.#evictOne();
+        const evicted = this.#evictOne(this.#workersFor(waiter) > 0);
         if (evicted === undefined) return;
         if (evicted === 'stopping') coming++; // then look at the same waiter again
       }

@@ -310,6 +310,14 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     endLease(this.pool, lease);
   }
 
+  trackBacklog(key: string, estimateMs: () => number): () => void {
+    return this.pool.trackBacklog(key, estimateMs);
+  }
+
+  wouldServe(key: string): boolean {
+    return this.pool.wouldServe(key);
+  }
+
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {
     return toExtFnError(fn, error, timeoutMs);
   }
@@ -442,9 +450,13 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   async #prepare(fn: ExternalFn): Promise<void> {
     const policy = this.#policy();
     if (this.#preparedFor === policy) return; // the hot path of warm calls: nothing to await
+    // Both at once (each may start a process: the interpreter's path probe, the
+    // sandbox's trial run); a missing interpreter is still the error reported first.
+    const probing = assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name });
+    probing.catch(() => {}); // awaited below
     const interpreter = await this.#resolve();
     if (!interpreter) throw this.#unavailable(fn);
-    const probe = await assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name });
+    const probe = await probing;
     this.#policyInForce = probe.policy;
     this.#preparedFor = policy;
   }

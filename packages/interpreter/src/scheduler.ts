@@ -6,9 +6,14 @@
  * only the row that really hangs gets Timeout, every
  * other row still gets exactly what `eval` would give it.
  *
- * A batch runs at most `lanes` requests at once; its first lane starts at
- * once and the others a turn of the event loop later, so batches of other
- * functions started together get a worker each first (see pool.ts).
+ * A batch runs at most `lanes` requests at once. Its first lane starts at
+ * once, the others only once its time per row is known (the first results
+ * of a chunk large enough, or an earlier batch's figure): a cold batch waits
+ * for one interpreter start, not for several competing for the CPU. It tells
+ * the pool the work it has not handed out yet (`trackBacklog`), and opens a
+ * further lane only when the pool would serve it at once (`wouldServe`: a
+ * start that work pays for, see pool.ts) — looked at again after every
+ * chunk — so its lanes never queue for the function's own busy worker.
  *
  * The scheduler knows rows only by index (a `RowSource`) and reaches workers
  * only through its context (`request`, `endLease`), so it is tested with fakes.
@@ -44,6 +49,16 @@ const ISOLATION_PIECE = MAX_CHUNK;
  */
 const CHUNK_DEADLINE_FACTOR = 50;
 const CHUNK_DEADLINE_FLOOR_MS = 1_000;
+/**
+ * A batch's other lanes start once its time per row is known well enough to
+ * judge whether more workers pay: from RAMP_ROWS rows or RAMP_MS of requests
+ * past the first chunk (a fresh worker's first request, mostly round trip),
+ * taking the cheapest chunk per row — small chunks are mostly round trip and
+ * a loaded host only makes chunks slower, so the cheapest is nearest the
+ * true cost. The chunk size keeps its own estimate (`perRowMs`).
+ */
+const RAMP_ROWS = 256;
+const RAMP_MS = 50;
 /** Failures that one of the chunk's rows may have caused: retry the rows one by one. */
 const ROW_FAILURES = new Set(['timeout', 'exited', 'malformed', 'output']);
 
@@ -59,6 +74,13 @@ export interface SchedulerContext {
   request(fn: ExternalFn, key: string, request: WorkerRequest): Promise<Frame>;
   /** Gives a lane's worker back when the lane ends. */
   endLease(lease: Lease): void;
+  /**
+   * Tells the pool, while the batch runs, how many milliseconds of work it
+   * has not handed out yet (see Pool.trackBacklog); returns the function that ends it.
+   */
+  trackBacklog?(key: string, estimateMs: () => number): () => void;
+  /** Whether a request for `key` would get a worker at once (see Pool.wouldServe); without it, every lane opens. */
+  wouldServe?(key: string): boolean;
   /** A failure as the ExtFnError of `fn`. */
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
 }
@@ -81,6 +103,14 @@ export async function schedule(
   let next = 0;
   // What the last batch of this function learnt: start at its chunk size instead of ramping from 1.
   let perRowMs: number | undefined = ctx.perRowMs.get(key);
+  /** Whether `perRowMs` is good enough to judge more workers by: the other lanes start then. */
+  let rampedUp = false;
+  const reliable = perRowMs !== undefined;
+  let chunksDone = 0;
+  let sampledRows = 0;
+  let sampledMs = 0;
+  /** The cheapest chunk past the first, per row: what the work left is judged by. */
+  let cheapestPerRowMs = Number.POSITIVE_INFINITY;
   let size = perRowMs === undefined ? 1 : maxChunk;
   /** Rows behind `perRowMs` in this batch, halved at each sample so recent chunks count most. */
   let weight = 0;
@@ -88,6 +118,18 @@ export async function schedule(
   let stopped: ExtFnError | undefined;
 
   const hasWork = () => stopped === undefined && (retries.length > 0 || next < n);
+  /**
+   * Work not handed out yet, in ms: 0 until the time per row is known (one
+   * lane until then); unbounded while failed rows wait to be re-run, since
+   * each may hang for its whole deadline (hang isolation wants every lane).
+   */
+  const backlogMs = () => {
+    if (stopped !== undefined) return 0;
+    if (retries.length > 0) return Number.POSITIVE_INFINITY;
+    if (!rampedUp) return 0;
+    const cost = Number.isFinite(cheapestPerRowMs) ? cheapestPerRowMs : (perRowMs ?? 0);
+    return (n - next) * cost;
+  };
 
   /** The next range: a piece or row to retry, or a fresh chunk. */
   const take = (): [start: number, count: number] => {
@@ -133,6 +175,13 @@ export async function schedule(
         : (perRowMs * weight + elapsed) / (weight + count);
     weight = 0.5 * weight + count;
     settled.fill(1, start, start + count);
+    if (chunksDone++ > 0 || reliable) {
+      sampledRows += count;
+      sampledMs += elapsed;
+      cheapestPerRowMs = Math.min(cheapestPerRowMs, elapsed / count);
+    }
+    rampedUp ||= reliable || sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS;
+    if (rampedUp) grow(); // looked at after every chunk: a slot may have come free
   };
 
   const lane = async () => {
@@ -189,13 +238,22 @@ export async function schedule(
       running.add(p);
     }
   }
-  // One lane at once, the others a turn of the event loop later: batches of other
-  // functions started together queue their first lane before this one takes a
-  // second slot, so each function gets a worker before any gets two.
-  spawnLanes(1);
-  await new Promise((resolve) => setImmediate(resolve));
-  spawnLanes();
-  while (running.size > 0) await Promise.all([...running]);
+  /** Opens lanes, one at a time, while the pool would serve each at once. */
+  function grow() {
+    while (running.size < lanes && hasWork() && (ctx.wouldServe?.(key) ?? true)) {
+      spawnLanes(running.size + 1);
+    }
+  }
+  const untrack = ctx.trackBacklog?.(key, backlogMs);
+  try {
+    // One lane until the time per row is known (then `grow`, see send): one interpreter
+    // start before the first rows come back, and each function started together gets
+    // a worker before any gets two.
+    spawnLanes(1);
+    while (running.size > 0) await Promise.all([...running]);
+  } finally {
+    untrack?.();
+  }
 
   if (done < n) {
     const failure = stopped ?? ExtFnError.runtime(fn.name, 'row was not evaluated');

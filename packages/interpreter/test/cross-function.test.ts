@@ -3,7 +3,9 @@
  * interpreter): the real scheduler, dispatch and pool, with starts counted
  * for refreshes of several functions at once. A worker keeps serving its
  * function while that function has queued work, so concurrent refreshes
- * share the pool without restarting workers chunk by chunk.
+ * share the pool without restarting workers chunk by chunk; a function gets
+ * a second worker only for work that pays for the start; a cold refresh
+ * starts one interpreter before its first results.
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
@@ -16,7 +18,7 @@ import {
 } from '../src/dispatch.js';
 import { WorkerFailure } from '../src/failures.js';
 import type { Frame, FrameHeader } from '../src/frames.js';
-import { Pool } from '../src/pool.js';
+import { EVICT_IDLE_MS, Pool } from '../src/pool.js';
 import type { RowSource } from '../src/row-sources.js';
 import { type SchedulerContext, schedule } from '../src/scheduler.js';
 
@@ -74,14 +76,25 @@ const fn = (name: string): ExternalFn => ({
   pure: false,
 });
 
-/** The runner's wiring (runner.ts), with fake workers behind the pool's Launch seam. */
-function fakeRunner(maxWorkers: number, perRowMs = 0.01) {
+/**
+ * The runner's wiring (runner.ts), with fake workers behind the pool's
+ * Launch seam: a start takes `startMs`, a row `perRowMs`.
+ */
+function fakeRunner(maxWorkers: number, perRowMs = 0.01, startMs = 2) {
   const starts: string[] = [];
   const pool = new Pool<DispatchWorker>(maxWorkers, 30_000, async (key) => {
     starts.push(key);
-    await sleep(2); // an interpreter start
+    await sleep(startMs); // an interpreter start
     return new FakeWorker(key, perRowMs);
   });
+  // Requests that had to queue for a worker.
+  const queued = { count: 0 };
+  const acquire = pool.acquire.bind(pool);
+  pool.acquire = (...args) => {
+    const worker = acquire(...args);
+    if (pool.counters().queued > 0) queued.count++;
+    return worker;
+  };
   const dispatchContext: DispatchContext = {
     pool,
     maxOutputBytes: 1024 * 1024,
@@ -93,13 +106,24 @@ function fakeRunner(maxWorkers: number, perRowMs = 0.01) {
     perRowMs: new Map(),
     request: (f, key, request) => dispatch(dispatchContext, f, key, request),
     endLease: (lease) => endLease(pool, lease),
+    trackBacklog: (key, estimateMs) => pool.trackBacklog(key, estimateMs),
+    wouldServe: (key) => pool.wouldServe(key),
     toError: toExtFnError,
   };
-  return { pool, ctx, starts };
+  return { pool, ctx, starts, queued };
 }
 
-/** Rows 0…n-1 of one function; `crashAt` makes the worker die on the chunk starting there. */
-function refresh(ctx: SchedulerContext, name: string, n: number, crashAt?: number) {
+/**
+ * Rows 0…n-1 of one function; `crashAt` makes the worker die on the chunk
+ * starting there; `onResults` is called with each chunk's row count.
+ */
+function refresh(
+  ctx: SchedulerContext,
+  name: string,
+  n: number,
+  crashAt?: number,
+  onResults?: (count: number) => void,
+) {
   const results: (number | ExtFnError)[] = new Array(n);
   const source: RowSource = {
     count: n,
@@ -108,6 +132,7 @@ function refresh(ctx: SchedulerContext, name: string, n: number, crashAt?: numbe
     }),
     decode(frame: Frame, start, count) {
       for (let k = 0; k < count; k++) results[start + k] = (frame.header.values as number[])[k]!;
+      onResults?.(count);
     },
     fail(row, error) {
       results[row] = error;
@@ -124,18 +149,56 @@ describe('scheduling across functions (fake workers)', () => {
     expect(starts).toEqual(['a', 'a']);
   });
 
-  test('four functions refreshed at once: every row right, at most one start per function per slot', async () => {
-    // 0.05 ms a row: each refresh is 0.5 s of work, long enough for turn-taking to show
-    const { ctx, starts, pool } = fakeRunner(2, 0.05);
-    const names = ['a', 'b', 'c', 'd'];
-    const all = await Promise.all(names.map((name) => refresh(ctx, name, 10_000)));
-    for (const results of all) expect(results.every((r, i) => r === i)).toBe(true);
-    for (const name of names) {
-      expect(starts.filter((k) => k === name).length, `starts of ${name}`).toBeLessThanOrEqual(2);
-    }
-    // a start per function, plus at most one per slot when a finished function's slot is reused
-    expect(starts.length, `starts: ${starts.join(' ')}`).toBeLessThanOrEqual(names.length + 2);
-    expect(pool.counters().peak).toBeLessThanOrEqual(2);
+  for (const slots of [2, 4]) {
+    test(`four functions refreshed at once on ${slots} slots, three times over: every row right, one start per function`, async () => {
+      // A start takes 50 ms, a refresh 100 ms of work (0.01 ms a row): a second worker
+      // for a function never pays, so every start beyond one per function is waste.
+      const { ctx, starts, pool, queued } = fakeRunner(slots, 0.01, 50);
+      const names = ['a', 'b', 'c', 'd'];
+      for (let round = 0; round < 3; round++) {
+        const before = starts.length;
+        const all = await Promise.all(names.map((name) => refresh(ctx, name, 10_000)));
+        for (const results of all) expect(results.every((r, i) => r === i)).toBe(true);
+        const these = starts.slice(before).sort();
+        if (round === 0) expect(these).toEqual(names);
+        else if (slots === 4) expect(these, `round ${round}: every worker kept`).toEqual([]);
+        // with a slot per function, no lane ever queued: none waits for its own function's worker
+        if (slots === 4) expect(queued.count).toBe(0);
+        // on 2 slots, the workers of the functions refreshed last were evicted: at most one start each
+        else expect(these, `round ${round}`).toEqual([...new Set(these)]);
+      }
+      expect(pool.counters().peak).toBeLessThanOrEqual(slots);
+    });
+  }
+
+  test('a cold refresh starts one interpreter before its first results, then more for work that pays', async () => {
+    const { ctx, starts } = fakeRunner(4, 0.05, 20);
+    let startsAtFirstResults: number | undefined;
+    const results = await refresh(ctx, 'a', 20_000, undefined, () => {
+      startsAtFirstResults ??= starts.length;
+    });
+    expect(results.every((r, i) => r === i)).toBe(true);
+    expect(startsAtFirstResults).toBe(1);
+    // 1 s of work against 20 ms starts: every slot is worth a worker
+    expect(starts).toEqual(['a', 'a', 'a', 'a']);
+  });
+
+  test('a small batch starts one worker, however many slots', async () => {
+    const { ctx, starts } = fakeRunner(4, 0.01, 20);
+    const results = await refresh(ctx, 'a', 500);
+    expect(results.every((r, i) => r === i)).toBe(true);
+    expect(starts).toEqual(['a']);
+  });
+
+  test("a long refresh takes over other functions' workers idle for a while when its work pays for the starts", async () => {
+    const { ctx, starts, pool } = fakeRunner(4, 0.05, 10);
+    await Promise.all(['b', 'c', 'd', 'e'].map((name) => refresh(ctx, name, 20)));
+    expect(pool.counters().live).toBe(4); // four idle workers, none of them `a`'s
+    await sleep(EVICT_IDLE_MS);
+    const results = await refresh(ctx, 'a', 20_000);
+    expect(results.every((r, i) => r === i)).toBe(true);
+    expect(starts.filter((k) => k === 'a').length).toBe(4);
+    expect(pool.counters().peak).toBeLessThanOrEqual(4);
   });
 
   test('with more slots than functions, the slots are shared and no function starts more than one worker per slot', async () => {

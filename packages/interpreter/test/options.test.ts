@@ -59,7 +59,8 @@ describe.skipIf(!hasPython)('per-language defaults', () => {
 
   test("the caller's options win over the spec's defaults", async () => {
     const { registry, runner } = withDefaults({ maxWorkers: 2, idleMs: 60_000 });
-    await registry.evalBatch('sq', rows);
+    // concurrent single calls each want a worker (a small batch would use one): the bound stops them
+    await Promise.all(rows.slice(0, 4).map((args) => registry.eval('sq', args)));
     expect(runner.stats().peak).toBe(2);
     await new Promise((r) => setTimeout(r, 400));
     expect(runner.stats().live).toBeGreaterThan(0);

@@ -1,12 +1,13 @@
 /**
  * The pool through its seam (`Launch`) with fake workers — no interpreter:
  * the bound, FIFO waiting, reuse by function, eviction of another
- * function's idle worker, idle shutdown, one-shot slots, failures, close.
+ * function's idle worker, idle shutdown, one-shot slots, failures, close,
+ * and a function's second worker only for a backlog that pays for the start.
  */
 import type { ExternalFn } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { WorkerFailure } from '../src/failures.js';
-import { Pool, type PooledWorker } from '../src/pool.js';
+import { EVICT_IDLE_MS, Pool, type PooledWorker, START_PAYOFF } from '../src/pool.js';
 import { waitFor } from './helpers.js';
 
 class FakeWorker implements PooledWorker {
@@ -166,5 +167,51 @@ describe('pool with fake workers', () => {
     expect(held.alive).toBe(false);
     expect(started.every((w) => !w.alive)).toBe(true);
     await expect(pool.acquire('a', fn('a'))).rejects.toMatchObject({ reason: 'closed' });
+  });
+  test('a function with a worker gets a second only for a backlog worth START_PAYOFF starts', async () => {
+    const { pool, started } = fakePool(4);
+    let backlogMs = 0;
+    const untrack = pool.trackBacklog('a', () => backlogMs);
+    const first = await pool.acquire('a', fn('a'));
+    // too little work left: the caller waits for `a`'s worker, though three slots are free
+    let second: FakeWorker | undefined;
+    const waiting = pool.acquire('a', fn('a')).then((w) => {
+      second = w;
+      return w;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(second).toBeUndefined();
+    expect(pool.shouldYield('a')).toBe(true); // the holder hands its worker over
+    pool.release(first, true);
+    expect(await waiting).toBe(first);
+    // enough work left for a start to pay: a second worker
+    backlogMs = 10 * START_PAYOFF * pool.startMs();
+    const third = await pool.acquire('a', fn('a'));
+    expect(third).not.toBe(first);
+    expect(started.map((w) => w.key)).toEqual(['a', 'a']);
+    untrack();
+    // no batch tracks `a` any more: single calls start workers as before
+    expect(await pool.acquire('a', fn('a'))).not.toBe(first);
+  });
+
+  test("a function with a worker evicts only another function's worker idle for EVICT_IDLE_MS", async () => {
+    const { pool, started } = fakePool(2);
+    pool.trackBacklog('a', () => Number.POSITIVE_INFINITY);
+    const a = await pool.acquire('a', fn('a'));
+    pool.release(await pool.acquire('b', fn('b')), true); // `b` just finished
+    const t0 = performance.now();
+    const second = await pool.acquire('a', fn('a'));
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(EVICT_IDLE_MS - 5);
+    expect(second).not.toBe(a);
+    expect(started.map((w) => [w.key, w.stopped])).toEqual([
+      ['a', false],
+      ['b', true],
+      ['a', false],
+    ]);
+    // a function without a worker evicts at once
+    pool.release(second, true);
+    const t1 = performance.now();
+    expect((await pool.acquire('c', fn('c'))).key).toBe('c');
+    expect(performance.now() - t1).toBeLessThan(EVICT_IDLE_MS);
   });
 });
