@@ -74,6 +74,27 @@ export async function othersCanRun(path: string): Promise<boolean> {
   }
 }
 
+/**
+ * What an interpreter reported as its executable, remembered for this
+ * process: asking starts the interpreter (tens of ms), which every new
+ * Registry would otherwise pay before its first result. The key holds all
+ * the answer can depend on: the file (inode, size, mtime), the arguments,
+ * and the working directory and environment a shim reads (pyenv's
+ * `.python-version`, `PYENV_VERSION`).
+ */
+const reportedExecutables = new Map<string, Promise<string | undefined>>();
+
+async function askOnce(path: string, args: readonly string[]): Promise<string | undefined> {
+  const { size, mtimeMs, ino } = await stat(path);
+  const key = JSON.stringify([path, ino, size, mtimeMs, args, process.cwd(), process.env]);
+  let reported = reportedExecutables.get(key);
+  if (!reported) {
+    reported = askForExecutable(path, args);
+    reportedExecutables.set(key, reported);
+  }
+  return reported;
+}
+
 function askForExecutable(path: string, args: readonly string[]): Promise<string | undefined> {
   return new Promise((done) => {
     execFile(
@@ -102,7 +123,7 @@ export async function resolveExecutable(
   const real = async (found: string): Promise<string> => {
     let path = await realpath(found);
     if (options.realPathArgs) {
-      const reported = await askForExecutable(path, options.realPathArgs);
+      const reported = await askOnce(path, options.realPathArgs);
       if (reported && (await isExecutableFile(reported))) path = await realpath(reported);
     }
     return path;

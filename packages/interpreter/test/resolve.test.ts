@@ -1,5 +1,13 @@
 /** Finding the interpreter (`resolve.ts`): option > environment > PATH, shims seen through, and one the sandbox uid can run preferred. */
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
@@ -46,6 +54,31 @@ describe.skipIf(!hasPython)('resolveExecutable', () => {
     });
     expect(seen?.path).toMatch(/^\/usr\/bin\/python3\.\d+$/);
     expect(seen?.readOnlyPaths).toEqual(['/usr']);
+  });
+
+  test('what a shim reports is asked once per process, and again when the shim changes', async () => {
+    const shim = join(dir, 'counting-shim');
+    const log = join(dir, 'asked.log');
+    const write = (version: string) => {
+      writeFileSync(shim, `#!/bin/sh\n# ${version}\necho asked >> ${log}\nexec ${PYTHON} "$@"\n`);
+      chmodSync(shim, 0o755);
+    };
+    write('one');
+    const ask = () =>
+      resolveExecutable({
+        explicit: shim,
+        names: [],
+        realPathArgs: ['-c', 'import sys; print(sys.executable)'],
+      });
+    const asked = () => readFileSync(log, 'utf8').split('\n').filter(Boolean).length;
+    const first = await ask();
+    const second = await ask();
+    expect(second).toEqual(first);
+    expect(first?.path).toMatch(/^\/usr\/bin\/python3\.\d+$/);
+    expect(asked()).toBe(1);
+    write('two, a longer line so that the size changes');
+    expect((await ask())?.path).toBe(first?.path);
+    expect(asked()).toBe(2);
   });
 
   test('on PATH, an interpreter the sandbox uid can run wins over a private one found first', async () => {
