@@ -45,8 +45,8 @@ import {
 } from './dispatch.js';
 import { LoadFailure } from './failures.js';
 import type { DriverError, Frame, FrameHeader } from './frames.js';
+import { driverErrorToExtFnError, resultsFromJsonFrame } from './from-driver.js';
 import { functionKey } from './key.js';
-import { driverErrorToExtFnError, resultsFromJsonFrame } from './marshal.js';
 import { oneShotCall } from './one-shot.js';
 import { Pool } from './pool.js';
 import { probeInterpreter } from './probe.js';
@@ -117,6 +117,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   readonly chunkMs: number;
   readonly lanes: number;
   readonly f64: boolean;
+  /** The driver serves `callcols` (binary columns of every type). */
+  readonly cols: boolean;
   readonly perRowMs = new Map<string, number>();
   #spec: InterpreterSpec;
   #options: InterpreterRunnerOptions;
@@ -144,6 +146,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     this.chunkMs = options.chunkMs ?? 5;
     this.f64 =
       (spec.f64 === true || spec.f64 === 'in') && options.f64 !== false && endianness() === 'LE';
+    this.cols = spec.columns === true && options.f64 !== false && endianness() === 'LE';
     this.pool = new Pool(
       options.maxWorkers ?? availableParallelism(),
       options.idleMs ?? DEFAULT_IDLE_MS,
@@ -212,7 +215,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     if (mode === 'oneShot') return this.#oneShotBatch(fn, rows, options);
     if (loadError) return rows.map(() => loadError);
     const results: RowResult[] = new Array(rows.length);
-    const source = valueRows(fn, rows, results, this.f64 && isAllNumbers(fn));
+    const source = valueRows(fn, rows, results, this.f64 && isAllNumbers(fn), this.cols);
     await schedule(this, fn, key, source, options);
     return results;
   }
@@ -284,7 +287,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       });
       return { values, errors };
     }
-    await schedule(this, fn, key, typedColumnRows(fn, columns, values, errors), options);
+    await schedule(this, fn, key, typedColumnRows(fn, columns, values, errors, this.cols), options);
     return { values, errors };
   }
 

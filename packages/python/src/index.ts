@@ -69,6 +69,7 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
       driverSource: DRIVER_SOURCE,
       env,
       f64: true,
+      columns: true,
       installHint:
         'install Python 3 (e.g. apt-get install python3), or set IMPROV_EXTFN_PYTHON or the `interpreter` option to its path',
     },
