@@ -125,9 +125,9 @@ export interface ColsResults {
   cells: [row: number, result: Value | ExtFnError][];
 }
 
-function shapeError(fn: ExternalFn, count: number, frame: Frame, why: string): ResponseShapeError {
+function shapeError(count: number, frame: Frame, why: string): ResponseShapeError {
   return new ResponseShapeError(
-    `function ${fn.name}: malformed callcols response for ${count} rows (${why}): ${JSON.stringify(frame.header).slice(0, 200)}`,
+    `malformed callcols response for ${count} rows (${why}): ${JSON.stringify(frame.header).slice(0, 200)}`,
   );
 }
 
@@ -192,7 +192,7 @@ export function colsResultsInto(
   values: Column,
   start: number,
 ): ColsResults {
-  const fail = (why: string) => shapeError(fn, count, frame, why);
+  const fail = (why: string) => shapeError(count, frame, why);
   const payload = frame.payload;
   if (frame.header.rows !== count || !payload) throw fail('no result column');
   const type: ValueType = fn.returnType;

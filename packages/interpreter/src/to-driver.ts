@@ -260,6 +260,8 @@ export function typedColumnsToCols(
 }
 
 const NS_PER_MS = 1_000_000n;
+const I64_MIN = -(2n ** 63n);
+const I64_MAX = 2n ** 63n - 1n;
 /** Milliseconds that fit i64 nanoseconds whatever the sub-millisecond part (1677-09-21 … 2262-04-11). */
 const MS_MIN = -9_223_372_036_853;
 const MS_MAX = 9_223_372_036_853;
@@ -314,8 +316,9 @@ export function rowsToCols(
     for (let i = 0; i < count; i++) {
       const value = rows[start + i]![k] as Value & { type: 'datetime' };
       const ms = value.value.getTime();
-      if (ms >= MS_MIN && ms <= MS_MAX) {
-        column[i] = BigInt(ms) * NS_PER_MS + BigInt(value.nanos ?? 0);
+      const ns = BigInt(ms) * NS_PER_MS + BigInt(value.nanos ?? 0);
+      if ((ms >= MS_MIN && ms <= MS_MAX) || (ns >= I64_MIN && ns <= I64_MAX)) {
+        column[i] = ns;
       } else {
         own ??= {};
         own[i] = valueToJson(value);
