@@ -238,16 +238,45 @@ export function columnValue(type: ValueType, column: Column, i: number): Value {
       return { type, value: (column as string[])[i]! };
     case 'enum':
       return { type, value: (column as Uint32Array)[i]! };
-    case 'datetime': {
-      const ns = (column as BigInt64Array)[i]!;
-      let ms = ns / 1_000_000n;
-      let nanos = ns % 1_000_000n;
-      if (nanos < 0n) {
-        ms -= 1n;
-        nanos += 1_000_000n;
-      }
-      const date = new Date(Number(ms));
-      return nanos ? { type, value: date, nanos: Number(nanos) } : { type, value: date };
-    }
+    case 'datetime':
+      return datetimeValue(datetimeWords(column as BigInt64Array), i);
   }
+}
+
+/** Rows `0…count` of a result column as Values (one view for a datetime column, not one per cell). */
+export function columnValues(type: ValueType, column: Column, count: number): Value[] {
+  const out = new Array<Value>(count);
+  if (type === 'datetime') {
+    const words = datetimeWords(column as BigInt64Array);
+    for (let i = 0; i < count; i++) out[i] = datetimeValue(words, i);
+  } else {
+    for (let i = 0; i < count; i++) out[i] = columnValue(type, column, i);
+  }
+  return out;
+}
+
+/** A datetime column's 32-bit words (low word first: little-endian). */
+function datetimeWords(column: BigInt64Array): Int32Array {
+  return new Int32Array(column.buffer, column.byteOffset, column.length * 2);
+}
+
+function datetimeValue(words: Int32Array, i: number): Value {
+  const [ms, nanos] = readNanos(words, i);
+  const date = new Date(ms);
+  return nanos ? { type: 'datetime', value: date, nanos } : { type: 'datetime', value: date };
+}
+
+/**
+ * Row `i` of a datetime column's words (i64 nanoseconds since 1970) as
+ * milliseconds and sub-millisecond nanos (0–999 999), in exact double
+ * arithmetic rather than a BigInt per cell.
+ */
+export function readNanos(words: Int32Array, i: number): [ms: number, nanos: number] {
+  const hi = words[2 * i + 1]!;
+  const lo = words[2 * i]! >>> 0;
+  // ns = hi·2³² + lo, with hi = a·10⁶ + b: every partial sum stays below 2⁵³.
+  const a = Math.floor(hi / 1_000_000);
+  const r = (hi - a * 1_000_000) * 4_294_967_296 + lo;
+  const q = Math.floor(r / 1_000_000);
+  return [a * 4_294_967_296 + q, r - q * 1_000_000];
 }

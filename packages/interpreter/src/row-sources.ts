@@ -19,7 +19,7 @@ import {
 import { type Frame, type Payload, RawJson } from './frames.js';
 import {
   colsResultsInto,
-  columnValue,
+  columnValues,
   f64Results,
   resultsFromF64Frame,
   resultsFromJsonFrame,
@@ -122,7 +122,8 @@ function valueRowsCols(
     decode(frame, start, count) {
       const column = newColumn(fn.returnType, count);
       const { errors, cells } = colsResultsInto(fn, frame, count, column, 0);
-      for (let k = 0; k < count; k++) results[start + k] = columnValue(fn.returnType, column, k);
+      const values = columnValues(fn.returnType, column, count);
+      for (let k = 0; k < count; k++) results[start + k] = values[k]!;
       for (const [k, cell] of cells) results[start + k] = cell;
       for (const [k, error] of errors) results[start + k] = error;
     },

@@ -259,12 +259,23 @@ export function typedColumnsToCols(
   return { header, payload };
 }
 
-const NS_PER_MS = 1_000_000n;
-const I64_MIN = -(2n ** 63n);
-const I64_MAX = 2n ** 63n - 1n;
-/** Milliseconds that fit i64 nanoseconds whatever the sub-millisecond part (1677-09-21 … 2262-04-11). */
-const MS_MIN = -9_223_372_036_853;
-const MS_MAX = 9_223_372_036_853;
+/**
+ * Writes `ms` milliseconds plus `nanos` (0–999 999) since 1970 as i64
+ * nanoseconds into row `i` of `words` (a datetime column's 32-bit words,
+ * little-endian), in exact double arithmetic rather than a BigInt per cell.
+ * False when i64 cannot hold it (before 1677-09-21 or after 2262-04-11).
+ */
+export function writeNanos(words: Int32Array, i: number, ms: number, nanos: number): boolean {
+  // ns = ms·10⁶ + nanos, taken apart in 16-bit steps so that no partial sum passes 2⁵³.
+  const hiMs = Math.floor(ms / 65_536);
+  const b = (ms - hiMs * 65_536) * 1_000_000 + nanos; // < 2³⁷
+  const c = hiMs * 1_000_000 + Math.floor(b / 65_536); // ns = c·2¹⁶ + (b mod 2¹⁶)
+  const hi = Math.floor(c / 65_536);
+  if (hi < -2_147_483_648 || hi > 2_147_483_647) return false;
+  words[2 * i] = (c - hi * 65_536) * 65_536 + (b % 65_536); // the low word, as u32 bits
+  words[2 * i + 1] = hi;
+  return true;
+}
 
 /**
  * Rows `start…start+count` of Values (already checked against the argument
@@ -312,14 +323,11 @@ export function rowsToCols(
   fn.argTypes.forEach((type, k) => {
     if (type !== 'datetime') return;
     const column = columns[k] as BigInt64Array;
+    const words = new Int32Array(column.buffer, column.byteOffset, count * 2);
     let own: Record<string, Json> | undefined;
     for (let i = 0; i < count; i++) {
       const value = rows[start + i]![k] as Value & { type: 'datetime' };
-      const ms = value.value.getTime();
-      const ns = BigInt(ms) * NS_PER_MS + BigInt(value.nanos ?? 0);
-      if ((ms >= MS_MIN && ms <= MS_MAX) || (ns >= I64_MIN && ns <= I64_MAX)) {
-        column[i] = ns;
-      } else {
+      if (!writeNanos(words, i, value.value.getTime(), value.nanos ?? 0)) {
         own ??= {};
         own[i] = valueToJson(value);
       }

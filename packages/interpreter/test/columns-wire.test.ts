@@ -19,11 +19,11 @@ import {
 } from '@improv/extfn-core';
 import { afterEach, describe, expect, test } from 'vitest';
 import type { Frame } from '../src/frames.js';
-import { colsResultsInto, columnValue, ResponseShapeError } from '../src/from-driver.js';
+import { colsResultsInto, columnValue, ResponseShapeError, readNanos } from '../src/from-driver.js';
 import { createInterpreterRunner } from '../src/index.js';
 import { CHUNK_RESPONSE_CAP, responseForm, responseLimits } from '../src/response-limits.js';
 import { typedColumnRows, valueRows } from '../src/row-sources.js';
-import { rowsToCols, typedColumnsToCols } from '../src/to-driver.js';
+import { rowsToCols, typedColumnsToCols, writeNanos } from '../src/to-driver.js';
 import { BOOTSTRAP, hasPython, PYTHON, policy } from './helpers.js';
 
 const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
@@ -121,6 +121,42 @@ function response(rows: number, payload: Buffer, extra: Record<string, unknown> 
 const pad8 = (b: Buffer) => Buffer.concat([b, Buffer.alloc(-b.length & 7)]);
 const textPayload = (texts: string[], bytes = texts.map((t) => Buffer.from(t, 'utf8'))) =>
   pad8(Buffer.concat([Buffer.from(Uint32Array.from(bytes.map((b) => b.length)).buffer), ...bytes]));
+
+describe('datetimes as i64 nanoseconds without a BigInt per cell', () => {
+  test('writeNanos and readNanos agree with BigInt arithmetic, at the ends of i64 and across 1970', () => {
+    const I64_MIN = -(2n ** 63n);
+    const I64_MAX = 2n ** 63n - 1n;
+    const pairs: [number, number][] = [];
+    for (const m of [0, -1, 1, -9_223_372_036_855, -9_223_372_036_854, 9_223_372_036_854]) {
+      for (const n of [0, 1, 224_191, 224_192, 775_807, 775_808, 999_999]) pairs.push([m, n]);
+    }
+    let seed = 1;
+    const random = () => {
+      seed = (seed * 48_271) % 2_147_483_647;
+      return seed / 2_147_483_647;
+    };
+    for (let k = 0; k < 20_000; k++) {
+      pairs.push([Math.round((random() - 0.5) * 2 * 9.3e12), Math.floor(random() * 1e6)]);
+    }
+    const column = new BigInt64Array(1);
+    const words = new Int32Array(column.buffer);
+    const wrong: string[] = [];
+    let outside = 0;
+    for (const [m, n] of pairs) {
+      const exact = BigInt(m) * 1_000_000n + BigInt(n);
+      const fits = exact >= I64_MIN && exact <= I64_MAX;
+      if (!fits) outside++;
+      column[0] = 0n;
+      const wrote = writeNanos(words, 0, m, n);
+      const [backMs, backNs] = readNanos(words, 0);
+      if (wrote !== fits || (fits && (column[0] !== exact || backMs !== m || backNs !== n))) {
+        wrong.push(`${m} ms + ${n} ns`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(outside).toBeGreaterThan(10); // both sides of the range were tried
+  });
+});
 
 describe('reading a callcols response', () => {
   test('every type into its column; errors and cells by row, cells checked like JSON', () => {
