@@ -157,10 +157,13 @@ function readTexts(
   fail: (why: string) => Error,
 ): void {
   if (payload.length < count * 4) throw fail('shorter than its lengths');
-  const lengths =
-    payload.byteOffset % 4 === 0
-      ? new Uint32Array(payload.buffer, payload.byteOffset, count)
-      : new Uint32Array(Buffer.from(payload.subarray(0, count * 4)).buffer, 0, count);
+  let lengths: Uint32Array;
+  if (payload.byteOffset % 4 === 0) {
+    lengths = new Uint32Array(payload.buffer, payload.byteOffset, count);
+  } else {
+    lengths = new Uint32Array(count);
+    new Uint8Array(lengths.buffer).set(payload.subarray(0, count * 4));
+  }
   let total = 0;
   for (let i = 0; i < count; i++) total += lengths[i]!;
   const base = count * 4;
@@ -169,13 +172,33 @@ function readTexts(
   }
   const bytes = payload.subarray(base, base + total);
   if (!isUtf8(bytes)) throw fail('text that is not UTF-8');
+  // One decode for the whole column (no U+FFFD: it is valid UTF-8), then slices of it.
+  const whole = bytes.toString('utf8');
   let offset = 0;
+  let at = 0;
+  if (whole.length === total) {
+    // ASCII only: a byte is a unit, and no string can start inside a character.
+    for (let i = 0; i < count; i++) {
+      const length = lengths[i]!;
+      into[start + i] = whole.slice(at, at + length);
+      at += length;
+    }
+    return;
+  }
   for (let i = 0; i < count; i++) {
-    const length = lengths[i]!;
+    const end = offset + lengths[i]!;
     // 0b10xxxxxx is a continuation byte: a string starting there would split a character.
-    if (length > 0 && (bytes[offset]! & 0xc0) === 0x80) throw fail('text split inside a character');
-    into[start + i] = bytes.toString('utf8', offset, offset + length);
-    offset += length;
+    if (end > offset && (bytes[offset]! & 0xc0) === 0x80) {
+      throw fail('text split inside a character');
+    }
+    let units = 0;
+    for (let j = offset; j < end; j++) {
+      const b = bytes[j]!;
+      if ((b & 0xc0) !== 0x80) units += b >= 0xf0 ? 2 : 1; // four bytes: a surrogate pair
+    }
+    into[start + i] = whole.slice(at, at + units);
+    at += units;
+    offset = end;
   }
 }
 

@@ -181,9 +181,26 @@ function padding(bytes: number): Uint8Array | undefined {
   return pad ? ZEROS.subarray(0, pad) : undefined;
 }
 
-/** Node 20 has String.prototype.isWellFormed; ES2023's lib does not type it. */
-const isWellFormed = (s: string): boolean =>
-  (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+/**
+ * Bytes of `text` in UTF-8, or -1 when it is not well-formed UTF-16 (a lone
+ * surrogate has no UTF-8 form). A loop in JS beats a native call per string.
+ */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) bytes += 1;
+    else if (c < 0xd800 || c > 0xdfff) bytes += 2;
+    else {
+      const d = c <= 0xdbff && i + 1 < text.length ? text.charCodeAt(i + 1) : 0;
+      if (d < 0xdc00 || d > 0xdfff) return -1;
+      i++; // a pair: two units, four bytes
+      bytes += 2;
+    }
+  }
+  return bytes;
+}
 
 /**
  * A text column: `count` u32 byte lengths, then the UTF-8 bytes. A text that
@@ -197,18 +214,29 @@ function textParts(
   cells: Record<string, Json>,
 ): Uint8Array[] {
   const lengths = new Uint32Array(count);
-  const good = new Array<string>(count);
-  for (let i = 0; i < count; i++) {
-    let text = texts[start + i]!;
-    if (!isWellFormed(text)) {
-      cells[i] = text;
-      text = '';
+  const slice = texts.slice(start, start + count);
+  let joined = slice.join('');
+  let bytes = Buffer.from(joined, 'utf8');
+  if (bytes.byteLength === joined.length) {
+    // ASCII only (the usual case): one byte per unit, and nothing to check.
+    for (let i = 0; i < count; i++) lengths[i] = slice[i]!.length;
+  } else {
+    let bad = false;
+    for (let i = 0; i < count; i++) {
+      const n = utf8Length(slice[i]!);
+      if (n < 0) {
+        cells[i] = slice[i]!;
+        slice[i] = '';
+        bad = true;
+      }
+      lengths[i] = Math.max(n, 0);
     }
-    good[i] = text;
-    lengths[i] = Buffer.byteLength(text, 'utf8');
+    if (bad) {
+      // Without the lone surrogates: joined, two of them could have made a pair.
+      joined = slice.join('');
+      bytes = Buffer.from(joined, 'utf8');
+    }
   }
-  // One encode for the whole column; well-formed pieces join without pairing surrogates.
-  const bytes = Buffer.from(good.join(''), 'utf8');
   const parts: Uint8Array[] = [new Uint8Array(lengths.buffer), bytes];
   const pad = padding(count * 4 + bytes.byteLength);
   if (pad) parts.push(pad);

@@ -23,7 +23,7 @@ import { colsResultsInto, columnValue, ResponseShapeError, readNanos } from '../
 import { createInterpreterRunner } from '../src/index.js';
 import { CHUNK_RESPONSE_CAP, responseForm, responseLimits } from '../src/response-limits.js';
 import { typedColumnRows, valueRows } from '../src/row-sources.js';
-import { rowsToCols, typedColumnsToCols, writeNanos } from '../src/to-driver.js';
+import { rowsToCols, typedColumnsToCols, utf8Length, writeNanos } from '../src/to-driver.js';
 import { BOOTSTRAP, hasPython, PYTHON, policy } from './helpers.js';
 
 const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
@@ -121,6 +121,28 @@ function response(rows: number, payload: Buffer, extra: Record<string, unknown> 
 const pad8 = (b: Buffer) => Buffer.concat([b, Buffer.alloc(-b.length & 7)]);
 const textPayload = (texts: string[], bytes = texts.map((t) => Buffer.from(t, 'utf8'))) =>
   pad8(Buffer.concat([Buffer.from(Uint32Array.from(bytes.map((b) => b.length)).buffer), ...bytes]));
+
+describe('UTF-8 lengths in JS', () => {
+  test('utf8Length is Buffer.byteLength for well-formed texts and -1 for lone surrogates', () => {
+    const units = [0x41, 0x7f, 0x80, 0x7ff, 0x800, 0xffff, 0xd800, 0xdbff, 0xdc00, 0xdfff, 0];
+    let seed = 7;
+    const wrong: string[] = [];
+    for (let k = 0; k < 20_000; k++) {
+      let text = '';
+      const n = k % 7;
+      for (let j = 0; j < n; j++) {
+        seed = (seed * 48_271) % 2_147_483_647;
+        text += String.fromCharCode(units[seed % units.length]!);
+      }
+      const wellFormed = (text as unknown as { isWellFormed(): boolean }).isWellFormed();
+      const expected = wellFormed ? Buffer.byteLength(text, 'utf8') : -1;
+      if (utf8Length(text) !== expected) wrong.push(JSON.stringify(text));
+    }
+    expect(wrong).toEqual([]);
+    expect(utf8Length('\uD800')).toBe(-1);
+    expect(utf8Length('😀é')).toBe(6);
+  });
+});
 
 describe('datetimes as i64 nanoseconds without a BigInt per cell', () => {
   test('writeNanos and readNanos agree with BigInt arithmetic, at the ends of i64 and across 1970', () => {

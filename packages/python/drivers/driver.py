@@ -858,19 +858,17 @@ def _texts_in(view, offset, n):
     lengths = _ints(view[offset:offset + 4 * n], 'I')
     start = offset + 4 * n
     total = sum(lengths)
-    raw = view[start:start + total]
+    raw = bytes(view[start:start + total])
+    whole = raw.decode('utf-8')
+    source = whole if len(whole) == total else raw  # ASCII: slices of one decoded str
     texts = []
     append = texts.append
     p = 0
-    whole = str(raw, 'utf-8')
-    if len(whole) == total:  # ASCII: one decode, then slices of the str
-        for length in lengths:
-            append(whole[p:p + length])
-            p += length
-    else:
-        for length in lengths:
-            append(str(raw[p:p + length], 'utf-8'))
-            p += length
+    for length in lengths:
+        append(source[p:p + length])
+        p += length
+    if source is raw:
+        texts = [b.decode('utf-8') for b in texts]
     return texts, _pad8(start + total)
 
 
