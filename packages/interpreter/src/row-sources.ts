@@ -14,6 +14,7 @@ import {
   rowResultsToColumns,
   unrepresentable,
   type Value,
+  type ValueType,
   writeCell,
 } from '@improv/extfn-core';
 import { type Frame, type Payload, RawJson } from './frames.js';
@@ -25,8 +26,10 @@ import {
   resultsFromJsonFrame,
 } from './from-driver.js';
 import {
+  CELL_BYTES,
   columnsJsonText,
   columnsToF64,
+  padded,
   rowsJsonText,
   rowsToCols,
   rowsToF64,
@@ -230,6 +233,18 @@ function typedColumnRowsCols(
   return {
     count: values.length,
     encode: (start, count) => typedColumnsToCols(fn, columns, start, count),
+    // A fixed-width result column without padding (8-byte cells, or whole words) is read in place.
+    payloadInto:
+      fn.returnType === 'text'
+        ? undefined
+        : (start, count) => {
+            const width = CELL_BYTES[fn.returnType as Exclude<ValueType, 'text'>];
+            const column = values as Float64Array | Uint8Array | Uint32Array | BigInt64Array;
+            const bytes = count * width;
+            return bytes === padded(bytes)
+              ? new Uint8Array(column.buffer, column.byteOffset + start * width, bytes)
+              : undefined;
+          },
     decode(frame, start, count) {
       const out = colsResultsInto(fn, frame, count, values, start);
       for (const [k, cell] of out.cells) {
