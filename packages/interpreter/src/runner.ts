@@ -254,9 +254,10 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   }
 
   /**
-   * Typed columns of other types: JSON `call` frames written straight from
-   * the columns (no Value per cell on the way in), results written into a
-   * column of the return type. There is no binary frame for them yet.
+   * Typed columns of other types: `callcols` frames of the column slices
+   * when the driver has them, else JSON `call` frames written straight from
+   * the columns (no Value per cell on the way in either way), results
+   * written into a column of the return type.
    */
   async callTypedColumns(
     fn: ExternalFn,
