@@ -819,7 +819,6 @@ def _callf64_vectorized(fn, n, arity, payload):
 _NS_MIN = -(1 << 63)
 _NS_MAX = (1 << 63) - 1
 _COLS_FAILED = {'number': 0.0, 'boolean': False, 'enum': 0, 'datetime': 0, 'text': ''}
-_COLS_OUT = {'number': _f64_out, 'boolean': _boolean_out, 'enum': _enum_out, 'text': _text_out}
 _CELL_TYPES = {'boolean': bool, 'enum': int, 'datetime': int, 'text': str}
 
 
@@ -909,7 +908,7 @@ def _cols_in(fn, n, payload, cells):
         for r, wire in rows.items():
             i = int(r)
             try:
-                cols[j][i] = _number_in(wire) if read is _number_in else read(wire)
+                cols[j][i] = read(wire)
             except BaseException as e:
                 bad[i] = e
     return cols, bad
@@ -930,6 +929,11 @@ def _ns_out(x):
     if ns < _NS_MIN or ns > _NS_MAX:
         return _datetime_out(x)
     return ns
+
+
+# Each result as its column's cell (or raises its ResultTypeError); a datetime i64 cannot hold comes back as ISO text.
+_COLS_OUT = {'number': _f64_out, 'boolean': _boolean_out, 'enum': _enum_out, 'text': _text_out,
+             'datetime': _ns_out}
 
 
 def _cols_out(return_type, values):
@@ -978,7 +982,7 @@ def _callcols(fn, n, payload, cells_in):
     the same row loop (or vectorized runner) as `call` and `callf64`."""
     cols, bad = _cols_in(fn, n, payload, cells_in)
     rt = fn.return_type
-    out = _ns_out if rt == 'datetime' else _COLS_OUT[rt]
+    out = _COLS_OUT[rt]
     failed = _COLS_FAILED[rt]
     floats_as_is = rt == 'number'
     if fn.vectorized:
@@ -1000,7 +1004,7 @@ def _callcols(fn, n, payload, cells_in):
                     moved[str(i)] = errors[str(k)]
             values, errors = full, moved
     else:
-        rows = map(list, zip(*cols))
+        rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
         to_args = None
         if bad:
             def to_args(row, _i=iter(range(n))):

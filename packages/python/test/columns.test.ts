@@ -351,9 +351,14 @@ describe.skipIf(!restrictedOk)(
           'datetime',
         ],
         surrogate: ['result = chr(0xD800) + args[0]', ['text'], 'text'],
+        none: ['result = "no args"', [], 'text'],
       });
       const rows = [0, 1, 2, 3, 4].map((i) => [Value.number(i)]);
       const batch = await registry.evalBatch('odd', rows);
+      // a function without arguments: a callcols request with no columns
+      expect(await registry.evalBatch('none', [[], [], []])).toEqual(
+        [0, 1, 2].map(() => Value.text('no args')),
+      );
       expect(batch[0]).toEqual(Value.datetime('0001-01-01T00:00:00Z'));
       expect(batch[1]).toEqual(Value.datetime('2000-01-01T00:00:00Z'));
       expect((batch[2] as ExtFnError).message).toMatch(/naive datetime/);
