@@ -29,8 +29,9 @@ const FNS = {
 const words = Array.from({ length: ROWS }, (_, i) => `row ${i} café`);
 const suffix = Array.from({ length: ROWS }, (_, i) => `-${i % 97}`);
 const start = Date.UTC(2020, 0, 1);
-const instants = BigInt64Array.from({ length: ROWS }, (_, i) =>
-  BigInt(start + i * 60_000) * 1_000_000n + BigInt(i % 1000) * 1000n,
+const instants = BigInt64Array.from(
+  { length: ROWS },
+  (_, i) => BigInt(start + i * 60_000) * 1_000_000n + BigInt(i % 1000) * 1000n,
 );
 const INPUTS = {
   upper: {
