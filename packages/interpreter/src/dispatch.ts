@@ -7,9 +7,9 @@
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { LoadFailure, WorkerFailure } from './failures.js';
 import type { Frame, Payload } from './frames.js';
-import { driverErrorToExtFnError, ResponseShapeError } from './marshal.js';
+import { driverErrorToExtFnError, ResponseShapeError } from './from-driver.js';
 import type { Pool, PooledWorker } from './pool.js';
-import { responseLimits } from './response-limits.js';
+import { responseForm, responseLimits } from './response-limits.js';
 import type { RequestOptions } from './warm-worker.js';
 
 /** What dispatch needs of a worker (a WarmWorker; tests use fakes). */
@@ -87,7 +87,7 @@ export async function dispatch(
   request: WorkerRequest,
 ): Promise<Frame> {
   const { header, payload, rows, timeoutMs, signal, lease, decode, payloadInto } = request;
-  const limits = responseLimits(fn.returnType, rows, ctx.maxOutputBytes, header.op === 'callf64');
+  const limits = responseLimits(fn.returnType, rows, ctx.maxOutputBytes, responseForm(header.op));
   const outputBytes = rows * ctx.maxOutputBytes + OUTPUT_MARGIN;
   for (let attempt = 0; ; attempt++) {
     let worker = lease?.worker;

@@ -7,7 +7,7 @@ import { type CallOptions, type ExternalFn, ExtFnError, type Value } from '@impr
 import type { SandboxOptions } from '@improv/extfn-sandbox';
 import { toExtFnError } from './dispatch.js';
 import type { DriverError, FrameHeader } from './frames.js';
-import { driverErrorToExtFnError, resultsFromJsonFrame } from './marshal.js';
+import { driverErrorToExtFnError, resultsFromJsonFrame } from './from-driver.js';
 import { callHeader } from './row-sources.js';
 import { type DriverRun, DriverRunError, runDriverOnce } from './run-once.js';
 

@@ -46,24 +46,58 @@ export function controlLimits(maxOutputBytes: number): ResponseLimits {
   return { line: singleRowLine(maxOutputBytes), payload: 0 };
 }
 
+/** How a response carries its results: JSON `values`, an f64 payload (`callf64`), or a result column (`callcols`). */
+export type ResponseForm = 'json' | 'f64' | 'cols';
+
+/** The request op's response form. */
+export function responseForm(op: unknown): ResponseForm {
+  return op === 'callf64' ? 'f64' : op === 'callcols' ? 'cols' : 'json';
+}
+
+/** Bytes of one fixed-width cell in a callcols result column. */
+const CELL_BYTES: Readonly<Record<Exclude<ValueType, 'text'>, number>> = {
+  number: 8,
+  boolean: 1,
+  enum: 4,
+  datetime: 8,
+};
+
 /**
- * Limits for the response to a call of `rows` rows returning `returnType`;
- * `binary` for `callf64` (results as an f64 payload, errors in the header).
+ * Limits for the response to a call of `rows` rows returning `returnType`.
+ * `f64`: an f64 payload of exactly `8 × rows`. `cols`: a result column —
+ * exactly its size for fixed-width types; for text, `rows` u32 lengths and at
+ * most `maxOutputBytes + 16` UTF-8 bytes a row (never past the chunk cap),
+ * and the header holds errors and cells that did not fit the column, bounded
+ * as JSON values are.
  */
 export function responseLimits(
   returnType: ValueType,
   rows: number,
   maxOutputBytes: number,
-  binary: boolean,
+  form: ResponseForm,
 ): ResponseLimits {
   const single = singleRowLine(maxOutputBytes);
-  const payload = binary ? rows * 8 : 0;
+  const payload = payloadLimit(returnType, rows, maxOutputBytes, form);
   if (rows <= 1) return { line: single, payload };
-  const result = binary
-    ? 0
-    : returnType === 'text'
-      ? maxOutputBytes + 16
-      : (RESULT_BYTES[returnType] ?? 64);
+  const result =
+    form === 'f64'
+      ? 0
+      : returnType === 'text'
+        ? maxOutputBytes + 16
+        : (RESULT_BYTES[returnType] ?? 64);
   const chunk = Math.min(CHUNK_RESPONSE_CAP, FRAME_MARGIN + rows * (result + ERROR_BYTES_PER_ROW));
   return { line: Math.max(single, chunk), payload };
+}
+
+function payloadLimit(
+  returnType: ValueType,
+  rows: number,
+  maxOutputBytes: number,
+  form: ResponseForm,
+): number {
+  if (form === 'f64') return rows * 8;
+  if (form === 'json') return 0;
+  if (returnType !== 'text') return (rows * CELL_BYTES[returnType] + 7) & ~7;
+  const texts = rows * (4 + maxOutputBytes + 16) + 8;
+  return rows <= 1 ? texts : Math.min(texts, Math.max(CHUNK_RESPONSE_CAP, 4 + maxOutputBytes + 24));
 }

@@ -1,29 +1,41 @@
 /**
  * What a batch is made of, for the scheduler: a `RowSource` turns a range of
  * rows into a request and stores the response, so rows of Values
- * (`evalBatch`) and number columns (`evalColumns`) share every scheduling rule.
+ * (`evalBatch`) and typed columns (`evalColumns`) share every scheduling
+ * rule. Each source picks the frame: `callf64` for all-number functions,
+ * `callcols` for drivers with `columns: true`, JSON `call` otherwise.
  */
 import {
   type Column,
   type ExternalFn,
   ExtFnError,
+  newColumn,
   type RowResult,
   rowResultsToColumns,
   unrepresentable,
   type Value,
+  type ValueType,
   writeCell,
 } from '@improv/extfn-core';
 import { type Frame, type Payload, RawJson } from './frames.js';
 import {
-  columnsJsonText,
-  columnsToF64,
+  colsResultsInto,
+  columnValues,
   f64Results,
   resultsFromF64Frame,
   resultsFromJsonFrame,
+} from './from-driver.js';
+import {
+  CELL_BYTES,
+  columnsJsonText,
+  columnsToF64,
+  padded,
   rowsJsonText,
+  rowsToCols,
   rowsToF64,
   typedColumnsJsonText,
-} from './marshal.js';
+  typedColumnsToCols,
+} from './to-driver.js';
 
 /** A request for a range of rows. */
 export interface Encoded {
@@ -64,14 +76,20 @@ function jsonCall({ text, plain }: { text: string; plain: boolean }): Record<str
     : { op: 'call', rows: new RawJson(text) };
 }
 
-/** Rows of Values (evalBatch): JSON frames, or f64 frames when `f64` (all-number functions). */
+/**
+ * Rows of Values (evalBatch): f64 frames when `f64` (all-number functions),
+ * else callcols frames when `cols` (each chunk gathered into columns), else
+ * JSON frames.
+ */
 export function valueRows(
   fn: ExternalFn,
   rows: readonly (readonly Value[])[],
   results: RowResult[],
   f64: boolean,
+  cols = false,
 ): RowSource {
   const arity = fn.argTypes.length;
+  if (cols && !f64) return valueRowsCols(fn, rows, results);
   return {
     count: rows.length,
     encode: (start, count) =>
@@ -95,17 +113,43 @@ export function valueRows(
   };
 }
 
+/** Rows of Values over callcols: a chunk's rows become columns, its result column becomes Values. */
+function valueRowsCols(
+  fn: ExternalFn,
+  rows: readonly (readonly Value[])[],
+  results: RowResult[],
+): RowSource {
+  return {
+    count: rows.length,
+    encode: (start, count) => rowsToCols(fn, rows, start, count),
+    decode(frame, start, count) {
+      const column = newColumn(fn.returnType, count);
+      const { errors, cells } = colsResultsInto(fn, frame, count, column, 0);
+      const values = columnValues(fn.returnType, column, count);
+      for (let k = 0; k < count; k++) results[start + k] = values[k]!;
+      for (const [k, cell] of cells) results[start + k] = cell;
+      for (const [k, error] of errors) results[start + k] = error;
+    },
+    fail(row, error) {
+      results[row] = error;
+    },
+  };
+}
+
 /**
- * Typed columns of other types (evalColumns): JSON `call` frames written
- * straight from the columns, results written into `values` (a column of the
- * return type) and failed rows into `errors`.
+ * Typed columns of other types (evalColumns): callcols frames made of the
+ * column slices when `cols`, else JSON `call` frames written straight from
+ * the columns; results written into `values` (a column of the return type)
+ * and failed rows into `errors`.
  */
 export function typedColumnRows(
   fn: ExternalFn,
   columns: readonly Column[],
   values: Column,
   errors: Map<number, ExtFnError>,
+  cols = false,
 ): RowSource {
+  if (cols) return typedColumnRowsCols(fn, columns, values, errors);
   return {
     count: values.length,
     encode: (start, count) => ({
@@ -171,4 +215,50 @@ export function columnRows(
     },
     fail,
   };
+}
+
+/** Typed columns over callcols: column slices out, the result column read straight into `values`. */
+function typedColumnRowsCols(
+  fn: ExternalFn,
+  columns: readonly Column[],
+  values: Column,
+  errors: Map<number, ExtFnError>,
+): RowSource {
+  // A failed row holds the column's fill (NaN, 0, '', 0 ns), whatever the driver wrote there.
+  const fill = newColumn(fn.returnType, 1);
+  const fail = (row: number, error: ExtFnError) => {
+    copyCell(fill, 0, values, row);
+    errors.set(row, error);
+  };
+  return {
+    count: values.length,
+    encode: (start, count) => typedColumnsToCols(fn, columns, start, count),
+    // A fixed-width result column without padding (8-byte cells, or whole words) is read in place.
+    payloadInto:
+      fn.returnType === 'text'
+        ? undefined
+        : (start, count) => {
+            const width = CELL_BYTES[fn.returnType as Exclude<ValueType, 'text'>];
+            const column = values as Float64Array | Uint8Array | Uint32Array | BigInt64Array;
+            const bytes = count * width;
+            return bytes === padded(bytes)
+              ? new Uint8Array(column.buffer, column.byteOffset + start * width, bytes)
+              : undefined;
+          },
+    decode(frame, start, count) {
+      const out = colsResultsInto(fn, frame, count, values, start);
+      for (const [k, cell] of out.cells) {
+        if (ExtFnError.isInstance(cell)) fail(start + k, cell);
+        // A datetime the column cannot hold (outside 1677–2262), as on the JSON path.
+        else if (!writeCell(values, start + k, cell)) fail(start + k, unrepresentable(fn, cell));
+      }
+      for (const [k, error] of out.errors) fail(start + k, error);
+    },
+    fail,
+  };
+}
+
+/** Copies row `from` of `source` to row `to` of `target` (columns of one type). */
+function copyCell(source: Column, from: number, target: Column, to: number): void {
+  (target as unknown[])[to] = (source as unknown[])[from];
 }

@@ -46,8 +46,8 @@ import {
 } from './dispatch.js';
 import { LoadFailure } from './failures.js';
 import type { DriverError, Frame, FrameHeader } from './frames.js';
+import { driverErrorToExtFnError, resultsFromJsonFrame } from './from-driver.js';
 import { functionKey } from './key.js';
-import { driverErrorToExtFnError, resultsFromJsonFrame } from './marshal.js';
 import { oneShotCall } from './one-shot.js';
 import { Pool } from './pool.js';
 import { probeInterpreter } from './probe.js';
@@ -123,6 +123,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   readonly chunkMs: number;
   readonly lanes: number;
   readonly f64: boolean;
+  /** The driver serves `callcols` (binary columns of every type). */
+  readonly cols: boolean;
   readonly perRowMs = new Map<string, number>();
   #spec: InterpreterSpec;
   #options: InterpreterRunnerOptions;
@@ -150,6 +152,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     this.chunkMs = options.chunkMs ?? 5;
     this.f64 =
       (spec.f64 === true || spec.f64 === 'in') && options.f64 !== false && endianness() === 'LE';
+    this.cols = spec.columns === true && options.f64 !== false && endianness() === 'LE';
     this.pool = new Pool(
       options.maxWorkers ?? availableParallelism(),
       options.idleMs ?? DEFAULT_IDLE_MS,
@@ -218,7 +221,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     if (mode === 'oneShot') return this.#oneShotBatch(fn, rows, options);
     if (loadError) return rows.map(() => loadError);
     const results: RowResult[] = new Array(rows.length);
-    const source = valueRows(fn, rows, results, this.f64 && isAllNumbers(fn));
+    const source = valueRows(fn, rows, results, this.f64 && isAllNumbers(fn), this.cols);
     await schedule(this, fn, key, source, options);
     return results;
   }
@@ -257,9 +260,10 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   }
 
   /**
-   * Typed columns of other types: JSON `call` frames written straight from
-   * the columns (no Value per cell on the way in), results written into a
-   * column of the return type. There is no binary frame for them yet.
+   * Typed columns of other types: `callcols` frames of the column slices
+   * when the driver has them, else JSON `call` frames written straight from
+   * the columns (no Value per cell on the way in either way), results
+   * written into a column of the return type.
    */
   async callTypedColumns(
     fn: ExternalFn,
@@ -290,7 +294,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       });
       return { values, errors };
     }
-    await schedule(this, fn, key, typedColumnRows(fn, columns, values, errors), options);
+    await schedule(this, fn, key, typedColumnRows(fn, columns, values, errors, this.cols), options);
     return { values, errors };
   }
 

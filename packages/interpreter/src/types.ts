@@ -65,6 +65,12 @@ export interface InterpreterSpec {
    * Passed to the sandbox as `stdoutPipe` for warm workers, one-shot calls and the probe.
    */
   readonly stdoutPipe?: boolean;
+  /**
+   * The driver implements `callcols` (binary columns of every value type,
+   * docs/protocol.md): batches and typed columns of functions that are not
+   * all numbers use it instead of JSON `call` frames. Default false.
+   */
+  readonly columns?: boolean;
   /** How long the interpreter may take to print its `ready` frame (default 15 000 ms). */
   readonly startupTimeoutMs?: number;
   /** One line telling a user how to install the interpreter, for probe and LanguageUnavailable. */
@@ -104,8 +110,9 @@ export interface InterpreterRunnerOptions {
   /** Default mode when a call does not say (default `warm`). */
   mode?: 'warm' | 'oneShot';
   /**
-   * Use binary f64 frames (`callf64`) for batches and columns of all-number
-   * functions when the driver supports them (default true). False sends JSON frames.
+   * Use binary frames (`callf64` for all-number functions, `callcols` for
+   * the others) for batches and columns when the driver supports them
+   * (default true). False sends JSON frames.
    */
   f64?: boolean;
   /** Target time per batch chunk in milliseconds (default 5). */

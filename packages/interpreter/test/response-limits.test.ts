@@ -19,22 +19,22 @@ afterEach(async () => {
 
 describe('response limits', () => {
   test('a chunk of numbers may take tens of bytes a row, not the per-row output cap', () => {
-    const numbers = responseLimits('number', 4096, MB, false);
+    const numbers = responseLimits('number', 4096, MB, 'json');
     expect(numbers.line).toBeLessThan(8 * MB);
     expect(numbers.payload).toBe(0);
-    const binary = responseLimits('number', 4096, MB, true);
+    const binary = responseLimits('number', 4096, MB, 'f64');
     expect(binary.payload).toBe(4096 * 8);
-    expect(responseLimits('boolean', 4096, MB, false).line).toBeLessThanOrEqual(numbers.line);
+    expect(responseLimits('boolean', 4096, MB, 'json').line).toBeLessThanOrEqual(numbers.line);
   });
 
   test('a single row may always send up to the per-row cap (a long text, an error with its output)', () => {
-    expect(responseLimits('number', 1, MB, false).line).toBeGreaterThan(MB);
-    expect(responseLimits('text', 1, MB, false).line).toBeGreaterThan(MB);
+    expect(responseLimits('number', 1, MB, 'json').line).toBeGreaterThan(MB);
+    expect(responseLimits('text', 1, MB, 'json').line).toBeGreaterThan(MB);
   });
 
   test('texts scale with rows × the cap, up to a fixed ceiling per chunk', () => {
-    expect(responseLimits('text', 8, MB, false).line).toBeGreaterThan(8 * MB);
-    expect(responseLimits('text', 4096, MB, false).line).toBe(CHUNK_RESPONSE_CAP);
+    expect(responseLimits('text', 8, MB, 'json').line).toBeGreaterThan(8 * MB);
+    expect(responseLimits('text', 4096, MB, 'json').line).toBe(CHUNK_RESPONSE_CAP);
   });
 
   test('the reader refuses an unterminated line past its limit before holding more', () => {

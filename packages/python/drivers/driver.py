@@ -2,7 +2,8 @@
 #
 # Started as `python3 -s -S -B -c <bootstrap>`; the bootstrap reads this file's
 # length and text from stdin and runs it. It then serves frames on stdin:
-# `load` compiles the body once, `call`/`callf64` run it per row, `exit` ends.
+# `load` compiles the body once, `call`/`callf64`/`callcols` run it per row
+# (or per chunk for vectorized bodies), `exit` ends.
 # Frames go out on a private copy of the original stdout; fd 1 and sys.stdout
 # are pointed elsewhere, so nothing the body prints can corrupt a result.
 import sys
@@ -813,6 +814,211 @@ def _callf64_vectorized(fn, n, arity, payload):
     return (values if isinstance(values, memoryview) else _f64_bytes(values)), errors
 
 
+# ---- callcols: binary columns of every type ---------------------------------------
+
+_NS_MIN = -(1 << 63)
+_NS_MAX = (1 << 63) - 1
+_COLS_FAILED = {'number': 0.0, 'boolean': False, 'enum': 0, 'datetime': 0, 'text': ''}
+_CELL_TYPES = {'boolean': bool, 'enum': int, 'datetime': int, 'text': str}
+
+
+_NUMPY_CELLS = {'number': ('<f8', 8), 'boolean': ('u1', 1), 'enum': ('<u4', 4)}
+
+
+def _pad8(n):
+    return (n + 7) & ~7
+
+
+def _ints(view, code):
+    """Little-endian cells of a column as a list of Python numbers."""
+    if _LITTLE:
+        return view.cast(code).tolist()
+    cells = array(code, view)
+    cells.byteswap()
+    return cells.tolist()
+
+
+def _datetime_ns_in(ns):
+    """Nanoseconds since 1970 as the aware datetime the JSON path gives for the same instant."""
+    us, sub = divmod(ns, 1000)
+    value = _EPOCH + timedelta(microseconds=us)
+    if not sub:
+        return value
+    exact = _Instant(value.year, value.month, value.day, value.hour, value.minute,
+                     value.second, value.microsecond, tzinfo=_UTC)
+    exact._wire = '%04d-%02d-%02dT%02d:%02d:%02d.%06d%03dZ' % (
+        value.year, value.month, value.day, value.hour, value.minute, value.second,
+        value.microsecond, sub)
+    return exact
+
+
+def _texts_in(view, offset, n):
+    """A text column at `offset`: n u32 byte lengths, then UTF-8. Returns the strings and the next offset."""
+    lengths = _ints(view[offset:offset + 4 * n], 'I')
+    start = offset + 4 * n
+    total = sum(lengths)
+    raw = bytes(view[start:start + total])
+    whole = raw.decode('utf-8')
+    source = whole if len(whole) == total else raw  # ASCII: slices of one decoded str
+    texts = []
+    append = texts.append
+    p = 0
+    for length in lengths:
+        append(source[p:p + length])
+        p += length
+    if source is raw:
+        texts = [b.decode('utf-8') for b in texts]
+    return texts, _pad8(start + total)
+
+
+def _cols_in(fn, n, payload, cells):
+    """The request's argument columns as lists of the values the JSON path
+    gives (numpy columns come later, from _column, for vectorized bodies).
+    A cell that did not fit its column arrives as JSON in `cells` and is
+    read as on the JSON path; one that cannot be read is its row's error."""
+    view = memoryview(payload)
+    np = fn.numpy if fn.vectorized else None
+    cols = []
+    offset = 0
+    for t in fn.arg_types:
+        if t == 'text':
+            col, offset = _texts_in(view, offset, n)
+        elif t in _NUMPY_CELLS and np is not None:
+            # Vectorized with numpy: an array over the request's buffer (_column copies it to its dtype).
+            dtype, width = _NUMPY_CELLS[t]
+            col = np.frombuffer(payload, dtype=dtype, count=n, offset=offset)
+            offset = _pad8(offset + width * n)
+        elif t == 'number':
+            col = _ints(view[offset:offset + 8 * n], 'd')
+            offset += 8 * n
+        elif t == 'boolean':
+            col = [b == 1 for b in view[offset:offset + n]]
+            offset = _pad8(offset + n)
+        elif t == 'enum':
+            col = _ints(view[offset:offset + 4 * n], 'I')
+            offset = _pad8(offset + 4 * n)
+        else:
+            col = list(map(_datetime_ns_in, _ints(view[offset:offset + 8 * n], 'q')))
+            offset += 8 * n
+        cols.append(col)
+    bad = {}
+    for k, rows in (cells or {}).items():
+        j = int(k)
+        read = _IN[fn.arg_types[j]]
+        for r, wire in rows.items():
+            i = int(r)
+            try:
+                cols[j][i] = read(wire)
+            except BaseException as e:
+                bad[i] = e
+    return cols, bad
+
+
+def _ns_out(x):
+    """A datetime result as nanoseconds since 1970, or its ISO text (a cell) when i64 cannot hold it."""
+    if type(x) is datetime and x.tzinfo is _UTC:  # the usual case
+        d = x - _EPOCH
+        sub = 0
+    else:
+        if not isinstance(x, datetime) or x.utcoffset() is None:
+            return _datetime_out(x)  # raises its ResultTypeError
+        d = x - _EPOCH
+        wire = getattr(x, '_wire', None) if type(x) is _Instant else None
+        sub = int(((_ISO.match(wire).group(7) or '') + '000000000')[6:9]) if wire else 0
+    ns = ((d.days * 86400 + d.seconds) * 1000000 + d.microseconds) * 1000 + sub
+    if ns < _NS_MIN or ns > _NS_MAX:
+        return _datetime_out(x)
+    return ns
+
+
+# Each result as its column's cell (or raises its ResultTypeError); a datetime i64 cannot hold comes back as ISO text.
+_COLS_OUT = {'number': _f64_out, 'boolean': _boolean_out, 'enum': _enum_out, 'text': _text_out,
+             'datetime': _ns_out}
+
+
+def _cols_out(return_type, values):
+    """A result column in the wire layout, and the cells it cannot hold: a
+    datetime outside i64 nanoseconds, a text with lone surrogates, or a
+    value of another type (a float the row loop passed through: the host
+    checks it and names the mismatch exactly as for `call`)."""
+    cells = {}
+    if return_type == 'number':
+        return _f64_bytes(values), cells
+    want = _CELL_TYPES[return_type]
+    failed = _COLS_FAILED[return_type]
+    if set(map(type, values)) - {want}:
+        for i, v in enumerate(values):
+            if type(v) is not want:
+                cells[str(i)] = v
+                values[i] = failed
+    if return_type == 'boolean':
+        data = bytes(values)
+        return data + bytes(_pad8(len(data)) - len(data)), cells
+    if return_type == 'text':
+        try:
+            encoded = [v.encode('utf-8') for v in values]
+        except UnicodeEncodeError:
+            encoded = []
+            for i, v in enumerate(values):
+                try:
+                    encoded.append(v.encode('utf-8'))
+                except UnicodeEncodeError:  # lone surrogates: the header's JSON escapes them
+                    cells[str(i)] = v
+                    encoded.append(b'')
+        lengths = array('I', map(len, encoded))
+        if not _LITTLE:
+            lengths.byteswap()
+        data = lengths.tobytes() + b''.join(encoded)
+        return data + bytes(_pad8(len(data)) - len(data)), cells
+    column = array('I' if return_type == 'enum' else 'q', values)
+    if not _LITTLE:
+        column.byteswap()
+    data = column.tobytes()
+    return data + bytes(_pad8(len(data)) - len(data)), cells
+
+
+def _callcols(fn, n, payload, cells_in):
+    """A callcols request: argument columns in, one result column out, through
+    the same row loop (or vectorized runner) as `call` and `callf64`."""
+    cols, bad = _cols_in(fn, n, payload, cells_in)
+    rt = fn.return_type
+    out = _COLS_OUT[rt]
+    failed = _COLS_FAILED[rt]
+    floats_as_is = rt == 'number'
+    if fn.vectorized:
+        keep = [i for i in range(n) if i not in bad] if bad else None
+        if keep is not None:
+            cols = [[c[i] for i in keep] for c in cols]
+        values, errors = _vector(fn, cols, len(cols[0]), out, failed, floats_as_is,
+                                 raw_ok=floats_as_is)
+        if isinstance(values, memoryview):
+            if keep is None:
+                return values, errors, {}  # float64 results as the array's own bytes
+            values = values.cast('d').tolist()
+        if keep is not None:
+            full = [failed] * n
+            moved = {}
+            for k, i in enumerate(keep):
+                full[i] = values[k]
+                if str(k) in errors:
+                    moved[str(i)] = errors[str(k)]
+            values, errors = full, moved
+    else:
+        rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
+        to_args = None
+        if bad:
+            def to_args(row, _i=iter(range(n))):
+                i = next(_i)
+                if i in bad:
+                    raise bad[i]
+                return row
+        values, errors = _rows(fn, rows, to_args, out, failed, floats_as_is)
+    for i, e in bad.items():
+        errors[str(i)] = _error(e, fn.body.filename)
+    data, cells = _cols_out(rt, values)
+    return data, errors, cells
+
+
 def _read_exact(n):
     # Read into a writable buffer: numpy columns are views of it, no copy.
     data = bytearray(n)
@@ -853,6 +1059,15 @@ def _serve():
             response = {'id': rid, 'rows': n, 'bytes': len(data)}
             if errors:
                 response['errors'] = errors
+            _write(response, data)
+        elif op == 'callcols':
+            n = request['rows']
+            data, errors, cells = _callcols(fn, n, payload, request.get('cells'))
+            response = {'id': rid, 'rows': n, 'bytes': len(data)}
+            if errors:
+                response['errors'] = errors
+            if cells:
+                response['cells'] = cells
             _write(response, data)
         elif op == 'load':
             if fn is not None:

@@ -76,6 +76,7 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
       env,
       f64: true,
       vectorized: true,
+      columns: true,
       installHint:
         'install Python 3 (e.g. apt-get install python3), or set IMPROV_EXTFN_PYTHON or the `interpreter` option to its path',
     },

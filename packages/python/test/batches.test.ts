@@ -1,7 +1,8 @@
 /**
  * What the Python driver itself does in batches: the binary f64 path equals
  * the JSON path, numbers survive JSON frames exactly, its own per-row print
- * cap, and reseeding per row. The pool, scheduler and worker mechanics are
+ * cap, reseeding per row, and hang isolation over callcols chunks of text
+ * and datetime rows. The pool, scheduler and worker mechanics are
  * tested in @improv/extfn-interpreter. Restricted sandbox, /usr/bin/python3.
  */
 import { ExtFnError, sameValue, Value } from '@improv/extfn-core';
@@ -113,6 +114,42 @@ describe.skipIf(!restrictedOk)(
       );
       const single = await registry.eval('rnd', [Value.number(0)], { mode: 'oneShot' });
       expect(batch.every((r) => sameValue(r as Value, single))).toBe(true);
+    });
+
+    test('callcols chunks of text rows: a hanging row alone gets Timeout, a raising row its error, random reseeded', async () => {
+      const { registry, runner } = restricted({
+        words: [
+          [
+            'import random',
+            'w = args[0]',
+            'if w == "hang":',
+            '    while True:',
+            '        pass',
+            'if w == "boom":',
+            '    raise KeyError(w)',
+            'result = "%s:%s:%.6f" % (w.upper(), args[1].isoformat(), random.random())',
+          ].join('\n'),
+          ['text', 'datetime'],
+          'text',
+        ],
+      });
+      const at = Value.datetime('2262-04-11T23:47:16.854775807Z');
+      const words = Array.from({ length: 3000 }, (_, i) =>
+        i === 1234 ? 'hang' : i === 2345 ? 'boom' : `wörd ${i} 😀`,
+      );
+      const rows = words.map((w) => [Value.text(w), at]);
+      const batch = await registry.evalBatch('words', rows, { timeoutMs: 1_500 });
+      const draw = (await registry.eval('words', [Value.text('x'), at])) as { value: string };
+      const suffix = draw.value.slice(draw.value.indexOf(':') + 1);
+      expect(suffix).toMatch(/^2262-04-11T23:47:16\.854775\+00:00:0\.\d{6}$/);
+      words.forEach((w, i) => {
+        const got = batch[i]!;
+        if (w === 'hang') expect((got as ExtFnError).kind, `row ${i}`).toBe('Timeout');
+        else if (w === 'boom')
+          expect((got as ExtFnError).message).toBe("function words: KeyError: 'boom'");
+        else expect(got, `row ${i}`).toEqual(Value.text(`${w.toUpperCase()}:${suffix}`));
+      });
+      expect(runner.stats().killed).toBeGreaterThan(0);
     });
   },
 );

@@ -1,14 +1,26 @@
 /**
  * The columnar path (`registry.evalColumns` → `runner.callColumns`): binary
  * f64 frames from column slices, and JSON frames from columns when f64 is
- * off, against `evalBatch` row by row. Restricted sandbox, /usr/bin/python3.
+ * off, against `evalBatch` row by row; and `callcols`, the binary columns of
+ * every other type, against JSON frames and `eval`, edge values, error cells
+ * and cells that do not fit a column included. Restricted sandbox, /usr/bin/python3.
  */
-import { type ColumnResults, ExtFnError, type RowResult, Value } from '@improv/extfn-core';
-import { describe, expect, test } from 'vitest';
+import {
+  type Column,
+  type ColumnResults,
+  ExtFnError,
+  newColumn,
+  type RowResult,
+  readCell,
+  Value,
+  type ValueType,
+  writeCell,
+} from '@improv/extfn-core';
+import { afterAll, describe, expect, test } from 'vitest';
 import {
   alive,
   noRestricted,
-  type registryWith,
+  registryWith,
   restrictedOk,
   scopedRegistry,
   waitFor,
@@ -186,6 +198,188 @@ describe.skipIf(!restrictedOk)(
       expect(broken.errors.size).toBe(2);
       expect(broken.errors.get(0)?.message).toMatch(/SyntaxError/);
       expect(Number.isNaN(broken.values[1])).toBe(true);
+    });
+  },
+);
+
+// ---- callcols: binary columns of every type -------------------------------------------
+
+const SAMPLES: Record<Exclude<ValueType, 'number'> | 'number', Value[]> = {
+  number: [0, -0, 1.5, -1e300, 5e-324, Number.NaN, Infinity, -Infinity].map(Value.number),
+  boolean: [true, false].map(Value.boolean),
+  enum: [0, 1, 4_294_967_295].map(Value.enum),
+  text: ['', 'hello', 'nul:\0:end', 'non-BMP 𝄞😀', 'é', '\uD800', 'a\uDFFFb', 'x\uD834'].map(
+    Value.text,
+  ),
+  datetime: [
+    '0001-01-01T00:00:00Z',
+    '9999-12-31T23:59:59.999999999Z',
+    '1677-09-21T00:12:43.145224192Z',
+    '1677-09-21T00:12:43.145224191Z',
+    '2262-04-11T23:47:16.854775807Z',
+    '2262-04-11T23:47:16.854775808Z',
+    '1969-12-31T23:59:59.999999999Z',
+    '2020-01-01T00:00:00.000000001Z',
+    '2025-03-31T23:59:59.123Z',
+  ].map((iso) => Value.datetime(iso)),
+};
+const TYPES = Object.keys(SAMPLES) as ValueType[];
+
+// Every row of every type through one body: modes in the text argument pick a
+// value, a raise, a result of the wrong type, an unset result, or too much output.
+const EVERY = [
+  'mode = args[1]',
+  'if mode == "raise":',
+  '    raise ValueError("nope %r" % (args[0],))',
+  'elif mode == "wrong":',
+  '    result = [mode]',
+  'elif mode == "float":',
+  '    result = 2.5',
+  'elif mode == "flood":',
+  '    print("x" * 2_000_000)',
+  '    result = args[0]',
+  'elif mode != "unset":',
+  '    result = args[0]',
+].join('\n');
+const MODES = ['ok', 'raise', 'ok', 'wrong', 'float', 'unset', 'flood', 'ok'];
+
+/** Outcomes as comparable data: a Value, or the error's kind, message and limit. */
+const outcome = (r: unknown) =>
+  ExtFnError.isInstance(r) ? { kind: r.kind, message: r.message, limit: r.limit } : r;
+
+describe.skipIf(!restrictedOk)(
+  `callcols: every type${restrictedOk ? '' : ` (${noRestricted})`}`,
+  () => {
+    const fns = Object.fromEntries(
+      TYPES.flatMap((type) => [
+        [`every_${type}`, [EVERY, [type, 'text'], type]],
+        [`vec_${type}`, ['result = args[0]', [type], type, { vectorized: true }]],
+      ]),
+    ) as Parameters<typeof registryWith>[1];
+    // One registry pair for the whole block: its workers stay warm between tests.
+    const cols = registryWith('restricted', fns);
+    const json = registryWith('restricted', fns, { f64: false }); // JSON call frames only
+    afterAll(() => Promise.all([cols.registry.close(), json.registry.close()]));
+
+    test.each(TYPES)(
+      '%s: evalBatch over callcols == over JSON == eval, per-row errors and special values included',
+      async (type) => {
+        const rows = SAMPLES[type].flatMap((v, i) =>
+          MODES.map((_, m) => [v, Value.text(MODES[(i + m) % MODES.length]!)]),
+        );
+        const name = `every_${type}`;
+        const batch = await cols.registry.evalBatch(name, rows);
+        const viaJson = await json.registry.evalBatch(name, rows);
+        expect(batch.map(outcome)).toEqual(viaJson.map(outcome));
+        for (let i = 0; i < rows.length; i++) {
+          const single = await cols.registry.eval(name, rows[i]!).catch((e) => e);
+          expect(outcome(batch[i]), `row ${i}`).toEqual(outcome(single));
+        }
+        // what each mode must give, so the comparisons above cannot pass on two equal wrongs
+        rows.forEach((row, i) => {
+          const mode = (row[1] as { value: string }).value;
+          const got = batch[i]!;
+          if (mode === 'ok') expect(got, `row ${i}`).toEqual(row[0]);
+          else if (mode === 'float' && type === 'number') expect(got).toEqual(Value.number(2.5));
+          else expect(ExtFnError.isInstance(got), `row ${i} (${mode})`).toBe(true);
+          if (mode === 'flood') expect((got as ExtFnError).limit).toBe('output');
+        });
+      },
+    );
+
+    test.each(TYPES)(
+      '%s: evalColumns over callcols == evalBatch, error cells in skipped and given back',
+      async (type) => {
+        const fn = cols.registry.get(`every_${type}`)!;
+        // the samples a column of this type holds (nanosecond datetimes: 1677–2262)
+        const values = SAMPLES[type].filter((v) => writeCell(newColumn(type, 1), 0, v));
+        const n = values.length * MODES.length;
+        const column = newColumn(type, n);
+        const modes: string[] = [];
+        for (let i = 0; i < n; i++) {
+          writeCell(column, i, values[i % values.length]!);
+          modes.push(MODES[Math.floor(i / values.length)]!);
+        }
+        const given = ExtFnError.runtime('upstream', 'an error cell');
+        const out = await cols.registry.evalColumns<Column>(`every_${type}`, [column, modes], {
+          errors: new Map([[1, given]]),
+        });
+        const rows = Array.from({ length: n }, (_, i) => [
+          readCell(fn, [column], 0, i) as Value,
+          Value.text(modes[i]!),
+        ]);
+        const batch = await cols.registry.evalBatch(`every_${type}`, rows);
+        const resultFn = { ...fn, argTypes: [type] };
+        for (let i = 0; i < n; i++) {
+          const got = out.errors.get(i) ?? readCell(resultFn, [out.values], 0, i);
+          expect(outcome(got), `row ${i}`).toEqual(outcome(i === 1 ? given : batch[i]));
+        }
+        expect(out.errors.get(1)).toBe(given);
+      },
+    );
+
+    test.each(TYPES)(
+      '%s: a vectorized body gets and gives columns over callcols as over JSON',
+      async (type) => {
+        const rows = SAMPLES[type].map((v) => [v]);
+        const batch = await cols.registry.evalBatch(`vec_${type}`, rows);
+        expect(batch.map(outcome)).toEqual(
+          (await json.registry.evalBatch(`vec_${type}`, rows)).map(outcome),
+        );
+        expect(batch).toEqual(SAMPLES[type]);
+      },
+    );
+
+    test('results a column cannot hold come back as cells, checked as JSON results are', async () => {
+      const { registry } = restricted({
+        odd: [
+          [
+            'from datetime import datetime, timezone, timedelta',
+            'i = int(args[0])',
+            'if i == 0:',
+            '    result = datetime(1, 1, 1, tzinfo=timezone.utc)',
+            'elif i == 1:',
+            '    result = datetime(2000, 1, 1, 1, tzinfo=timezone(timedelta(hours=1)))',
+            'elif i == 2:',
+            '    result = datetime(2000, 1, 1)',
+            'elif i == 3:',
+            '    result = 1.5',
+            'else:',
+            '    result = datetime(2262, 4, 11, 23, 47, 16, 854776, tzinfo=timezone.utc)',
+          ].join('\n'),
+          ['number'],
+          'datetime',
+        ],
+        surrogate: ['result = chr(0xD800) + args[0]', ['text'], 'text'],
+        none: ['result = "no args"', [], 'text'],
+      });
+      const rows = [0, 1, 2, 3, 4].map((i) => [Value.number(i)]);
+      const batch = await registry.evalBatch('odd', rows);
+      // a function without arguments: a callcols request with no columns
+      expect(await registry.evalBatch('none', [[], [], []])).toEqual(
+        [0, 1, 2].map(() => Value.text('no args')),
+      );
+      expect(batch[0]).toEqual(Value.datetime('0001-01-01T00:00:00Z'));
+      expect(batch[1]).toEqual(Value.datetime('2000-01-01T00:00:00Z'));
+      expect((batch[2] as ExtFnError).message).toMatch(/naive datetime/);
+      expect((batch[3] as ExtFnError).message).toBe(
+        'function odd: result expected datetime, got number 1.5',
+      );
+      expect(batch[4]).toEqual(Value.datetime('2262-04-11T23:47:16.854776Z'));
+      for (let i = 0; i < rows.length; i++) {
+        expect(outcome(batch[i])).toEqual(
+          outcome(await registry.eval('odd', rows[i]!).catch((e) => e)),
+        );
+      }
+      // a nanosecond column cannot hold year 1 or a value past 2262: those rows fail there
+      const out = await registry.evalColumns<Column>('odd', [Float64Array.from([0, 1, 4])]);
+      expect(out.errors.get(0)?.message).toMatch(/outside what a nanosecond column holds/);
+      expect(out.errors.get(2)?.message).toMatch(/outside what a nanosecond column holds/);
+      expect(out.errors.has(1)).toBe(false);
+      expect(await registry.evalColumns<Column>('surrogate', [['a', '😀']])).toEqual({
+        values: ['\uD800a', '\uD800😀'],
+        errors: new Map(),
+      });
     });
   },
 );

@@ -1,8 +1,9 @@
 /**
  * The driver at its edges: bodies that forge frames on the protocol channel,
  * a fork bomb bounded by the process limit, binary f64 batches through the
- * fast and the per-row paths, and frames the host never sends (a datetime
- * outside the range) answered with a clear row error.
+ * fast and the per-row paths, frames the host never sends (a datetime
+ * outside the range) answered with a clear row error, and a callcols frame
+ * written by hand: columns and cells in, a result column and cells out.
  */
 import { execFileSync } from 'node:child_process';
 import { afterAll, describe, expect, test } from 'vitest';
@@ -181,5 +182,76 @@ describe.skipIf(!hasPython)('the driver spoken to directly (no sandbox: frames o
     });
     expect(answer.errors['1'].message).toMatch(/not an ISO-8601 instant with a four-digit year/);
     expect(answer.errors['1'].traceback).toBeUndefined();
+  });
+});
+
+describe.skipIf(!hasPython)('callcols frames straight to the driver (no host)', () => {
+  test('columns and cells in, a text column and cells out, a cell the driver cannot read is its row error', () => {
+    const source = Buffer.from(DRIVER_SOURCE, 'utf8');
+    const n = 4;
+    const texts = ['a', '', '😀', 'é'].map((t) => Buffer.from(t, 'utf8'));
+    const textColumn = Buffer.concat([
+      Buffer.from(Uint32Array.from(texts.map((t) => t.length)).buffer),
+      ...texts,
+    ]);
+    const padded = Buffer.concat([textColumn, Buffer.alloc(-textColumn.length & 7)]);
+    const instants = Buffer.from(BigInt64Array.from([0n, 1n, 0n, 0n]).buffer);
+    const payload = Buffer.concat([padded, instants]);
+    const call = {
+      op: 'callcols',
+      id: 2,
+      rows: n,
+      bytes: payload.length,
+      // row 1's text has a lone surrogate; row 2's datetime is before 1677; row 3's is not a datetime
+      cells: { 0: { 1: 'x\uD800' }, 1: { 2: '0001-01-01T00:00:00Z', 3: '0000-01-01T00:00:00Z' } },
+    };
+    const load = {
+      op: 'load',
+      id: 1,
+      fn: {
+        name: 'join',
+        body: 'result = args[0] + "|" + args[1].isoformat()',
+        argTypes: ['text', 'datetime'],
+        returnType: 'text',
+      },
+    };
+    const out = execFileSync(PYTHON, PYTHON_ARGS, {
+      input: Buffer.concat([
+        Buffer.from(`${source.length}\n`),
+        source,
+        Buffer.from(`${JSON.stringify(load)}\n${JSON.stringify(call)}\n`),
+        payload,
+        Buffer.from(`${JSON.stringify({ op: 'exit' })}\n`),
+      ]),
+      env: { PYTHONHASHSEED: '0' },
+    });
+    // ready, load's answer, then the callcols answer and its payload
+    const lines: Buffer[] = [];
+    let at = 0;
+    for (let k = 0; k < 3; k++) {
+      const end = out.indexOf(0x0a, at);
+      lines.push(out.subarray(at, end));
+      at = end + 1;
+    }
+    const header = JSON.parse(lines[2]!.toString('utf8'));
+    const body = out.subarray(at);
+    expect(header).toMatchObject({ id: 2, rows: n, bytes: body.length });
+    expect(body.length % 8).toBe(0);
+    expect(header.cells).toEqual({ 1: 'x\uD800|1970-01-01T00:00:00+00:00' });
+    expect(header.errors['3']).toMatchObject({ type: 'ValueError' });
+    expect(header.errors['3'].message).toMatch(/year 0 is out of range/);
+    const lengths = [0, 1, 2, 3].map((i) => body.readUInt32LE(4 * i));
+    const results: string[] = [];
+    let p = 16;
+    for (const length of lengths) {
+      results.push(body.subarray(p, p + length).toString('utf8'));
+      p += length;
+    }
+    expect(results.slice(0, 3)).toEqual([
+      'a|1970-01-01T00:00:00+00:00',
+      '', // a cell
+      '😀|0001-01-01T00:00:00+00:00',
+    ]);
+    expect(results[3]).toBe(''); // a failed row: its value is ignored
   });
 });

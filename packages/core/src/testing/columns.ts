@@ -6,7 +6,7 @@
 import { strict as assert } from 'node:assert';
 import { ExtFnError } from '../errors.js';
 import { type Column, newColumn, readCell, writeCell } from '../typed-columns.js';
-import { Value as V, type Value } from '../value.js';
+import { Value as V, type Value, type ValueType } from '../value.js';
 import {
   assertSame,
   type ConformanceBodies,
@@ -74,6 +74,49 @@ export function columnsSuite(
               } else {
                 assert.equal(error, undefined, `row ${i}: ${show(error)} in columns only`);
                 assertSame(cell as Value, other, `row ${i} against ${what}`);
+              }
+            }
+          }
+        }),
+      k.perTest,
+    );
+  }
+  for (const type of k.types) {
+    // The identity body with another return type: rows fail on the runner's
+    // side (or convert, where its language does): the error cells and values
+    // that come out must be those evalBatch and eval give.
+    const returnType: ValueType = type === 'number' || type === 'enum' ? 'text' : 'number';
+    if (!k.types.includes(returnType)) continue;
+    test(
+      k.name(
+        `typed ${type} columns with a ${returnType} result give each row what evalBatch and eval give, errors included`,
+      ),
+      () =>
+        k.withRegistry(async (registry, define) => {
+          define(`misfit_${type}`, bodies.identity, [type], returnType);
+          const fn = registry.get(`misfit_${type}`)!;
+          const values = SAMPLES[type](samples).filter((value) =>
+            writeCell(newColumn(type, 1), 0, value),
+          );
+          const column = newColumn(type, values.length);
+          for (let i = 0; i < values.length; i++) writeCell(column, i, values[i]!);
+          const out = await registry.evalColumns<Column>(`misfit_${type}`, [column]);
+          const rows = values.map((_, i) => [readCell(fn, [column], 0, i) as Value]);
+          const batch = await registry.evalBatch(`misfit_${type}`, rows);
+          const resultFn = { ...fn, argTypes: [returnType] };
+          for (let i = 0; i < values.length; i++) {
+            const single = await registry.eval(`misfit_${type}`, rows[i]!).catch((e) => e);
+            const error = out.errors.get(i);
+            const cell = error ?? readCell(resultFn, [out.values], 0, i);
+            for (const [what, got] of [
+              ['evalColumns', cell],
+              ['evalBatch', batch[i]],
+            ] as const) {
+              if (ExtFnError.isInstance(single) || ExtFnError.isInstance(got)) {
+                const message = (x: unknown) => (ExtFnError.isInstance(x) ? x.message : show(x));
+                assert.equal(message(got), message(single), `row ${i}: ${what} against eval`);
+              } else {
+                assertSame(got as Value, single, `row ${i}: ${what} against eval`);
               }
             }
           }

@@ -51,6 +51,21 @@ export const SAMPLES: Record<ValueType, (o: SampleOptions) => Value[]> = {
       // the ends of the range every runner carries
       V.datetime('0001-01-01T00:00:00Z'),
       V.datetime(`9999-12-31T23:59:59${digits === 0 ? '' : `.${'9'.repeat(digits)}`}Z`),
+      // the ends of a nanosecond column (i64, Arrow's timestamp[ns]), inside and just outside
+      ...(digits === 9
+        ? [
+            '1677-09-21T00:12:43.145224192Z',
+            '2262-04-11T23:47:16.854775807Z',
+            '1677-09-21T00:12:43.145224191Z',
+            '2262-04-11T23:47:16.854775808Z',
+          ]
+        : [
+            '1677-09-21T00:12:44Z',
+            '2262-04-11T23:47:16Z',
+            '1677-09-21T00:12:43Z',
+            '2262-04-11T23:47:17Z',
+          ]
+      ).map((iso) => V.datetime(iso)),
     ];
   },
   enum: () => [0, 1, 7, 4_294_967_295].map(V.enum),

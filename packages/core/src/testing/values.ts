@@ -44,13 +44,22 @@ export function valuesSuite(
 
   for (const type of k.types) {
     test(
-      k.name(`identity returns every ${type} sample unchanged`),
+      k.name(`identity returns every ${type} sample unchanged (eval and evalBatch)`),
       () =>
         k.withRegistry(async (registry, define) => {
           define(`identity_${type}`, bodies.identity, [type], type);
-          for (const sample of SAMPLES[type](samples)) {
+          const all = SAMPLES[type](samples);
+          for (const sample of all) {
             const result = await registry.eval(`identity_${type}`, [sample]);
             assertSame(result, sample, `identity of ${show(sample)}`);
+          }
+          // A batch may take another path (binary columns): every sample must survive it too.
+          const batch = await registry.evalBatch(
+            `identity_${type}`,
+            all.map((sample) => [sample]),
+          );
+          for (let i = 0; i < all.length; i++) {
+            assertSame(batch[i], all[i]!, `evalBatch of ${show(all[i])}`);
           }
         }),
       k.perTest,

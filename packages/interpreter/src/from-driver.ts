@@ -1,0 +1,305 @@
+/**
+ * Everything the host reads back from a driver, and checks: `call` values
+ * (core's `valueFromJson`), `callf64` and `callcols` result columns, cells
+ * that did not fit a column, and row errors. A response that does not have
+ * the shape of its request (wrong length, bytes that are no value of the
+ * column, text that is not UTF-8) throws ResponseShapeError: the worker is
+ * killed as for a malformed frame. What the host writes is in to-driver.ts.
+ */
+import { isUtf8 } from 'node:buffer';
+import {
+  type Column,
+  type ExternalFn,
+  ExtFnError,
+  type RowResult,
+  type Value,
+  type ValueType,
+  valueFromJson,
+} from '@improv/extfn-core';
+import type { DriverError, Frame } from './frames.js';
+import { CELL_BYTES, padded } from './to-driver.js';
+
+/** A driver's row error as the ExtFnError that `eval` gives for it. */
+export function driverErrorToExtFnError(fn: ExternalFn, error: DriverError): ExtFnError {
+  if (error.limit === 'output') {
+    return ExtFnError.runtime(fn.name, 'output too large', {
+      limit: 'output',
+      ...(error.traceback ? { stderr: error.traceback } : {}),
+    });
+  }
+  if (error.type === 'ResultTypeError') {
+    return ExtFnError.runtime(fn.name, error.message, {
+      expected: fn.returnType,
+      ...(error.got !== undefined ? { got: error.got } : {}),
+    });
+  }
+  const message = error.message ? `${error.type}: ${error.message}` : error.type;
+  return ExtFnError.runtime(fn.name, message, {
+    ...(error.traceback ? { stderr: error.traceback } : {}),
+    ...(error.limit ? { limit: error.limit } : {}),
+  });
+}
+
+function readDriverError(raw: unknown): DriverError {
+  if (typeof raw === 'object' && raw !== null && typeof (raw as DriverError).type === 'string') {
+    const e = raw as DriverError;
+    return { ...e, message: typeof e.message === 'string' ? e.message : String(e.message ?? '') };
+  }
+  return {
+    type: 'ProtocolError',
+    message: `malformed row error ${JSON.stringify(raw)?.slice(0, 200)}`,
+  };
+}
+
+/** Thrown when a response does not have the shape of the request it answers. */
+export class ResponseShapeError extends Error {}
+
+/** Reads a `call` response into one RowResult per row. */
+export function resultsFromJsonFrame(fn: ExternalFn, frame: Frame, count: number): RowResult[] {
+  const values = frame.header.values;
+  if (!Array.isArray(values) || values.length !== count) {
+    throw new ResponseShapeError(
+      `expected ${count} values, got ${JSON.stringify(frame.header).slice(0, 200)}`,
+    );
+  }
+  const errors = (frame.header.errors ?? {}) as Record<string, unknown>;
+  const out: RowResult[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const error = errors[i];
+    if (error !== undefined) {
+      out[i] = driverErrorToExtFnError(fn, readDriverError(error));
+      continue;
+    }
+    try {
+      out[i] = valueFromJson(values[i], fn.returnType, fn.name);
+    } catch (e) {
+      out[i] = ExtFnError.isInstance(e) ? e : ExtFnError.runtime(fn.name, String(e));
+    }
+  }
+  return out;
+}
+
+/**
+ * Reads a `callf64` response: `count` f64 results (a view of the payload,
+ * copied only when misaligned) and the rows' errors by index in the request.
+ */
+export function f64Results(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+): { numbers: Float64Array; errors: [number, ExtFnError][] } {
+  const payload = frame.payload;
+  if (frame.header.rows !== count || !payload || payload.length !== count * 8) {
+    throw new ResponseShapeError(
+      `expected ${count} f64 results, got ${JSON.stringify(frame.header).slice(0, 200)}`,
+    );
+  }
+  const aligned = payload.byteOffset % 8 === 0 ? payload : Buffer.from(payload);
+  const numbers = new Float64Array(aligned.buffer, aligned.byteOffset, count);
+  const raw = (frame.header.errors ?? {}) as Record<string, unknown>;
+  const errors: [number, ExtFnError][] = [];
+  for (const key of Object.keys(raw)) {
+    const i = Number(key);
+    if (Number.isInteger(i) && i >= 0 && i < count) {
+      errors.push([i, driverErrorToExtFnError(fn, readDriverError(raw[key]))]);
+    }
+  }
+  return { numbers, errors };
+}
+
+/** A `callf64` response as one RowResult per row. */
+export function resultsFromF64Frame(fn: ExternalFn, frame: Frame, count: number): RowResult[] {
+  const { numbers, errors } = f64Results(fn, frame, count);
+  const out: RowResult[] = new Array(count);
+  for (let i = 0; i < count; i++) out[i] = { type: 'number', value: numbers[i]! };
+  for (const [i, error] of errors) out[i] = error;
+  return out;
+}
+
+// ---- callcols ---------------------------------------------------------------------
+
+/** A callcols response read into a result column: the failed rows and the rows given as JSON cells. */
+export interface ColsResults {
+  errors: [row: number, error: ExtFnError][];
+  /** Results that did not fit the column (checked with valueFromJson), or their check's error. */
+  cells: [row: number, result: Value | ExtFnError][];
+}
+
+function shapeError(count: number, frame: Frame, why: string): ResponseShapeError {
+  return new ResponseShapeError(
+    `malformed callcols response for ${count} rows (${why}): ${JSON.stringify(frame.header).slice(0, 200)}`,
+  );
+}
+
+/** Row indexes → values of an optional header object, only keys that are rows of the request. */
+function rowEntries(raw: unknown, count: number): [number, unknown][] {
+  if (typeof raw !== 'object' || raw === null) return [];
+  const out: [number, unknown][] = [];
+  for (const key of Object.keys(raw)) {
+    const i = Number(key);
+    if (Number.isInteger(i) && i >= 0 && i < count)
+      out.push([i, (raw as Record<string, unknown>)[key]]);
+  }
+  return out;
+}
+
+/**
+ * Reads a text result column (`count` u32 byte lengths, then UTF-8 bytes,
+ * then zero padding) into `into` at `start`. Every string must be UTF-8 on
+ * its own: the whole byte run is validated once and every string must start
+ * on a character boundary, so no U+FFFD is ever made up.
+ */
+function readTexts(
+  payload: Buffer,
+  count: number,
+  into: string[],
+  start: number,
+  fail: (why: string) => Error,
+): void {
+  if (payload.length < count * 4) throw fail('shorter than its lengths');
+  let lengths: Uint32Array;
+  if (payload.byteOffset % 4 === 0) {
+    lengths = new Uint32Array(payload.buffer, payload.byteOffset, count);
+  } else {
+    lengths = new Uint32Array(count);
+    new Uint8Array(lengths.buffer).set(payload.subarray(0, count * 4));
+  }
+  let total = 0;
+  for (let i = 0; i < count; i++) total += lengths[i]!;
+  const base = count * 4;
+  if (payload.length !== padded(base + total)) {
+    throw fail(`${payload.length} payload bytes for ${total} text bytes`);
+  }
+  const bytes = payload.subarray(base, base + total);
+  if (!isUtf8(bytes)) throw fail('text that is not UTF-8');
+  // One decode for the whole column (no U+FFFD: it is valid UTF-8), then slices of it.
+  const whole = bytes.toString('utf8');
+  let offset = 0;
+  let at = 0;
+  if (whole.length === total) {
+    // ASCII only: a byte is a unit, and no string can start inside a character.
+    for (let i = 0; i < count; i++) {
+      const length = lengths[i]!;
+      into[start + i] = whole.slice(at, at + length);
+      at += length;
+    }
+    return;
+  }
+  for (let i = 0; i < count; i++) {
+    const end = offset + lengths[i]!;
+    // 0b10xxxxxx is a continuation byte: a string starting there would split a character.
+    if (end > offset && (bytes[offset]! & 0xc0) === 0x80) {
+      throw fail('text split inside a character');
+    }
+    let units = 0;
+    for (let j = offset; j < end; j++) {
+      const b = bytes[j]!;
+      if ((b & 0xc0) !== 0x80) units += b >= 0xf0 ? 2 : 1; // four bytes: a surrogate pair
+    }
+    into[start + i] = whole.slice(at, at + units);
+    at += units;
+    offset = end;
+  }
+}
+
+/**
+ * Reads a `callcols` response for `count` rows into `values` (a column of
+ * the return type) at `start`. Rows in error or given as cells keep whatever
+ * the column held there. Booleans must be 0 or 1 and texts UTF-8; cells are
+ * checked with `valueFromJson` like any JSON result.
+ */
+export function colsResultsInto(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+  values: Column,
+  start: number,
+): ColsResults {
+  const fail = (why: string) => shapeError(count, frame, why);
+  const payload = frame.payload;
+  if (frame.header.rows !== count || !payload) throw fail('no result column');
+  const type: ValueType = fn.returnType;
+  if (type === 'text') {
+    readTexts(payload, count, values as string[], start, fail);
+  } else {
+    const width = CELL_BYTES[type];
+    if (payload.length !== padded(count * width)) {
+      throw fail(`${payload.length} payload bytes, expected ${padded(count * width)}`);
+    }
+    const column = values as Float64Array | Uint8Array | Uint32Array | BigInt64Array;
+    const target = new Uint8Array(column.buffer, column.byteOffset + start * width, count * width);
+    // Already in place when the frame reader wrote it there (payloadInto).
+    if (target.buffer !== payload.buffer || target.byteOffset !== payload.byteOffset) {
+      target.set(payload.subarray(0, count * width));
+    }
+    if (type === 'boolean' && target.some((byte) => byte > 1)) throw fail('a boolean byte above 1');
+  }
+  const errors: [number, ExtFnError][] = rowEntries(frame.header.errors, count).map(([i, raw]) => [
+    i,
+    driverErrorToExtFnError(fn, readDriverError(raw)),
+  ]);
+  const cells: [number, Value | ExtFnError][] = rowEntries(frame.header.cells, count).map(
+    ([i, json]) => {
+      try {
+        return [i, valueFromJson(json, type, fn.name)];
+      } catch (e) {
+        return [i, ExtFnError.isInstance(e) ? e : ExtFnError.runtime(fn.name, String(e))];
+      }
+    },
+  );
+  return { errors, cells };
+}
+
+/** A result column's row `i` as the Value `eval` gives (datetimes as a Date plus sub-millisecond nanos). */
+export function columnValue(type: ValueType, column: Column, i: number): Value {
+  switch (type) {
+    case 'number':
+      return { type, value: (column as Float64Array)[i]! };
+    case 'boolean':
+      return { type, value: (column as Uint8Array)[i] === 1 };
+    case 'text':
+      return { type, value: (column as string[])[i]! };
+    case 'enum':
+      return { type, value: (column as Uint32Array)[i]! };
+    case 'datetime':
+      return datetimeValue(datetimeWords(column as BigInt64Array), i);
+  }
+}
+
+/** Rows `0…count` of a result column as Values (one view for a datetime column, not one per cell). */
+export function columnValues(type: ValueType, column: Column, count: number): Value[] {
+  const out = new Array<Value>(count);
+  if (type === 'datetime') {
+    const words = datetimeWords(column as BigInt64Array);
+    for (let i = 0; i < count; i++) out[i] = datetimeValue(words, i);
+  } else {
+    for (let i = 0; i < count; i++) out[i] = columnValue(type, column, i);
+  }
+  return out;
+}
+
+/** A datetime column's 32-bit words (low word first: little-endian). */
+function datetimeWords(column: BigInt64Array): Int32Array {
+  return new Int32Array(column.buffer, column.byteOffset, column.length * 2);
+}
+
+function datetimeValue(words: Int32Array, i: number): Value {
+  const [ms, nanos] = readNanos(words, i);
+  const date = new Date(ms);
+  return nanos ? { type: 'datetime', value: date, nanos } : { type: 'datetime', value: date };
+}
+
+/**
+ * Row `i` of a datetime column's words (i64 nanoseconds since 1970) as
+ * milliseconds and sub-millisecond nanos (0–999 999), in exact double
+ * arithmetic rather than a BigInt per cell.
+ */
+export function readNanos(words: Int32Array, i: number): [ms: number, nanos: number] {
+  const hi = words[2 * i + 1]!;
+  const lo = words[2 * i]! >>> 0;
+  // ns = hi·2³² + lo, with hi = a·10⁶ + b: every partial sum stays below 2⁵³.
+  const a = Math.floor(hi / 1_000_000);
+  const r = (hi - a * 1_000_000) * 4_294_967_296 + lo;
+  const q = Math.floor(r / 1_000_000);
+  return [a * 4_294_967_296 + q, r - q * 1_000_000];
+}

@@ -1,0 +1,366 @@
+/**
+ * Everything the host writes to a driver: rows and columns as request
+ * fields and payloads — JSON `call` rows, `callf64` number columns and
+ * `callcols` binary columns of every type (docs/protocol.md). Arguments
+ * travel as data, never as program text. The per-value JSON form is core's
+ * (`valueToJson`); what comes back is read and checked in from-driver.ts.
+ */
+import {
+  type Column,
+  type ExternalFn,
+  type Json,
+  numberToJson,
+  readCell,
+  type Value,
+  type ValueType,
+  valueToJson,
+} from '@improv/extfn-core';
+
+/** A number argument as JSON text: always with a fraction or exponent, so drivers parse it as a float. */
+function numberText(n: number): string | undefined {
+  if (!Number.isFinite(n) || Object.is(n, -0)) return undefined;
+  const text = String(n);
+  return Number.isInteger(n) && Math.abs(n) < 1e21 ? `${text}.0` : text;
+}
+
+/**
+ * Rows `start…end` as the JSON text of an array of arrays, in one pass.
+ * `plain` is true when every argument is a finite number written as a JSON
+ * float (no "NaN"/"Infinity"/"-0" strings): a driver may then use the rows
+ * as they parse.
+ */
+export function rowsJsonText(
+  rows: readonly (readonly Value[])[],
+  start = 0,
+  end = rows.length,
+): { text: string; plain: boolean } {
+  // One short string per row, joined once: V8 flattens that far faster than
+  // one long `+=` chain or JSON.stringify over freshly built arrays.
+  const parts = new Array<string>(end - start);
+  let plain = true;
+  for (let i = start; i < end; i++) {
+    const row = rows[i]!;
+    let text = '[';
+    for (let j = 0; j < row.length; j++) {
+      const value = row[j]!;
+      if (j > 0) text += ',';
+      const number = value.type === 'number' ? numberText(value.value) : undefined;
+      if (number !== undefined) {
+        text += number;
+      } else {
+        plain = false;
+        text += JSON.stringify(valueToJson(value));
+      }
+    }
+    parts[i - start] = `${text}]`;
+  }
+  return { text: `[${parts.join(',')}]`, plain };
+}
+
+/** Rows `start…start+count` of number columns as the same JSON text `rowsJsonText` writes. */
+export function columnsJsonText(
+  columns: readonly Float64Array[],
+  start: number,
+  count: number,
+): { text: string; plain: boolean } {
+  const parts = new Array<string>(count);
+  let plain = true;
+  for (let i = 0; i < count; i++) {
+    let text = '[';
+    for (let j = 0; j < columns.length; j++) {
+      const n = columns[j]![start + i]!;
+      if (j > 0) text += ',';
+      const number = numberText(n);
+      if (number !== undefined) {
+        text += number;
+      } else {
+        plain = false;
+        text += JSON.stringify(valueToJson({ type: 'number', value: n }));
+      }
+    }
+    parts[i] = `${text}]`;
+  }
+  return { text: `[${parts.join(',')}]`, plain };
+}
+
+/** One cell of a typed column as JSON text, as `rowsJsonText` would write its Value. */
+function cellJsonText(fn: ExternalFn, columns: readonly Column[], k: number, i: number): string {
+  switch (fn.argTypes[k]) {
+    case 'number': {
+      const n = (columns[k] as Float64Array)[i]!;
+      return numberText(n) ?? JSON.stringify(numberToJson(n));
+    }
+    case 'boolean':
+      return (columns[k] as Uint8Array)[i] ? 'true' : 'false';
+    case 'text':
+      return JSON.stringify((columns[k] as readonly string[])[i]); // lone surrogates as \u escapes
+    case 'enum':
+      return String((columns[k] as Uint32Array)[i]);
+    default:
+      return JSON.stringify(valueToJson(readCell(fn, columns, k, i) as Value));
+  }
+}
+
+/** Rows `start…start+count` of typed columns (cells checked by core) as the JSON text of an array of arrays. */
+export function typedColumnsJsonText(
+  fn: ExternalFn,
+  columns: readonly Column[],
+  start: number,
+  count: number,
+): string {
+  const parts = new Array<string>(count);
+  for (let i = 0; i < count; i++) {
+    let text = '[';
+    for (let k = 0; k < columns.length; k++) {
+      if (k > 0) text += ',';
+      text += cellJsonText(fn, columns, k, start + i);
+    }
+    parts[i] = `${text}]`;
+  }
+  return `[${parts.join(',')}]`;
+}
+
+/** Rows `start…start+count` as little-endian f64, column-major: all of argument 0, then all of argument 1… */
+export function rowsToF64(
+  rows: readonly (readonly Value[])[],
+  arity: number,
+  start = 0,
+  count = rows.length - start,
+): Uint8Array {
+  const columns = new Float64Array(count * arity);
+  for (let i = 0; i < count; i++) {
+    const row = rows[start + i]!;
+    for (let j = 0; j < arity; j++) columns[j * count + i] = (row[j] as { value: number }).value;
+  }
+  return new Uint8Array(columns.buffer, columns.byteOffset, columns.byteLength);
+}
+
+/**
+ * The same payload straight from number columns: views of the column slices,
+ * written one after another, so no row is copied on the host.
+ */
+export function columnsToF64(
+  columns: readonly Float64Array[],
+  start: number,
+  count: number,
+): Uint8Array[] {
+  return columns.map(
+    (column) => new Uint8Array(column.buffer, column.byteOffset + start * 8, count * 8),
+  );
+}
+
+// ---- callcols: binary columns of every type --------------------------------------
+
+/** Cells a column cannot hold, by argument index then row: their JSON wire value (`valueToJson`). */
+export type ColsCells = Record<string, Record<string, Json>>;
+
+/** A `callcols` request for `rows` rows: its header fields and its payload, column after column. */
+export interface ColsRequest {
+  header: { op: 'callcols'; rows: number; cells?: ColsCells };
+  payload: Uint8Array[];
+}
+
+/** Bytes per cell of the fixed-width column layouts (text has lengths and bytes instead). */
+export const CELL_BYTES: Readonly<Record<Exclude<ValueType, 'text'>, number>> = {
+  number: 8,
+  boolean: 1,
+  enum: 4,
+  datetime: 8,
+};
+
+/** `n` rounded up to a multiple of 8: every column starts 8-aligned. */
+export function padded(n: number): number {
+  return (n + 7) & ~7;
+}
+
+const ZEROS = new Uint8Array(8);
+
+/** Zero bytes after a column of `bytes` bytes, up to the next multiple of 8. */
+function padding(bytes: number): Uint8Array | undefined {
+  const pad = padded(bytes) - bytes;
+  return pad ? ZEROS.subarray(0, pad) : undefined;
+}
+
+/**
+ * Bytes of `text` in UTF-8, or -1 when it is not well-formed UTF-16 (a lone
+ * surrogate has no UTF-8 form). A loop in JS beats a native call per string.
+ */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) bytes += 1;
+    else if (c < 0xd800 || c > 0xdfff) bytes += 2;
+    else {
+      const d = c <= 0xdbff && i + 1 < text.length ? text.charCodeAt(i + 1) : 0;
+      if (d < 0xdc00 || d > 0xdfff) return -1;
+      i++; // a pair: two units, four bytes
+      bytes += 2;
+    }
+  }
+  return bytes;
+}
+
+/**
+ * A text column: `count` u32 byte lengths, then the UTF-8 bytes. A text that
+ * is not well-formed UTF-16 (a lone surrogate) has no UTF-8 form: it goes
+ * empty in the column and as itself in `cells` (JSON escapes it as `\uD800`).
+ */
+function textParts(
+  texts: readonly string[],
+  start: number,
+  count: number,
+  cells: Record<string, Json>,
+): Uint8Array[] {
+  const lengths = new Uint32Array(count);
+  const slice = texts.slice(start, start + count);
+  let joined = slice.join('');
+  let bytes = Buffer.from(joined, 'utf8');
+  if (bytes.byteLength === joined.length) {
+    // ASCII only (the usual case): one byte per unit, and nothing to check.
+    for (let i = 0; i < count; i++) lengths[i] = slice[i]!.length;
+  } else {
+    let bad = false;
+    for (let i = 0; i < count; i++) {
+      const n = utf8Length(slice[i]!);
+      if (n < 0) {
+        cells[i] = slice[i]!;
+        slice[i] = '';
+        bad = true;
+      }
+      lengths[i] = Math.max(n, 0);
+    }
+    if (bad) {
+      // Without the lone surrogates: joined, two of them could have made a pair.
+      joined = slice.join('');
+      bytes = Buffer.from(joined, 'utf8');
+    }
+  }
+  const parts: Uint8Array[] = [new Uint8Array(lengths.buffer), bytes];
+  const pad = padding(count * 4 + bytes.byteLength);
+  if (pad) parts.push(pad);
+  return parts;
+}
+
+/** Rows `start…start+count` of one typed column in the callcols layout (views of the column where it can). */
+function columnParts(
+  type: ValueType,
+  column: Column,
+  start: number,
+  count: number,
+  cells: Record<string, Json>,
+): Uint8Array[] {
+  if (type === 'text') return textParts(column as readonly string[], start, count, cells);
+  const width = CELL_BYTES[type];
+  const typed = column as Float64Array | Uint8Array | Uint32Array | BigInt64Array;
+  const view = new Uint8Array(typed.buffer, typed.byteOffset + start * width, count * width);
+  const pad = padding(count * width);
+  return pad ? [view, pad] : [view];
+}
+
+/**
+ * Rows `start…start+count` of typed columns (cells checked by core: booleans
+ * 0/1, texts strings) as a `callcols` request. The payload is made of views
+ * of the caller's columns (no copy) except for text, encoded per chunk.
+ */
+export function typedColumnsToCols(
+  fn: ExternalFn,
+  columns: readonly Column[],
+  start: number,
+  count: number,
+): ColsRequest {
+  const payload: Uint8Array[] = [];
+  const cells: ColsCells = {};
+  let anyCells = false;
+  for (let k = 0; k < columns.length; k++) {
+    const own: Record<string, Json> = {};
+    payload.push(...columnParts(fn.argTypes[k]!, columns[k]!, start, count, own));
+    for (const _ in own) {
+      cells[k] = own;
+      anyCells = true;
+      break;
+    }
+  }
+  const header: ColsRequest['header'] = { op: 'callcols', rows: count };
+  if (anyCells) header.cells = cells;
+  return { header, payload };
+}
+
+/**
+ * Writes `ms` milliseconds plus `nanos` (0–999 999) since 1970 as i64
+ * nanoseconds into row `i` of `words` (a datetime column's 32-bit words,
+ * little-endian), in exact double arithmetic rather than a BigInt per cell.
+ * False when i64 cannot hold it (before 1677-09-21 or after 2262-04-11).
+ */
+export function writeNanos(words: Int32Array, i: number, ms: number, nanos: number): boolean {
+  // ns = ms·10⁶ + nanos, taken apart in 16-bit steps so that no partial sum passes 2⁵³.
+  const hiMs = Math.floor(ms / 65_536);
+  const b = (ms - hiMs * 65_536) * 1_000_000 + nanos; // < 2³⁷
+  const c = hiMs * 1_000_000 + Math.floor(b / 65_536); // ns = c·2¹⁶ + (b mod 2¹⁶)
+  const hi = Math.floor(c / 65_536);
+  if (hi < -2_147_483_648 || hi > 2_147_483_647) return false;
+  words[2 * i] = (c - hi * 65_536) * 65_536 + (b % 65_536); // the low word, as u32 bits
+  words[2 * i + 1] = hi;
+  return true;
+}
+
+/**
+ * Rows `start…start+count` of Values (already checked against the argument
+ * types) as a `callcols` request: each argument gathered into a column of
+ * its type for this chunk. A datetime outside i64 nanoseconds (years before
+ * 1677 or after 2262) goes as 0 in the column and as its ISO text in `cells`.
+ */
+export function rowsToCols(
+  fn: ExternalFn,
+  rows: readonly (readonly Value[])[],
+  start: number,
+  count: number,
+): ColsRequest {
+  const columns: Column[] = fn.argTypes.map((type, k): Column => {
+    switch (type) {
+      case 'number': {
+        const column = new Float64Array(count);
+        for (let i = 0; i < count; i++)
+          column[i] = (rows[start + i]![k] as { value: number }).value;
+        return column;
+      }
+      case 'boolean': {
+        const column = new Uint8Array(count);
+        for (let i = 0; i < count; i++)
+          column[i] = (rows[start + i]![k] as { value: boolean }).value ? 1 : 0;
+        return column;
+      }
+      case 'enum': {
+        const column = new Uint32Array(count);
+        for (let i = 0; i < count; i++)
+          column[i] = (rows[start + i]![k] as { value: number }).value;
+        return column;
+      }
+      case 'text': {
+        const column = new Array<string>(count);
+        for (let i = 0; i < count; i++)
+          column[i] = (rows[start + i]![k] as { value: string }).value;
+        return column;
+      }
+      default:
+        return new BigInt64Array(count); // datetime: filled below, with its cells
+    }
+  });
+  const request = typedColumnsToCols(fn, columns, 0, count);
+  fn.argTypes.forEach((type, k) => {
+    if (type !== 'datetime') return;
+    const column = columns[k] as BigInt64Array;
+    const words = new Int32Array(column.buffer, column.byteOffset, count * 2);
+    let own: Record<string, Json> | undefined;
+    for (let i = 0; i < count; i++) {
+      const value = rows[start + i]![k] as Value & { type: 'datetime' };
+      if (!writeNanos(words, i, value.value.getTime(), value.nanos ?? 0)) {
+        own ??= {};
+        own[i] = valueToJson(value);
+      }
+    }
+    if (own) request.header.cells = { ...request.header.cells, [k]: own };
+  });
+  return request;
+}
