@@ -136,6 +136,16 @@ export interface LanguageRunner {
   cacheSalt?(): Promise<string>;
 
   /**
+   * A hint that calls of `fn` are coming (a batch core is about to check):
+   * a runner may start what they will need — an interpreter lookup, a
+   * worker — so that start-up overlaps core's checks. Optional. Never
+   * throws, never runs a body, reports nothing: a start that fails is left
+   * for the calls themselves to make again and report. `mode` is the mode
+   * the calls will ask for (undefined: the runner's default).
+   */
+  prepare?(fn: ExternalFn, options?: Pick<CallOptions, 'mode'>): void;
+
+  /**
    * Evaluates one call. Core has already checked arity and argument types.
    * Resolves to a Value of `fn.returnType`, or rejects with an ExtFnError
    * (anything else is wrapped as Runtime by core).

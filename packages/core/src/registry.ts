@@ -256,6 +256,11 @@ export class Registry {
     const salted = this.#cacheDigest(entry, runner, options);
     const digest = typeof salted === 'object' ? await salted : salted;
     const cache = digest === undefined ? undefined : this.cache;
+    // Before the checks below, so that a worker start overlaps them; not when the
+    // first row is cached (the rest likely are: a start would be for nothing).
+    if (total > 0 && !(cache && isCached(cache, digest!, fn, rows[0]!))) {
+      runner.prepare(fn, options.mode);
+    }
     // Typed arrays, not push(): this loop runs once per cell of a refresh.
     const pending = new Int32Array(total);
     const keys: ArgumentsKey[] | undefined = cache ? new Array(total) : undefined;
@@ -312,6 +317,15 @@ export class Registry {
     const { fn } = entry;
     const { errors: errorsIn, ...rest } = options;
     const timeoutMs = checkEvalOptions(fn.name, rest, this.timeoutMs);
+    const rowCount = Array.isArray(columns) ? (columns[0]?.length ?? 0) : 0;
+    if (rowCount > (errorsIn?.size ?? 0)) {
+      // Before the column checks, so that a worker start overlaps them (not for a
+      // runner that would refuse the function: #runnerFor below says why).
+      const runner = this.#runners.get(fn.language);
+      if (fn.vectorized !== true || runner?.runner.capabilities.vectorized === true) {
+        runner?.prepare(fn, rest.mode);
+      }
+    }
     const invalid = checkTypedColumns(fn, columns, errorsIn);
     if (invalid) throw invalid;
     const runner = this.#runnerFor(fn);
@@ -451,6 +465,18 @@ async function evalTypedColumns(
       errors.set(rowOf[j]!, unrepresentable(fn, result));
   }
   return { values, errors };
+}
+
+/** Whether a row is valid and its result is in the cache. */
+function isCached(
+  cache: ResultCache,
+  digest: string,
+  fn: ExternalFn,
+  args: readonly Value[],
+): boolean {
+  return (
+    checkArguments(fn, args) === undefined && cache.get(digest, argumentsKey(args)) !== undefined
+  );
 }
 
 /** Runs one checked call through a runner and checks what comes back. Never throws. */

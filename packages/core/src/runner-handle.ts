@@ -80,6 +80,16 @@ export class RunnerHandle {
     }
   }
 
+  /** Passes the hint on (see LanguageRunner.prepare): nothing after close, and never a throw. */
+  prepare(fn: ExternalFn, mode: CallOptions['mode']): void {
+    if (this.#closing || !this.runner.prepare) return;
+    try {
+      this.runner.prepare(fn, mode === undefined ? {} : { mode });
+    } catch {
+      // a hint: the calls that follow start what they need and report its failure
+    }
+  }
+
   async probe(): Promise<RunnerProbe> {
     try {
       return await this.runner.probe();

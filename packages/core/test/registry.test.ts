@@ -564,3 +564,110 @@ describe('cache keys and shared values', () => {
     expect(await registry.eval('echo', [V.number(1)])).toEqual(V.number(1));
   });
 });
+
+describe('prepare: the hint before a batch', () => {
+  /** The fake runner with a `prepare` that records each hint and how many batches had been entered by then. */
+  function preparing() {
+    const fake = fakeRunner();
+    const hints: { fn: string; mode: string | undefined; batches: number }[] = [];
+    let batches = 0;
+    const runner: LanguageRunner = {
+      ...fake.runner,
+      prepare(f, options) {
+        hints.push({ fn: f.name, mode: options?.mode, batches });
+      },
+      async callBatch(f, rows, options) {
+        batches++;
+        return Promise.all(rows.map((args) => fake.runner.call(f, args, options)));
+      },
+    };
+    return { runner, hints };
+  }
+
+  test('once per evalBatch and evalColumns, before the batch, with its mode; never for eval or zero rows', async () => {
+    const { runner, hints } = preparing();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    const row = [V.number(1), V.number(2)];
+    await registry.eval('add', row);
+    expect(hints).toEqual([]);
+    await registry.evalBatch('add', []);
+    await registry.evalColumns('add', [new Float64Array(0), new Float64Array(0)]);
+    expect(hints).toEqual([]); // (the empty evalColumns reached callBatch: 1 batch so far)
+    const results = await registry.evalBatch('add', [row, row, [V.number(1)]], { mode: 'oneShot' });
+    expect(results[0]).toEqual(V.number(3));
+    expect(ExtFnError.isInstance(results[2])).toBe(true);
+    expect(hints).toEqual([{ fn: 'add', mode: 'oneShot', batches: 1 }]);
+    const columns = await registry.evalColumns('add', [
+      new Float64Array([1, 2]),
+      new Float64Array([3, 4]),
+    ]);
+    expect([...columns.values]).toEqual([4, 6]);
+    expect(hints).toEqual([
+      { fn: 'add', mode: 'oneShot', batches: 1 },
+      { fn: 'add', mode: undefined, batches: 2 },
+    ]);
+    // every row already an error: nothing will run, so nothing to prepare
+    await registry.evalColumns('add', [new Float64Array([1]), new Float64Array([2])], {
+      errors: new Map([[0, ExtFnError.runtime('add', 'upstream')]]),
+    });
+    expect(hints.length).toBe(2);
+    await registry.close();
+    await expect(registry.evalBatch('add', [row])).rejects.toThrow(/closed/);
+    expect(hints.length).toBe(2);
+  });
+
+  test('before the row checks: no row has been read when the hint comes', async () => {
+    const { runner, hints } = preparing();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    let readsAtHint: number | undefined;
+    let reads = 0;
+    const rows = new Proxy([[V.number(1), V.number(2)]], {
+      get(target, property, receiver) {
+        if (typeof property === 'string' && /^\d+$/.test(property)) {
+          readsAtHint ??= hints.length > 0 ? reads : undefined;
+          reads++;
+        }
+        return Reflect.get(target, property, receiver);
+      },
+    });
+    expect(await registry.evalBatch('add', rows)).toEqual([V.number(3)]);
+    expect(hints.length).toBe(1);
+    expect(readsAtHint).toBe(0);
+  });
+
+  test('not when the first row is cached (a start would likely be for nothing)', async () => {
+    const { runner, hints } = preparing();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number', true));
+    const rows = [
+      [V.number(1), V.number(2)],
+      [V.number(3), V.number(4)],
+    ];
+    await registry.evalBatch('add', rows);
+    expect(hints.length).toBe(1);
+    expect(await registry.evalBatch('add', rows)).toEqual([V.number(3), V.number(7)]);
+    expect(hints.length).toBe(1);
+  });
+
+  test('a runner without prepare works unchanged; a prepare that throws is ignored', async () => {
+    const plain = new Registry({ runners: [fakeRunner().runner], cache: false });
+    plain.register(fn('add', 'add', ['number', 'number'], 'number'));
+    expect(await plain.evalBatch('add', [[V.number(1), V.number(2)]])).toEqual([V.number(3)]);
+    const throwing: LanguageRunner = {
+      ...fakeRunner().runner,
+      prepare() {
+        throw new Error('a broken hint');
+      },
+    };
+    const registry = new Registry({ runners: [throwing], cache: false });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    expect(await registry.evalBatch('add', [[V.number(1), V.number(2)]])).toEqual([V.number(3)]);
+    const columns = await registry.evalColumns('add', [
+      new Float64Array([1]),
+      new Float64Array([2]),
+    ]);
+    expect([...columns.values]).toEqual([3]);
+  });
+});

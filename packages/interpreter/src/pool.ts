@@ -20,6 +20,10 @@
  * a refresh starts one worker per function, plus more only for long work
  * that pays for them, and never restarts workers chunk by chunk.
  *
+ * A batch about to come may have its function's first worker started ahead
+ * (`prestart`, when the function has none and a slot is free): its first
+ * caller takes that start instead of starting a second.
+ *
  * A healthy worker that ends (idle, evicted, retired, closed) is asked to
  * exit and given EXIT_GRACE_MS before its tree is killed, so an interpreter
  * can clean up after itself (R's /tmp/RtmpXXXX under unsandboxed policies);
@@ -112,6 +116,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #perKey = new Map<string, number>();
   /** Per function, each running batch's estimate of the work it has not handed out yet (ms). */
   #backlogs = new Map<string, Set<() => number>>();
+  /** Starts begun by `prestart`, by function, not taken yet; undefined once one failed. */
+  #prestarts = new Map<string, Promise<W | undefined>>();
   /** Milliseconds a worker start takes, a moving average of measured starts. */
   #startMs = DEFAULT_START_MS;
   #closed = false;
@@ -203,10 +209,57 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   ): Promise<W> {
     const idle = this.#closed || signal?.aborted ? undefined : this.#takeIdle(key);
     if (idle) return Promise.resolve(idle);
+    const prestart = this.#closed || signal?.aborted ? undefined : this.#prestarts.get(key);
+    if (prestart) {
+      this.#prestarts.delete(key); // taken: the first caller joins it instead of starting another
+      return this.#join(prestart, key, fn, signal, maxWaitMs);
+    }
     return this.#wait(key, signal, maxWaitMs, (resolve, reject) => ({
       grant: () => this.#start(key, fn, signal).then(resolve, reject),
       reuse: resolve,
     }));
+  }
+
+  /**
+   * Starts a worker for `key` ahead of its callers (the runner's `prepare`:
+   * a batch is about to come), when the function has no worker at all, nobody
+   * waits and a slot is free; the first `acquire` of `key` then takes it
+   * instead of starting another. Returns whether it started one. A failed
+   * start is not reported here: its caller starts one as if none had been
+   * prepared, and that start reports its own failure. One nobody takes idles
+   * out as usual.
+   */
+  prestart(key: string, fn: ExternalFn): boolean {
+    if (this.#closed || this.workersOf(key) > 0 || this.#queue.length > 0) return false;
+    if (this.#slots >= this.max) return false;
+    const start = this.#start(key, fn, undefined).then(
+      (worker) => worker,
+      () => undefined,
+    );
+    this.#prestarts.set(key, start);
+    void start.then((worker) => {
+      if (this.#prestarts.get(key) !== start) return; // taken by a caller
+      this.#prestarts.delete(key);
+      if (worker) this.release(worker, true); // to a waiter of its function, or idle
+    });
+    return true;
+  }
+
+  /** A caller's worker from a prestart; a fresh acquire when that start failed. */
+  async #join(
+    prestart: Promise<W | undefined>,
+    key: string,
+    fn: ExternalFn,
+    signal: AbortSignal | undefined,
+    maxWaitMs: number,
+  ): Promise<W> {
+    const worker = await prestart;
+    if (!worker) return this.acquire(key, fn, signal, maxWaitMs);
+    if (signal?.aborted) {
+      this.release(worker, true);
+      throw new WorkerFailure('aborted', 'aborted', undefined, undefined, signal.reason);
+    }
+    return worker;
   }
 
   /**
@@ -313,6 +366,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     const all = [...this.#all, ...this.#stopping];
     this.#all.clear();
     this.#perKey.clear();
+    this.#prestarts.clear();
     await Promise.all(all.map((w) => w.stop(EXIT_GRACE_MS)));
   }
 

@@ -77,6 +77,19 @@ export function createInterpreterRunner(
   return new SubprocessRunner(spec, options);
 }
 
+/**
+ * A runner whose warm workers come from `launch` instead of interpreters:
+ * the seam tests use to drive the real runner, scheduler and pool with fake
+ * workers. Not exported from the package.
+ */
+export function createRunnerWithLaunch(
+  spec: InterpreterSpec,
+  options: InterpreterRunnerOptions,
+  launch: (key: string, fn: ExternalFn, signal: AbortSignal | undefined) => Promise<DispatchWorker>,
+): InterpreterRunner {
+  return new SubprocessRunner(spec, options, launch);
+}
+
 /** The spec's defaults under the caller's options; an option set to `undefined` counts as not set. */
 function withDefaults(
   defaults: InterpreterDefaults | undefined,
@@ -129,6 +142,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   #spec: InterpreterSpec;
   #options: InterpreterRunnerOptions;
   #interpreter: Promise<ResolvedInterpreter | undefined> | undefined;
+  /** What `#interpreter` found, once it has. */
+  #found: ResolvedInterpreter | undefined;
   #loadErrors = new Map<string, DriverError>();
   #oneShots = new Set<AbortController>();
   #started = 0;
@@ -138,7 +153,15 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   /** What the sandbox probe says is really in force (the fallback, where it applied). */
   #policyInForce: SandboxPolicy;
 
-  constructor(spec: InterpreterSpec, callerOptions: InterpreterRunnerOptions) {
+  constructor(
+    spec: InterpreterSpec,
+    callerOptions: InterpreterRunnerOptions,
+    launch?: (
+      key: string,
+      fn: ExternalFn,
+      signal: AbortSignal | undefined,
+    ) => Promise<DispatchWorker>,
+  ) {
     this.#spec = spec;
     const options = withDefaults(spec.defaults, callerOptions);
     this.#options = options;
@@ -156,7 +179,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     this.pool = new Pool(
       options.maxWorkers ?? availableParallelism(),
       options.idleMs ?? DEFAULT_IDLE_MS,
-      (key, fn, signal) => this.#launch(key, fn, signal),
+      launch ?? ((key, fn, signal) => this.#launch(key, fn, signal)),
     );
     this.lanes = this.pool.max;
   }
@@ -183,6 +206,26 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       }),
       driverSource: this.#spec.driverSource,
     });
+  }
+
+  /**
+   * A batch of `fn` is coming (core calls this before its checks): find the
+   * interpreter and probe the sandbox, and start the function's first warm
+   * worker if it has none, so that start overlaps the checks — at once when
+   * both are known already (a warm runner), else once they are. The batch's
+   * first lane takes that worker (Pool.prestart). Nothing for a one-shot
+   * call or a function whose body failed to load; a failure is left for the
+   * batch to meet and report.
+   */
+  prepare(fn: ExternalFn, options: Pick<CallOptions, 'mode'> = {}): void {
+    if (this.#closed) return;
+    const { mode, key, loadError } = this.#route(fn, options);
+    if (mode === 'oneShot' || loadError) return;
+    const start = () => {
+      if (!this.#closed && !this.#loadErrors.has(key)) this.pool.prestart(key, fn);
+    };
+    if (this.#preparedFor === this.#policy() && this.#found) start();
+    else this.#prepare(fn).then(start, () => {});
   }
 
   async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
@@ -329,7 +372,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   // ---- starting interpreters -------------------------------------------------
 
   async #launch(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<WarmWorker> {
-    const interpreter = await this.#resolve();
+    // Without an await when the interpreter is known: the process starts before `prepare` returns.
+    const interpreter = this.#found ?? (await this.#resolve());
     if (!interpreter) throw this.#unavailable(fn);
     const limits = { ...this.#limits(), cpuSeconds: Math.ceil(this.#workerCpuSeconds()) };
     try {
@@ -393,7 +437,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   /** How a call of `fn` runs: its mode, its worker key, and the load error every call of it gets, if any. */
   #route(
     fn: ExternalFn,
-    options: CallOptions,
+    options: Pick<CallOptions, 'mode'>,
   ): { mode: 'warm' | 'oneShot'; key: string; loadError: ExtFnError | undefined } {
     const mode = options.mode ?? this.#options.mode ?? 'warm';
     const key = functionKey(fn);
@@ -472,7 +516,9 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       // Not found (or failed) is not remembered: installing the interpreter later should work.
       pending.then(
         (found) => {
-          if (!found && this.#interpreter === pending) this.#interpreter = undefined;
+          if (this.#interpreter !== pending) return;
+          if (found) this.#found = found;
+          else this.#interpreter = undefined;
         },
         () => {
           if (this.#interpreter === pending) this.#interpreter = undefined;

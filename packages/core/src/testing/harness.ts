@@ -121,6 +121,8 @@ export interface Counts {
   rows(): number;
   /** Calls of the runner's own `callColumns`. */
   columnCalls(): number;
+  /** Calls of the runner's own `prepare` (the hint before a batch). */
+  prepares(): number;
   /** The runner has its own `callColumns`. */
   readonly hasColumns: boolean;
   /** The runner claims vectorized functions (`capabilities.vectorized`). */
@@ -129,12 +131,13 @@ export interface Counts {
 
 /**
  * A wrapper that counts what reaches the runner, and passes every method
- * the runner has straight through — `callBatch` and `callColumns` included,
+ * the runner has straight through — `callBatch`, `callColumns` and `prepare` included,
  * so the kit tests the runner's own paths, not core's fallbacks.
  */
 export function counting(runner: LanguageRunner): { runner: LanguageRunner; counts: Counts } {
   let rows = 0;
   let columnCalls = 0;
+  let prepares = 0;
   const wrapped: LanguageRunner = {
     specificationVersion: runner.specificationVersion,
     language: runner.language,
@@ -154,6 +157,13 @@ export function counting(runner: LanguageRunner): { runner: LanguageRunner; coun
       return callBatch(fn, batch, options);
     };
   }
+  if (runner.prepare) {
+    const prepare = runner.prepare.bind(runner);
+    wrapped.prepare = (fn, options) => {
+      prepares++;
+      prepare(fn, options);
+    };
+  }
   if (runner.callColumns) {
     const callColumns = runner.callColumns.bind(runner);
     wrapped.callColumns = (fn, columns, options) => {
@@ -167,6 +177,7 @@ export function counting(runner: LanguageRunner): { runner: LanguageRunner; coun
     counts: {
       rows: () => rows,
       columnCalls: () => columnCalls,
+      prepares: () => prepares,
       hasColumns: runner.callColumns !== undefined,
       vectorized: runner.capabilities.vectorized === true,
     },

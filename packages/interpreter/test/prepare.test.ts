@@ -1,0 +1,268 @@
+/**
+ * `prepare`, the hint core gives before a batch's checks, through the real
+ * Registry, runner, scheduler and pool with fake workers behind the runner's
+ * launch seam (no interpreter): the function's first worker starts while
+ * core still checks the rows, the batch takes that worker rather than
+ * starting a second, and a prepared start that fails leaves the batch
+ * exactly as it is without one.
+ */
+import { type ExternalFn, ExtFnError, Registry, type RowResult, Value } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import type { DispatchWorker } from '../src/dispatch.js';
+import { WorkerFailure } from '../src/failures.js';
+import type { Frame, FrameHeader, RawJson } from '../src/frames.js';
+import { Pool } from '../src/pool.js';
+import { createRunnerWithLaunch } from '../src/runner.js';
+import type { InterpreterRunner, InterpreterSpec } from '../src/types.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Answers JSON `call` frames: each row's arguments summed. */
+class FakeWorker implements DispatchWorker {
+  static nextPid = 1;
+  readonly pid = FakeWorker.nextPid++;
+  alive = true;
+  requests = 0;
+  busyMs = 0;
+  constructor(readonly key: string) {}
+  async request(header: FrameHeader): Promise<Frame> {
+    const rows = JSON.parse((header.rows as RawJson).text) as number[][];
+    await sleep(1);
+    this.requests++;
+    return { header: { values: rows.map((row) => row.reduce((a, b) => a + b, 0)) }, elapsedMs: 1 };
+  }
+  leftWork(): undefined {
+    return undefined;
+  }
+  async retire(): Promise<void> {
+    this.alive = false;
+  }
+  async stop(): Promise<void> {
+    this.alive = false;
+  }
+  async kill(): Promise<void> {
+    this.alive = false;
+  }
+}
+
+const SPEC: InterpreterSpec = {
+  language: 'fake',
+  packageName: '@test/fake',
+  resolveInterpreter: async () => ({ path: '/nonexistent/fake-interpreter' }),
+  args: [],
+  driverSource: '',
+};
+
+const descriptor = (name: string, body = name): ExternalFn => ({
+  name,
+  language: 'fake',
+  body,
+  argTypes: ['number', 'number'],
+  returnType: 'number',
+  pure: false,
+});
+
+/**
+ * A Registry over a runner whose workers are fakes: a start takes `startMs`;
+ * a body `fail` fails to start. `events` records each launch and each entry
+ * into the runner's callBatch, in order.
+ */
+function setUp(
+  options: { startMs?: number; mode?: 'warm' | 'oneShot'; withPrepare?: boolean } = {},
+) {
+  const events: string[] = [];
+  const launches: string[] = [];
+  const runner = createRunnerWithLaunch(
+    SPEC,
+    { policy: 'unsandboxed', maxWorkers: 4, ...(options.mode ? { mode: options.mode } : {}) },
+    async (key, fn) => {
+      events.push(`launch ${fn.name}`);
+      launches.push(fn.name);
+      await sleep(options.startMs ?? 20); // an interpreter start
+      if (fn.body === 'fail')
+        throw new WorkerFailure('exited', 'the interpreter exited with code 1');
+      return new FakeWorker(key);
+    },
+  );
+  const callBatch = runner.callBatch.bind(runner);
+  runner.callBatch = (fn, rows, batchOptions) => {
+    events.push(`callBatch ${fn.name}`);
+    return callBatch(fn, rows, batchOptions);
+  };
+  if (options.withPrepare === false) {
+    (runner as { prepare?: InterpreterRunner['prepare'] }).prepare = undefined;
+  }
+  const registry = new Registry({ runners: [runner], cache: false, timeoutMs: 5_000 });
+  for (const name of ['f', 'g', 'h']) registry.register(descriptor(name));
+  registry.register(descriptor('broken', 'fail'));
+  return { registry, runner, events, launches };
+}
+
+const rows = (n: number) => Array.from({ length: n }, (_, i) => [Value.number(i), Value.number(1)]);
+
+function expectSums(results: RowResult[]) {
+  results.forEach((result, i) => {
+    expect(result).toEqual(Value.number(i + 1));
+  });
+}
+
+/** evalBatch that also reports how many workers had been launched when its first results came. */
+async function refresh(setup: ReturnType<typeof setUp>, name: string, n: number) {
+  let launchesAtFirst: number | undefined;
+  const results = await setup.registry.evalBatch(name, rows(n), {
+    onProgress: (done) => {
+      if (done > 0) launchesAtFirst ??= setup.launches.length;
+    },
+  });
+  return { results, launchesAtFirst };
+}
+
+describe('prepare (fake workers)', () => {
+  test('a cold refresh on a runner that has found its interpreter: the worker starts before core has checked the rows, and only it before the first results', async () => {
+    const setup = setUp();
+    expectSums((await refresh(setup, 'f', 10)).results); // the interpreter is found, the sandbox probed
+    setup.events.length = 0;
+    setup.launches.length = 0;
+    const { results, launchesAtFirst } = await refresh(setup, 'g', 5_000);
+    expectSums(results);
+    // the launch came from prepare, before evalBatch's checks and its call of callBatch
+    expect(setup.events.slice(0, 2)).toEqual(['launch g', 'callBatch g']);
+    expect(launchesAtFirst).toBe(1);
+    await setup.registry.close();
+  });
+
+  test('a refresh on a new runner starts one worker before its first results: the batch takes the prepared one', async () => {
+    const setup = setUp();
+    const pool = (setup.runner as unknown as { pool: Pool<DispatchWorker> }).pool;
+    const prestarted: boolean[] = [];
+    const prestart = pool.prestart.bind(pool);
+    pool.prestart = (key, fn) => {
+      const started = prestart(key, fn);
+      prestarted.push(started);
+      return started;
+    };
+    const { results, launchesAtFirst } = await refresh(setup, 'f', 500);
+    expectSums(results);
+    expect(prestarted).toEqual([true]);
+    expect(launchesAtFirst).toBe(1);
+    expect(setup.launches).toEqual(['f']); // a small batch: the prepared worker did it all
+    await setup.registry.close();
+  });
+
+  test('prepare starts nothing for a function that has a worker, idle or busy', async () => {
+    const setup = setUp();
+    await refresh(setup, 'f', 10);
+    expect(setup.launches).toEqual(['f']);
+    setup.runner.prepare!(descriptor('f'));
+    await sleep(50);
+    expect(setup.launches).toEqual(['f']);
+    // busy: a batch holds the worker while prepare is asked again
+    const running = refresh(setup, 'f', 2_000);
+    await sleep(5);
+    setup.runner.prepare!(descriptor('f'));
+    const { launchesAtFirst } = await running;
+    expect(launchesAtFirst).toBe(1);
+    await setup.registry.close();
+  });
+
+  test('prepare starts nothing for a function routed to one-shot processes', async () => {
+    const setup = setUp({ mode: 'oneShot' });
+    setup.runner.prepare!(descriptor('f'));
+    setup.runner.prepare!(descriptor('g'), { mode: 'oneShot' });
+    await sleep(50);
+    expect(setup.launches).toEqual([]);
+    // the runner's default is warm here, but the batch asks for one-shot
+    const warm = setUp();
+    await refresh(warm, 'f', 10); // prepared: a start would be at once
+    warm.runner.prepare!(descriptor('g'), { mode: 'oneShot' });
+    await sleep(50);
+    expect(warm.launches).toEqual(['f']);
+    warm.runner.prepare!(descriptor('g'));
+    expect(warm.launches).toEqual(['f', 'g']); // the same call, warm: started at once
+    await Promise.all([setup.registry.close(), warm.registry.close()]);
+  });
+
+  test('a prepared start that fails gives the batch the same error as without prepare', async () => {
+    const outcomes: RowResult[][] = [];
+    const launches: number[] = [];
+    for (const withPrepare of [false, true]) {
+      const setup = setUp({ withPrepare });
+      await refresh(setup, 'f', 10); // prepared runner: the failing start begins before the checks
+      setup.launches.length = 0;
+      outcomes.push((await refresh(setup, 'broken', 100)).results);
+      launches.push(setup.launches.length);
+      await setup.registry.close();
+    }
+    // with prepare: the prepared start failed, then the batch started as without it
+    expect(launches[1]).toBe(launches[0]! + 1);
+    const [without, withIt] = outcomes;
+    expect(ExtFnError.isInstance(without![0])).toBe(true);
+    expect((without![0] as ExtFnError).message).toMatch(/exited with code 1/);
+    expect(withIt!.map((r) => (r as ExtFnError).message)).toEqual(
+      without!.map((r) => (r as ExtFnError).message),
+    );
+    expect(withIt!.map((r) => (r as ExtFnError).kind)).toEqual(
+      without!.map((r) => (r as ExtFnError).kind),
+    );
+  });
+});
+
+describe('Pool.prestart', () => {
+  const fn = descriptor('f');
+  function pool(max = 2, startMs = 10) {
+    const starts: string[] = [];
+    const p = new Pool<FakeWorker>(max, 30_000, async (key) => {
+      starts.push(key);
+      await sleep(startMs);
+      return new FakeWorker(key);
+    });
+    return { pool: p, starts };
+  }
+
+  test('the first caller takes the prestarted worker, even with no batch tracking its backlog', async () => {
+    const { pool: p, starts } = pool();
+    expect(p.prestart('f', fn)).toBe(true);
+    expect(p.prestart('f', fn)).toBe(false); // it has a worker (starting)
+    const worker = await p.acquire('f', fn);
+    expect(starts).toEqual(['f']);
+    expect(worker.key).toBe('f');
+    p.release(worker, true);
+    await p.close();
+  });
+
+  test('nothing when no slot is free; a prestarted worker nobody takes goes idle, then serves', async () => {
+    const { pool: p, starts } = pool(1);
+    const held = await p.acquire('g', fn);
+    expect(p.prestart('f', fn)).toBe(false);
+    p.release(held, true);
+    const { pool: q, starts: qStarts } = pool(1);
+    expect(q.prestart('f', fn)).toBe(true);
+    await sleep(40);
+    expect(q.counters().live).toBe(1);
+    const worker = await q.acquire('f', fn);
+    expect(qStarts).toEqual(['f']);
+    q.release(worker, true);
+    expect(starts).toEqual(['g']);
+    await Promise.all([p.close(), q.close()]);
+  });
+
+  test('a failed prestart: its caller starts a worker of its own', async () => {
+    let fail = true;
+    const starts: string[] = [];
+    const p = new Pool<FakeWorker>(2, 30_000, async (key) => {
+      starts.push(key);
+      await sleep(5);
+      if (fail) {
+        fail = false;
+        throw new WorkerFailure('exited', 'the interpreter exited with code 1');
+      }
+      return new FakeWorker(key);
+    });
+    expect(p.prestart('f', fn)).toBe(true);
+    const worker = await p.acquire('f', fn);
+    expect(starts).toEqual(['f', 'f']);
+    expect(worker.alive).toBe(true);
+    p.release(worker, true);
+    await p.close();
+  });
+});
