@@ -372,6 +372,9 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   // ---- starting interpreters -------------------------------------------------
 
   async #launch(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<WarmWorker> {
+    // A body known not to load fails again without a process (a batch whose prepared start met it).
+    const loadError = this.#loadErrors.get(key);
+    if (loadError) throw new LoadFailure(loadError);
     // Without an await when the interpreter is known: the process starts before `prepare` returns.
     const interpreter = this.#found ?? (await this.#resolve());
     if (!interpreter) throw this.#unavailable(fn);

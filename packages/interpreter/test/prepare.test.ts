@@ -14,6 +14,7 @@ import type { Frame, FrameHeader, RawJson } from '../src/frames.js';
 import { Pool } from '../src/pool.js';
 import { createRunnerWithLaunch } from '../src/runner.js';
 import type { InterpreterRunner, InterpreterSpec } from '../src/types.js';
+import { fixtureRegistry, hasPython } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -266,3 +267,30 @@ describe('Pool.prestart', () => {
     await p.close();
   });
 });
+
+describe.skipIf(!hasPython)(
+  `prepare with a real interpreter${hasPython ? '' : ' (skipped: python3 absent)'}`,
+  () => {
+    test('a body that fails to load: one interpreter start, every row the error eval gives', async () => {
+      const { registry, runner } = fixtureRegistry({
+        warmup: ['result = args[0]', ['number'], 'number'],
+        bad: ['syntax error', ['number'], 'number'],
+      });
+      await registry.evalBatch('warmup', [[Value.number(1)]]); // interpreter found: prepare starts at once
+      const before = runner.stats().started;
+      const results = await registry.evalBatch(
+        'bad',
+        rows(50).map(([a]) => [a!]),
+      );
+      expect(runner.stats().started - before).toBe(1);
+      const single = await registry.eval('bad', [Value.number(1)]).catch((e: unknown) => e);
+      expect(ExtFnError.isInstance(single)).toBe(true);
+      expect((single as ExtFnError).message).toMatch(/SyntaxError|invalid syntax/);
+      for (const result of results) {
+        expect((result as ExtFnError).kind).toBe((single as ExtFnError).kind);
+        expect((result as ExtFnError).message).toBe((single as ExtFnError).message);
+      }
+      await registry.close();
+    });
+  },
+);
