@@ -258,7 +258,11 @@ export class Registry {
     const cache = digest === undefined ? undefined : this.cache;
     // Before the checks below, so that a worker start overlaps them; not when the
     // first row is cached (the rest likely are: a start would be for nothing).
-    if (total > 0 && !(cache && isCached(cache, digest!, fn, rows[0]!))) {
+    if (
+      total > 0 &&
+      !options.signal?.aborted &&
+      !(cache && isCached(cache, digest!, fn, rows[0]!))
+    ) {
       runner.prepare(fn, options.mode);
     }
     // Typed arrays, not push(): this loop runs once per cell of a refresh.
@@ -318,7 +322,7 @@ export class Registry {
     const { errors: errorsIn, ...rest } = options;
     const timeoutMs = checkEvalOptions(fn.name, rest, this.timeoutMs);
     const rowCount = Array.isArray(columns) ? (columns[0]?.length ?? 0) : 0;
-    if (rowCount > (errorsIn?.size ?? 0)) {
+    if (rowCount > (errorsIn?.size ?? 0) && !rest.signal?.aborted) {
       // Before the column checks, so that a worker start overlaps them (not for a
       // runner that would refuse the function: #runnerFor below says why).
       const runner = this.#runners.get(fn.language);

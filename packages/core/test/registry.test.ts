@@ -637,6 +637,16 @@ describe('prepare: the hint before a batch', () => {
     expect(readsAtHint).toBe(0);
   });
 
+  test('not for a batch already aborted', async () => {
+    const { runner, hints } = preparing();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    const signal = AbortSignal.abort();
+    await registry.evalBatch('add', [[V.number(1), V.number(2)]], { signal });
+    await registry.evalColumns('add', [new Float64Array([1]), new Float64Array([2])], { signal });
+    expect(hints).toEqual([]);
+  });
+
   test('not when the first row is cached (a start would likely be for nothing)', async () => {
     const { runner, hints } = preparing();
     const registry = new Registry({ runners: [runner] });
