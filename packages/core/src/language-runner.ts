@@ -142,8 +142,14 @@ export interface LanguageRunner {
    * throws, never runs a body, reports nothing: a start that fails is left
    * for the calls themselves to make again and report. `mode` is the mode
    * the calls will ask for (undefined: the runner's default).
+   *
+   * It may return a promise when what it starts needs asynchronous work
+   * first (a new runner's interpreter lookup): core then waits for it before
+   * its checks, so the start is under way while they run instead of after
+   * them. It must settle as soon as the start is under way (not when it is
+   * done), and its rejection is ignored.
    */
-  prepare?(fn: ExternalFn, options?: Pick<CallOptions, 'mode'>): void;
+  prepare?(fn: ExternalFn, options?: Pick<CallOptions, 'mode'>): void | Promise<void>;
 
   /**
    * Evaluates one call. Core has already checked arity and argument types.

@@ -263,7 +263,8 @@ export class Registry {
       !options.signal?.aborted &&
       !(cache && isCached(cache, digest!, fn, rows[0]!))
     ) {
-      runner.prepare(fn, options.mode);
+      const preparing = runner.prepare(fn, options.mode);
+      if (preparing) await preparing;
     }
     // Typed arrays, not push(): this loop runs once per cell of a refresh.
     const pending = new Int32Array(total);
@@ -327,7 +328,8 @@ export class Registry {
       // runner that would refuse the function: #runnerFor below says why).
       const runner = this.#runners.get(fn.language);
       if (fn.vectorized !== true || runner?.runner.capabilities.vectorized === true) {
-        runner?.prepare(fn, rest.mode);
+        const preparing = runner?.prepare(fn, rest.mode);
+        if (preparing) await preparing;
       }
     }
     const invalid = checkTypedColumns(fn, columns, errorsIn);

@@ -46,6 +46,9 @@ function withAlive(options: BatchOptions, alive: () => void): BatchOptions {
   };
 }
 
+/** Longest core waits for a runner's `prepare` before checking a batch. */
+const PREPARE_WAIT_MS = 2_000;
+
 export class RunnerHandle {
   readonly language: string;
   readonly runner: LanguageRunner;
@@ -80,13 +83,26 @@ export class RunnerHandle {
     }
   }
 
-  /** Passes the hint on (see LanguageRunner.prepare): nothing after close, and never a throw. */
-  prepare(fn: ExternalFn, mode: CallOptions['mode']): void {
-    if (this.#closing || !this.runner.prepare) return;
+  /**
+   * Passes the hint on (see LanguageRunner.prepare): nothing after close,
+   * never a throw; a promise (the start needs a lookup first) settles, never
+   * rejects, and at most PREPARE_WAIT_MS later, so a slow lookup cannot hold
+   * the batch up longer than it would anyway.
+   */
+  prepare(fn: ExternalFn, mode: CallOptions['mode']): Promise<void> | undefined {
+    if (this.#closing || !this.runner.prepare) return undefined;
     try {
-      this.runner.prepare(fn, mode === undefined ? {} : { mode });
-    } catch {
+      const started = this.runner.prepare(fn, mode === undefined ? {} : { mode });
+      if (!started || typeof (started as Promise<void>).then !== 'function') return undefined;
       // a hint: the calls that follow start what they need and report its failure
+      let timer: NodeJS.Timeout | undefined;
+      const bounded = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, PREPARE_WAIT_MS);
+        (started as Promise<void>).then(resolve, resolve as () => void);
+      });
+      return bounded.finally(() => clearTimeout(timer));
+    } catch {
+      return undefined;
     }
   }
 

@@ -217,15 +217,20 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
    * call or a function whose body failed to load; a failure is left for the
    * batch to meet and report.
    */
-  prepare(fn: ExternalFn, options: Pick<CallOptions, 'mode'> = {}): void {
-    if (this.#closed) return;
+  prepare(fn: ExternalFn, options: Pick<CallOptions, 'mode'> = {}): Promise<void> | undefined {
+    if (this.#closed) return undefined;
     const { mode, key, loadError } = this.#route(fn, options);
-    if (mode === 'oneShot' || loadError) return;
+    if (mode === 'oneShot' || loadError) return undefined;
     const start = () => {
       if (!this.#closed && !this.#loadErrors.has(key)) this.pool.prestart(key, fn);
     };
-    if (this.#preparedFor === this.#policy() && this.#found) start();
-    else this.#prepare(fn).then(start, () => {});
+    if (this.#preparedFor === this.#policy() && this.#found) {
+      start();
+      return undefined;
+    }
+    // A new runner: core waits for the lookup and probe, and the worker's
+    // spawn, then checks its rows while the interpreter boots.
+    return this.#prepare(fn).then(start, () => {});
   }
 
   async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {

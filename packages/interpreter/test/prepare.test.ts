@@ -132,7 +132,7 @@ describe('prepare (fake workers)', () => {
     await setup.registry.close();
   });
 
-  test('a refresh on a new runner starts one worker before its first results: the batch takes the prepared one', async () => {
+  test('a refresh on a new runner starts one worker before its first results, and before core checks the rows: the batch takes the prepared one', async () => {
     const setup = setUp();
     const pool = (setup.runner as unknown as { pool: Pool<DispatchWorker> }).pool;
     const prestarted: boolean[] = [];
@@ -147,6 +147,8 @@ describe('prepare (fake workers)', () => {
     expect(prestarted).toEqual([true]);
     expect(launchesAtFirst).toBe(1);
     expect(setup.launches).toEqual(['f']); // a small batch: the prepared worker did it all
+    // core waited for the new runner's lookup, so the start was under way before its checks
+    expect(setup.events.slice(0, 2)).toEqual(['launch f', 'callBatch f']);
     await setup.registry.close();
   });
 
