@@ -1034,7 +1034,10 @@ function(con) {
   arguments <- function(id, columns, problems, n_rows, vectors) {
     types <- fn$argTypes
     if (isTRUE(fn$vectorized)) {
-      if (!vectors) for (a in seq_along(types)) columns[[a]] <- as_vector(types[[a]], columns[[a]])
+      for (a in seq_along(types)) {
+        if (!vectors) columns[[a]] <- as_vector(types[[a]], columns[[a]])
+        else if (types[[a]] == "datetime") columns[[a]] <- .POSIXct(columns[[a]], tz = "UTC")
+      }
       return(list(header = list(id = id), columns = columns, problems = problems))
     }
     if (vectors) for (a in seq_along(types)) columns[[a]] <- row_values(types[[a]], columns[[a]])
