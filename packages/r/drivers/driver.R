@@ -25,8 +25,8 @@ function(con) {
   # so callf64 answers can carry raw f64. R's stdout() is a text connection;
   # a binary one opens only where fd 1 is a real pipe (the runner asks the
   # sandbox for one: stdoutPipe), not on the socket Node gives by default
-  # (ENXIO). Without it, frames are written as text and callf64 answers with
-  # JSON values, which the runner reads as well.
+  # (ENXIO). Without it, frames are written as text and callf64 and callcols
+  # answer with JSON values, which the runner reads as well.
   out <- tryCatch(
     suppressWarnings(file("/proc/self/fd/1", "wb", raw = TRUE)),
     error = function(e) NULL
