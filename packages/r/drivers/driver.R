@@ -1242,6 +1242,8 @@ function(con) {
         v[!ok] <- ""
         lengths <- nchar(v, type = "bytes")
         bytes <- charToRaw(paste0(v, collapse = ""))
+        # paste0 may translate a string marked in another encoding: then one by one.
+        if (length(bytes) != sum(lengths)) bytes <- unlist(lapply(v, charToRaw))
         list(lengths, bytes, zeros(4 * n + length(bytes)))
       }
     )

@@ -12,12 +12,14 @@ import {
   type ColumnResults,
   ExtFnError,
   newColumn,
+  Registry,
   type RowResult,
   readCell,
   Value,
   type ValueType,
   writeCell,
 } from '@improv/extfn-core';
+import { createInterpreterRunner, resolveExecutable } from '@improv/extfn-interpreter';
 import { spawnSandboxed } from '@improv/extfn-sandbox';
 import { describe, expect, test } from 'vitest';
 import { DRIVER_SOURCE, R_ARGS, R_ENV, R_LIMITS } from '../src/index.js';
@@ -150,7 +152,17 @@ describe.skipIf(!restrictedOk)(`R callcols (${restrictedOk ? 'Restricted' : skip
       fns[`id_${type}`] = ['result <- args[[1]]', [type], type];
       fns[`see_${type}`] = [DESCRIBE, [type], 'text'];
     }
+    // The double a datetime argument is, to the last bit: near 1970 R's reading of
+    // "0.383283393" (through a long double) is not the double nearest 383283393 / 1e9.
+    fns.exact = ['result <- sprintf("%.17g", unclass(args[[1]]))', ['datetime'], 'text'];
     const { check } = pair(fns);
+    const exact = await check(
+      'exact',
+      ['383283393', '364361931', '684387413', '000000001', '999999999'].map((f) => [
+        V.datetime(`1970-01-01T00:00:00.${f}Z`),
+      ]),
+    );
+    expect(exact[0]).toEqual(V.text('0.38328339300000003'));
     for (const type of TYPES) {
       const rows = SAMPLES[type].map((v) => [v]);
       const out = await check(`id_${type}`, rows);
@@ -444,6 +456,67 @@ describe.skipIf(!restrictedOk)('R callcols frames', () => {
         expect(answer.header).toMatchObject({ id: 2, values: expected });
       }
       expect((frames[3]!.header.error as { type: string }).type).toBe('ProtocolError');
+    }
+  });
+});
+
+describe.skipIf(!restrictedOk)('R callcols without a binary stdout', () => {
+  test('the runner reads the JSON values the driver answers callcols with on a socket: evalBatch and evalColumns as over a pipe', async () => {
+    // The R runner's spec with stdoutPipe off: fd 1 is Node's socket, which R cannot reopen.
+    const socket = createInterpreterRunner(
+      {
+        language: 'r',
+        packageName: '@improv/extfn-r',
+        resolveInterpreter: () =>
+          resolveExecutable({ explicit: RSCRIPT, envVar: 'IMPROV_EXTFN_R', names: ['Rscript'] }),
+        args: R_ARGS,
+        driverSource: DRIVER_SOURCE,
+        env: R_ENV,
+        limits: R_LIMITS,
+        vectorized: true,
+        f64: true,
+        columns: true,
+        stdoutPipe: false,
+      },
+      { policy: 'restricted' },
+    );
+    const registry = new Registry({ runners: [socket], timeoutMs: 10_000 });
+    const { registry: piped } = scopedRegistry({});
+    try {
+      const fn = {
+        name: 'later',
+        language: 'r',
+        body: 'if (args[[2]] == "raise") stop("nope")\nresult <- args[[1]] + nchar(args[[2]])',
+        argTypes: ['datetime', 'text'],
+        returnType: 'datetime',
+        pure: false,
+      } as const;
+      registry.register(fn);
+      piped.register(fn);
+      const rows = INSIDE.flatMap((d) =>
+        ['', 'héllo', 'raise', 'a\u0000b'].map((s) => [d, V.text(s)]),
+      );
+      const want = await piped.evalBatch('later', rows);
+      expectSame(await registry.evalBatch('later', rows), want, 'socket evalBatch');
+      const columns = [
+        column(
+          'datetime',
+          rows.map((row) => row[0]!),
+        ),
+        rows.map((row) => (row[1] as { value: string }).value),
+      ];
+      const viaSocket = columnResults(
+        'datetime',
+        (await registry.evalColumns('later', columns)) as ColumnResults<Column>,
+      );
+      const viaPipe = columnResults(
+        'datetime',
+        (await piped.evalColumns('later', columns)) as ColumnResults<Column>,
+      );
+      expectSame(viaSocket, viaPipe, 'socket evalColumns');
+      expect((viaSocket[2] as ExtFnError).message).toMatch(/nope/);
+    } finally {
+      await registry.close();
     }
   });
 });
