@@ -262,7 +262,8 @@ function typedColumnRowsCols(
       if (jsonAnswer(frame)) {
         resultsFromJsonFrame(fn, frame, count).forEach((result, k) => {
           if (ExtFnError.isInstance(result)) fail(start + k, result);
-          else if (!writeCell(values, start + k, result)) fail(start + k, unrepresentable(fn, result));
+          else if (!writeCell(values, start + k, result))
+            fail(start + k, unrepresentable(fn, result));
         });
         return;
       }
