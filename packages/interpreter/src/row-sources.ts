@@ -113,6 +113,14 @@ export function valueRows(
   };
 }
 
+/**
+ * A callcols answer given as JSON `values`, as for `call`: a driver that
+ * cannot write binary (R without a pipe for stdout) answers so.
+ */
+function jsonAnswer(frame: Frame): boolean {
+  return !frame.payload && Array.isArray(frame.header.values);
+}
+
 /** Rows of Values over callcols: a chunk's rows become columns, its result column becomes Values. */
 function valueRowsCols(
   fn: ExternalFn,
@@ -123,6 +131,11 @@ function valueRowsCols(
     count: rows.length,
     encode: (start, count) => rowsToCols(fn, rows, start, count),
     decode(frame, start, count) {
+      if (jsonAnswer(frame)) {
+        const out = resultsFromJsonFrame(fn, frame, count);
+        for (let k = 0; k < count; k++) results[start + k] = out[k]!;
+        return;
+      }
       const column = newColumn(fn.returnType, count);
       const { errors, cells } = colsResultsInto(fn, frame, count, column, 0);
       const values = columnValues(fn.returnType, column, count);
@@ -246,6 +259,14 @@ function typedColumnRowsCols(
               : undefined;
           },
     decode(frame, start, count) {
+      if (jsonAnswer(frame)) {
+        resultsFromJsonFrame(fn, frame, count).forEach((result, k) => {
+          if (ExtFnError.isInstance(result)) fail(start + k, result);
+          else if (!writeCell(values, start + k, result))
+            fail(start + k, unrepresentable(fn, result));
+        });
+        return;
+      }
       const out = colsResultsInto(fn, frame, count, values, start);
       for (const [k, cell] of out.cells) {
         if (ExtFnError.isInstance(cell)) fail(start + k, cell);

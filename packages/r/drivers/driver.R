@@ -25,8 +25,8 @@ function(con) {
   # so callf64 answers can carry raw f64. R's stdout() is a text connection;
   # a binary one opens only where fd 1 is a real pipe (the runner asks the
   # sandbox for one: stdoutPipe), not on the socket Node gives by default
-  # (ENXIO). Without it, frames are written as text and callf64 answers with
-  # JSON values, which the runner reads as well.
+  # (ENXIO). Without it, frames are written as text and callf64 and callcols
+  # answer with JSON values, which the runner reads as well.
   out <- tryCatch(
     suppressWarnings(file("/proc/self/fd/1", "wb", raw = TRUE)),
     error = function(e) NULL
@@ -42,9 +42,15 @@ function(con) {
     .libPaths(if (nzchar(libs)) strsplit(libs, ":", fixed = TRUE)[[1L]] else character(0), include.site = FALSE)
   }
 
+  # payload: f64 values, or a list of parts (doubles as f64, integers as
+  # 32-bit, raw as is), written one after another.
   frame <- function(text, payload = NULL) {
     writeLines(text, out, useBytes = TRUE)
-    if (!is.null(payload)) writeBin(payload, out, size = 8L, endian = "little")
+    if (is.double(payload)) writeBin(payload, out, size = 8L, endian = "little")
+    for (part in if (is.list(payload)) payload) {
+      if (is.raw(part)) writeBin(part, out)
+      else writeBin(part, out, size = if (is.double(part)) 8L else 4L, endian = "little")
+    }
     flush(out)
   }
 
@@ -150,9 +156,11 @@ function(con) {
     as.vector(s)
   }
 
-  # A general reader for small frames (load, exit): objects become named
-  # lists, arrays lists, numbers doubles.
-  read_json <- function(tokens) {
+  # A general reader for small frames (load, exit, a callcols header):
+  # objects become named lists, arrays lists, numbers doubles. With
+  # raw_strings, string values stay JSON tokens (a callcols header's cells,
+  # read later as call arguments are, so a bad one is its row's error).
+  read_json <- function(tokens, raw_strings = FALSE) {
     pos <- 1L
     value <- function() {
       t <- tokens[pos]
@@ -188,7 +196,7 @@ function(con) {
           if (t != ",") stop("malformed JSON array")
         }
       }
-      if (first == '"') return(decode_string(t))
+      if (first == '"') return(if (raw_strings) t else decode_string(t))
       if (t == "true") return(TRUE)
       if (t == "false") return(FALSE)
       if (t == "null") return(NULL)
@@ -249,6 +257,14 @@ function(con) {
     secs
   }
 
+  # Enum arguments as a body sees them: integer where R's int holds them, else a whole double.
+  enum_values <- function(n) {
+    small <- n <= .Machine$integer.max
+    v <- as.list(n)
+    v[small] <- as.list(as.integer(n[small]))
+    v
+  }
+
   # The argument column for one declared type: a vector (or a list, where
   # elements need a class or differ in storage) and per-value problems.
   read_column <- function(type, tokens) {
@@ -266,13 +282,7 @@ function(con) {
         problems[is.na(secs)] <- "is not an ISO-8601 UTC instant"
         lapply(secs, .POSIXct, tz = "UTC")
       },
-      enum = {
-        n <- parse_numbers(unquote(tokens))
-        small <- n <= .Machine$integer.max
-        v <- as.list(n)
-        v[small] <- as.list(as.integer(n[small]))
-        v
-      },
+      enum = enum_values(parse_numbers(unquote(tokens))),
       stop("unknown argument type ", type)
     )
     list(values = values, problems = problems)
@@ -368,18 +378,10 @@ function(con) {
   # as many fraction digits (at most 6) as its double can hold, so an input
   # with that many digits comes back exactly.
   json_instants <- function(secs) {
-    whole <- floor(secs)
-    ulp <- 2^(floor(log2(pmax(abs(secs), 1))) - 52)
-    digits <- pmax(0, pmin(6, ceiling(-log10(ulp)) - 1))
-    scale <- 10^digits
-    units <- round((secs - whole) * scale)
-    carry <- units >= scale
-    # Rounding up must not leave the range: the last second of 9999 keeps its fraction digits.
-    last <- carry & whole + 1 >= end_secs
-    units[last] <- scale[last] - 1
-    carry <- carry & !last
-    whole[carry] <- whole[carry] + 1
-    units[carry] <- 0
+    p <- instant_parts(secs)
+    whole <- p$whole
+    units <- p$units
+    digits <- p$digits
     days <- whole %/% 86400
     second_of_day <- whole - days * 86400
     date <- civil_from_days(days)
@@ -392,6 +394,24 @@ function(con) {
       date$y, date$m, date$d,
       second_of_day %/% 3600, (second_of_day %% 3600) %/% 60, second_of_day %% 60, fraction
     )
+  }
+
+  # Whole seconds and `units` of 10^-digits s: the instant json_instants
+  # writes (and a callcols datetime column carries).
+  instant_parts <- function(secs) {
+    whole <- floor(secs)
+    ulp <- 2^(floor(log2(pmax(abs(secs), 1))) - 52)
+    digits <- pmax(0, pmin(6, ceiling(-log10(ulp)) - 1))
+    scale <- 10^digits
+    units <- round((secs - whole) * scale)
+    carry <- units >= scale
+    # Rounding up must not leave the range: the last second of 9999 keeps its fraction digits.
+    last <- carry & whole + 1 >= end_secs
+    units[last] <- scale[last] - 1
+    carry <- carry & !last
+    whole[carry] <- whole[carry] + 1
+    units[carry] <- 0
+    list(whole = whole, units = units, digits = digits)
   }
 
   write_values <- function(type, x) {
@@ -463,7 +483,7 @@ function(con) {
     hot <<- TRUE
     compile_body()
     here <- environment(warm_up)
-    for (name in c("run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers", "respond_call", "respond_f64", "write_values", "json_numbers")) {
+    for (name in c("run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers", "respond_call", "respond_f64", "write_values", "json_numbers", "arguments", "row_values", "cols_in", "texts_in", "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols")) {
       compiled <- tryCatch(compiler::cmpfun(get(name, envir = here)), error = function(e) NULL)
       if (!is.null(compiled)) assign(name, compiled, envir = here)
     }
@@ -1005,12 +1025,169 @@ function(con) {
       bad <- !is.na(column$problems) & is.na(problems)
       problems[bad] <- paste0(fn$argTypes[[a]], " argument ", a, " ", column$problems[bad])
     }
+    arguments(id, columns, problems, n_rows, vectors = FALSE)
+  }
+
+  # A request's arguments as the runners take them: whole columns (vectors)
+  # for a vectorized body, else rows. `columns` are read_column's values, or
+  # vectors (a callcols request) when `vectors`.
+  arguments <- function(id, columns, problems, n_rows, vectors) {
+    types <- fn$argTypes
     if (isTRUE(fn$vectorized)) {
-      for (a in seq_len(arity)) columns[[a]] <- as_vector(fn$argTypes[[a]], columns[[a]])
+      for (a in seq_along(types)) {
+        if (!vectors) columns[[a]] <- as_vector(types[[a]], columns[[a]])
+        else if (types[[a]] == "datetime") columns[[a]] <- .POSIXct(columns[[a]], tz = "UTC")
+      }
       return(list(header = list(id = id), columns = columns, problems = problems))
     }
-    rows <- if (arity == 0L) rep(list(list()), n_rows) else .mapply(list, columns, NULL)
+    if (vectors) for (a in seq_along(types)) columns[[a]] <- row_values(types[[a]], columns[[a]])
+    rows <- if (!length(types)) rep(list(list()), n_rows) else .mapply(list, columns, NULL)
     list(header = list(id = id), rows = rows, problems = problems)
+  }
+
+  # A column vector (as_vector's form) as read_column's values.
+  row_values <- function(type, v) {
+    switch(type,
+      datetime = lapply(v, .POSIXct, tz = "UTC"),
+      enum = enum_values(v),
+      v
+    )
+  }
+
+  # ---- callcols: binary columns of every type -----------------------------------
+
+  pad8 <- function(n) ceiling(n / 8) * 8
+  two32 <- 4294967296
+
+  # 32-bit cells read signed; R reads the bits of INT_MIN as NA.
+  int32s <- function(bytes, n) {
+    v <- as.double(readBin(bytes, "integer", n, size = 4L, endian = "little"))
+    v[is.na(v)] <- -2147483648
+    v
+  }
+
+  # i64 nanoseconds (two 32-bit halves) as the seconds a JSON instant with
+  # the same digits parses to: whole seconds, split exactly in doubles (every
+  # partial sum below 2^53), plus the fraction read from its decimal digits
+  # as parse_instants reads it (R rounds "0.123456789" through a long double,
+  # which is not always the double nearest nanos / 1e9).
+  ns_to_secs <- function(lo, hi) {
+    lo <- lo + (lo < 0) * two32
+    a <- floor(hi / 1e6)
+    r1 <- (hi - a * 1e6) * two32 + lo
+    q1 <- floor(r1 / 1e6)
+    ms <- a * two32 + q1
+    whole <- floor(ms / 1000)
+    nanos <- (ms - whole * 1000) * 1e6 + (r1 - q1 * 1e6)
+    fraction <- nanos
+    some <- nanos != 0
+    if (any(some)) fraction[some] <- as.numeric(sprintf("0.%09.0f", nanos[some]))
+    whole + fraction
+  }
+
+  # Seconds as i64 nanoseconds, the instant json_instants would write:
+  # 32-bit halves interleaved (low first), and which rows i64 cannot hold.
+  secs_to_ns <- function(secs) {
+    p <- instant_parts(secs)
+    f <- p$units * 10^(9 - p$digits)
+    wh <- floor(p$whole / 65536)
+    A <- wh * 1e9
+    L <- (p$whole - wh * 65536) * 1e9 + f
+    Ah <- floor(A / 65536)
+    T <- (A - Ah * 65536) * 65536 + L
+    Th <- floor(T / two32)
+    lo <- T - Th * two32
+    hi <- Ah + Th
+    outside <- hi < -2147483648 | hi > 2147483647
+    lo[outside] <- 0
+    hi[outside] <- 0
+    lo[lo >= 2147483648] <- lo[lo >= 2147483648] - two32
+    list(words = suppressWarnings(as.integer(rbind(lo, hi))), outside = outside)
+  }
+
+  # A text column's strings: one rawToChar, then substring() by byte
+  # position (O(1) each on a "bytes" string). R strings cannot hold NUL:
+  # such a row gets the JSON path's problem.
+  texts_in <- function(bytes, lengths) {
+    n <- length(lengths)
+    ends <- cumsum(lengths)
+    starts <- ends - lengths + 1
+    problems <- rep(NA_character_, n)
+    zero <- which(bytes == as.raw(0L))
+    if (length(zero)) {
+      problems[findInterval(zero, starts)] <- "contains a NUL character, which R strings cannot hold"
+      bytes[zero] <- as.raw(0x20L)
+    }
+    whole <- rawToChar(bytes)
+    Encoding(whole) <- "bytes"
+    s <- substring(whole, starts, ends)
+    Encoding(s) <- "UTF-8"
+    invalid <- is.na(problems) & !validUTF8(s)
+    problems[invalid] <- "is not valid UTF-8"
+    s[!is.na(problems)] <- NA_character_
+    list(values = s, problems = problems)
+  }
+
+  # A callcols payload (raw) as argument vectors, as_vector's form, and
+  # per-row problems. Cells the columns could not hold come as JSON tokens
+  # in `cells` and are read as call arguments are.
+  cols_in <- function(payload, n, cells) {
+    types <- fn$argTypes
+    columns <- vector("list", length(types))
+    problems <- rep(NA_character_, n)
+    at <- 0
+    take <- function(size) {
+      if (at + size > length(payload)) stop("a callcols payload shorter than its columns")
+      bytes <- if (size > 0) payload[(at + 1):(at + size)] else raw(0)
+      at <<- at + size
+      bytes
+    }
+    for (a in seq_along(types)) {
+      start <- at
+      type <- types[[a]]
+      why <- NULL
+      columns[[a]] <- switch(type,
+        number = {
+          v <- readBin(take(8 * n), "double", n, size = 8L, endian = "little")
+          # Any NaN payload (R's NA among them) is the NaN a JSON row would bring.
+          if (anyNA(v)) v[is.na(v)] <- NaN
+          v
+        },
+        boolean = take(n) != as.raw(0L),
+        enum = {
+          v <- int32s(take(4 * n), n)
+          v + (v < 0) * two32
+        },
+        datetime = {
+          w <- int32s(take(8 * n), 2 * n)
+          ns_to_secs(w[c(TRUE, FALSE)], w[c(FALSE, TRUE)])
+        },
+        text = {
+          lengths <- int32s(take(4 * n), n)
+          if (any(lengths < 0)) stop("a callcols text length past 2^31")
+          t <- texts_in(take(sum(lengths)), lengths)
+          why <- t$problems
+          t$values
+        },
+        stop("unknown argument type ", type)
+      )
+      take(pad8(at - start) - (at - start))
+      given <- cells[[as.character(a - 1L)]]
+      if (length(given)) {
+        rows <- as.integer(names(given)) + 1L
+        if (any(is.na(rows) | rows < 1L | rows > n)) stop("a callcols cell outside the rows")
+        cell <- read_column(type, unlist(given, use.names = FALSE))
+        columns[[a]][rows] <- as_vector(type, cell$values)
+        if (is.null(why)) why <- rep(NA_character_, n)
+        why[rows] <- cell$problems
+      }
+      if (!is.null(why)) {
+        hit <- !is.na(why) & is.na(problems)
+        problems[hit] <- paste0(type, " argument ", a, " ", why[hit])
+      }
+    }
+    if (at != length(payload)) stop("a callcols payload longer than its columns")
+    list(columns = columns, problems = problems)
   }
 
   errors_json <- function(errors) {
@@ -1034,6 +1211,58 @@ function(con) {
     frame(paste0('{"id":', id, ',"rows":', n, ',"bytes":', sprintf("%.0f", 8 * n), ',"errors":', errors_json(result$errors), "}"), result$values)
   }
 
+  # A result column in the callcols layout (the value at a failed row is 0
+  # or empty): payload parts, their size, and the cells the column cannot
+  # hold (a datetime outside i64 nanoseconds, as its ISO text).
+  cols_out <- function(result) {
+    v <- result$values
+    ok <- result$ok
+    n <- length(ok)
+    cells <- character(0)
+    zeros <- function(size) raw(pad8(size) - size)
+    parts <- switch(fn$returnType,
+      number = list(as.double(v)),
+      boolean = {
+        v[!ok | is.na(v)] <- FALSE
+        list(as.raw(v), zeros(n))
+      },
+      enum = {
+        v[!ok] <- 0
+        v[v >= 2147483648] <- v[v >= 2147483648] - two32
+        list(suppressWarnings(as.integer(v)), zeros(4 * n))
+      },
+      datetime = {
+        v[!ok] <- 0
+        ns <- secs_to_ns(v)
+        far <- which(ns$outside & ok)
+        if (length(far)) cells[as.character(far - 1L)] <- json_instants(v[far])
+        list(ns$words)
+      },
+      text = {
+        v[!ok] <- ""
+        lengths <- nchar(v, type = "bytes")
+        bytes <- charToRaw(paste0(v, collapse = ""))
+        # paste0 may translate a string marked in another encoding: then one by one.
+        if (length(bytes) != sum(lengths)) bytes <- unlist(lapply(v, charToRaw))
+        list(lengths, bytes, zeros(4 * n + length(bytes)))
+      }
+    )
+    size <- sum(vapply(parts, function(p) length(p) * if (is.double(p)) 8 else if (is.integer(p)) 4 else 1, 0))
+    list(parts = parts, size = size, cells = cells)
+  }
+
+  # A callcols answer: the result column after the header, or JSON values
+  # (as for call) without a binary stdout; the runner reads both.
+  respond_cols <- function(id, result) {
+    if (!binary) return(respond_call(id, result))
+    column <- cols_out(result)
+    frame(paste0(
+      '{"id":', id, ',"rows":', length(result$ok), ',"bytes":', sprintf("%.0f", column$size),
+      ',"errors":', errors_json(result$errors),
+      if (length(column$cells)) paste0(',"cells":', errors_json(column$cells)), "}"
+    ), column$parts)
+  }
+
   id_text <- function(id) if (is.null(id)) "null" else sprintf("%.0f", id)
 
   frame(paste0('{"ready":1,"protocol":1,"version":', json_strings(R.version.string), "}"))
@@ -1045,7 +1274,8 @@ function(con) {
     tokens <- tokenize(line)
     # The op and id come first in frames the JS side writes, but read them
     # wherever they are.
-    is_call <- any(tokens == '"op"') && tokens[match('"op"', tokens) + 2L] == '"call"'
+    op <- if (any(tokens == '"op"')) tokens[match('"op"', tokens) + 2L] else ""
+    is_call <- op == '"call"'
     request <- NULL
     outcome <- tryCatch(
       {
@@ -1057,6 +1287,10 @@ function(con) {
           result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
           else run_vectorized(parsed$columns, parsed$problems)
           list(op = "call", result = result)
+        } else if (op == '"callcols"') {
+          # String values stay tokens: cells are read as call arguments are.
+          request <- read_json(tokens, raw_strings = TRUE)
+          list(op = "callcols")
         } else {
           request <- read_json(tokens)
           list(op = request$op)
@@ -1102,10 +1336,38 @@ function(con) {
         else run_rows(.mapply(list, columns, NULL), rep(NA_character_, n_rows))
         respond_f64(id, result)
       }
+    } else if (identical(outcome$op, "callcols")) {
+      # Binary columns of every type in (docs/protocol.md), one result column out.
+      bytes <- if (is.numeric(request$bytes)) request$bytes else 0
+      n_rows <- if (is.numeric(request$rows)) as.integer(request$rows) else 0L
+      payload <- if (bytes > 0) readBin(con, "raw", bytes) else raw(0)
+      parsed <- tryCatch(
+        {
+          if (is.null(fn)) stop("callcols before load")
+          if (length(payload) != bytes) stop("a callcols payload cut short")
+          read <- cols_in(payload, n_rows, request$cells)
+          rm(payload)
+          arguments(id, read$columns, read$problems, n_rows, vectors = TRUE)
+        },
+        error = function(e) e
+      )
+      if (inherits(parsed, "condition")) {
+        frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", conditionMessage(parsed)), "}"))
+      } else {
+        warm_up(n_rows)
+        result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
+        else run_vectorized(parsed$columns, parsed$problems)
+        respond_cols(id, result)
+      }
     } else if (identical(outcome$op, "exit")) {
       break
     } else {
       message <- if (identical(outcome$op, "error")) outcome$message else paste("unknown op", format(outcome$op))
+      # A callcols header that could not be read: skip its payload all the same.
+      if (op == '"callcols"' && any(tokens == '"bytes"')) {
+        skip <- suppressWarnings(as.numeric(tokens[match('"bytes"', tokens) + 2L]))
+        if (!is.na(skip) && skip > 0) readBin(con, "raw", skip)
+      }
       frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", message), "}"))
     }
   }

@@ -77,6 +77,10 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
       // /proc/self/fd/1. That needs fd 1 to be a real pipe: R's stdout() is a
       // text connection, and a socket (Node's default) cannot be reopened.
       f64: true,
+      // callcols: binary columns of every type, read from the payload and
+      // answered with one writeBin per column part. Without the pipe the
+      // driver answers with JSON values, which the runner reads as well.
+      columns: true,
       stdoutPipe: true,
       installHint:
         'install R (e.g. apt-get install r-base-core), or set IMPROV_EXTFN_R or the `interpreter` option to the path of Rscript',
