@@ -20,10 +20,18 @@ import {
   writeCell,
 } from '@improv/extfn-core';
 import { createInterpreterRunner, resolveExecutable } from '@improv/extfn-interpreter';
-import { spawnSandboxed } from '@improv/extfn-sandbox';
 import { describe, expect, test } from 'vitest';
 import { DRIVER_SOURCE, R_ARGS, R_ENV, R_LIMITS } from '../src/index.js';
-import { RSCRIPT, restrictedOk, type Signature, scopedRegistry, skipReason } from './helpers.js';
+import {
+  driverRun,
+  frames,
+  line,
+  RSCRIPT,
+  restrictedOk,
+  type Signature,
+  scopedRegistry,
+  skipReason,
+} from './helpers.js';
 
 const V = Value;
 
@@ -376,35 +384,6 @@ describe.skipIf(!restrictedOk)(`R callcols (${restrictedOk ? 'Restricted' : skip
 
 // ---- the driver alone: its callcols answer with and without a binary stdout ----
 
-async function driverRun(stdoutPipe: boolean, stdin: Buffer) {
-  const child = spawnSandboxed({
-    command: RSCRIPT,
-    args: R_ARGS,
-    env: R_ENV,
-    limits: R_LIMITS,
-    policy: 'restricted',
-    stdoutPipe,
-  });
-  const chunks: Buffer[] = [];
-  child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
-  child.stdin.end(stdin);
-  await child.exited;
-  const out: { header: Record<string, unknown>; payload?: Buffer }[] = [];
-  const all = Buffer.concat(chunks);
-  let at = 0;
-  while (at < all.length) {
-    const end = all.indexOf(0x0a, at);
-    const header = JSON.parse(all.subarray(at, end).toString());
-    at = end + 1;
-    const bytes = typeof header.bytes === 'number' ? header.bytes : 0;
-    out.push(bytes > 0 ? { header, payload: all.subarray(at, at + bytes) } : { header });
-    at += bytes;
-  }
-  return out;
-}
-
-const line = (header: object) => Buffer.from(`${JSON.stringify(header)}\n`);
-
 describe.skipIf(!restrictedOk)('R callcols frames', () => {
   test('a binary result column on a pipe, JSON values on a socket; a payload it cannot read is a ProtocolError and the next frame still reads', async () => {
     const source = Buffer.from(DRIVER_SOURCE);
@@ -437,9 +416,9 @@ describe.skipIf(!restrictedOk)('R callcols frames', () => {
     ]);
     const expected = ['hi 1', ' 4294967295', 'hé 2147483648'];
     for (const pipe of [true, false]) {
-      const frames = await driverRun(pipe, stdin);
-      expect(frames.map((f) => f.header.id)).toEqual([undefined, 1, 2, 3]);
-      const answer = frames[2]!;
+      const answers = frames((await driverRun(pipe, stdin)).stdout);
+      expect(answers.map((f) => f.header.id)).toEqual([undefined, 1, 2, 3]);
+      const answer = answers[2]!;
       if (pipe) {
         expect(answer.header).toMatchObject({ id: 2, rows: 3 });
         const p = answer.payload!;
@@ -455,7 +434,7 @@ describe.skipIf(!restrictedOk)('R callcols frames', () => {
       } else {
         expect(answer.header).toMatchObject({ id: 2, values: expected });
       }
-      expect((frames[3]!.header.error as { type: string }).type).toBe('ProtocolError');
+      expect((answers[3]!.header.error as { type: string }).type).toBe('ProtocolError');
     }
   });
 });

@@ -8,46 +8,17 @@
  */
 import { execFileSync } from 'node:child_process';
 import { type ExtFnError, Value } from '@improv/extfn-core';
-import { spawnSandboxed } from '@improv/extfn-sandbox';
 import { describe, expect, test } from 'vitest';
-import { DRIVER_SOURCE, R_ARGS, R_ENV, R_LIMITS } from '../src/index.js';
-import { RSCRIPT, restrictedOk, scopedRegistry, skipReason } from './helpers.js';
-
-/** Runs the driver with `stdin` written at once; resolves with everything it wrote. */
-async function driverRun(stdoutPipe: boolean, stdin: Buffer) {
-  const child = spawnSandboxed({
-    command: RSCRIPT,
-    args: R_ARGS,
-    env: R_ENV,
-    limits: R_LIMITS,
-    policy: 'restricted',
-    stdoutPipe,
-  });
-  const chunks: Buffer[] = [];
-  child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
-  child.stdin.end(stdin);
-  const exit = await child.exited;
-  return { exit, stdout: Buffer.concat(chunks), stderr: child.stderrTail() };
-}
-
-function line(header: object): Buffer {
-  return Buffer.from(`${JSON.stringify(header)}\n`);
-}
-
-/** Splits the answer into header lines, each followed by its `bytes` of payload. */
-function frames(stdout: Buffer) {
-  const out: { header: Record<string, unknown>; payload?: Buffer }[] = [];
-  let at = 0;
-  while (at < stdout.length) {
-    const end = stdout.indexOf(0x0a, at);
-    const header = JSON.parse(stdout.subarray(at, end).toString());
-    at = end + 1;
-    const bytes = typeof header.bytes === 'number' ? header.bytes : 0;
-    out.push(bytes > 0 ? { header, payload: stdout.subarray(at, at + bytes) } : { header });
-    at += bytes;
-  }
-  return out;
-}
+import { DRIVER_SOURCE } from '../src/index.js';
+import {
+  driverRun,
+  frames,
+  line,
+  RSCRIPT,
+  restrictedOk,
+  scopedRegistry,
+  skipReason,
+} from './helpers.js';
 
 const numbers = (results: readonly unknown[]) => results.map((v) => (v as { value: number }).value);
 
