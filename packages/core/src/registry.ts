@@ -423,6 +423,10 @@ async function evalTypedColumns(
   options: BatchOptions,
 ): Promise<ColumnResults<Column>> {
   const total = columns[0]?.length ?? 0;
+  // No cell in error: the runner's typed path takes the columns as they are (and makes the result column).
+  if (!errorsIn?.size && !isAllNumbers(fn) && runner.hasTypedColumns && cellsHold(fn, columns)) {
+    return runner.callTypedColumns(fn, columns, options);
+  }
   const values = newColumn(fn.returnType, total);
   const errors = new Map<number, ExtFnError>();
   const pending = new Int32Array(total);
@@ -433,9 +437,6 @@ async function evalTypedColumns(
     else pending[count++] = i;
   }
   const todo = pending.subarray(0, count);
-  if (!isAllNumbers(fn) && count === total && runner.hasTypedColumns && cellsHold(fn, columns)) {
-    return runner.callTypedColumns(fn, columns, options);
-  }
   if (isAllNumbers(fn)) {
     const part = columns.map((column) =>
       Float64Array.from(todo, (i) => (column as Float64Array)[i]!),
