@@ -1010,7 +1010,8 @@ def _cols_fast(fn, cols, n, out, failed, floats_as_is):
     # non-zero), and for text a plain str too short to pass the output cap.
     plain = str if out is _text_out and max(map(len, filter(str.__instancecheck__, values)),
                                             default=0) * 6 <= _max_output else None
-    if plain is not None and {str} == set(map(type, values)):  # a scan at C speed: the usual case
+    kinds = set(map(type, values))  # a scan at C speed: most chunks are plain strs, or floats only
+    if kinds == {plain} or floats_as_is and kinds == {float}:
         return values, errors
     inf = _INF
     for i, r in enumerate(values):
