@@ -8,7 +8,7 @@
  * Only a request in flight keeps the host's event loop alive: a host that
  * forgets `close()` still exits once its workers idle.
  */
-import { type ProcessTree, readProcessTree, type SandboxedTree } from '@improv/extfn-sandbox';
+import { type ProcessTree, ProcessTreeReader, type SandboxedTree } from '@improv/extfn-sandbox';
 import { WorkerFailure } from './failures.js';
 import {
   encodeFrame,
@@ -74,6 +74,8 @@ export class WarmWorker {
   #nextId = 1;
   #killing: Promise<void> | undefined;
   #baseline: Baseline | undefined;
+  /** Keeps the tree's /proc files open while the process lives; 'closed' once it has exited. */
+  #treeReader: ProcessTreeReader | 'closed' | undefined;
   /** The tree's CPU seconds at the end of its last clean request. */
   #cpuAtRest: number | undefined;
 
@@ -98,7 +100,10 @@ export class WarmWorker {
         failure.cause = error; // e.g. the sandbox's own ExtFnError, passed on as is
         this.#fail(failure);
       },
-    );
+    ).finally(() => {
+      if (this.#treeReader instanceof ProcessTreeReader) this.#treeReader.close();
+      this.#treeReader = 'closed';
+    });
     process.stdin.write(driverPreamble(driverSource));
   }
 
@@ -250,7 +255,9 @@ export class WarmWorker {
   }
 
   #tree(): ProcessTree | undefined {
-    return this.process.pid === undefined ? undefined : readProcessTree(this.process.pid);
+    if (this.process.pid === undefined || this.#treeReader === 'closed') return undefined;
+    this.#treeReader ??= new ProcessTreeReader(this.process.pid);
+    return this.#treeReader.read();
   }
 
   #await(

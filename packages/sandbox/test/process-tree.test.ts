@@ -1,12 +1,14 @@
 /**
  * readProcessTree: the process under a pid and all its descendants from
  * /proc — threads counted, children found whichever thread forked them,
- * setsid() ones included — and nothing once the root is gone.
+ * setsid() ones included — and nothing once the root is gone. And
+ * ProcessTreeReader, which re-reads one tree with its /proc files kept open:
+ * it sees the tree change, ends with the root, and closes what it opened.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
-import { readProcessTree } from '../src/index.js';
+import { ProcessTreeReader, readProcessTree } from '../src/index.js';
 
 const PYTHON = '/usr/bin/python3';
 const linux = existsSync('/proc/self/stat');
@@ -84,5 +86,59 @@ describe.skipIf(!linux || !existsSync(PYTHON))('readProcessTree', () => {
     const child = spawn(PYTHON, ['-c', 'pass'], { stdio: 'ignore' });
     await new Promise((resolve) => child.once('exit', resolve));
     expect(readProcessTree(child.pid!)).toBeUndefined();
+  });
+});
+
+/** How many of this process's fds are open on /proc files of `pid`. */
+function procFds(pid: number): number {
+  let n = 0;
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`).startsWith(`/proc/${pid}/`)) n++;
+    } catch {
+      // closed meanwhile (readdir's own fd)
+    }
+  }
+  return n;
+}
+
+// Forks a child that sleeps once it reads a line on stdin; then a thread.
+const GROWS = `
+import os, sys, threading, time
+print("up", flush=True)
+sys.stdin.readline()
+if os.fork() == 0:
+    time.sleep(60)
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+time.sleep(0.2)
+print("grown", flush=True)
+time.sleep(60)
+`;
+
+describe.skipIf(!linux || !existsSync(PYTHON))('ProcessTreeReader', () => {
+  test('sees a child and a thread appear between reads, then nothing once the root is gone', async () => {
+    const child = spawn(PYTHON, ['-c', GROWS], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const line = () => new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+    await line();
+    const reader = new ProcessTreeReader(child.pid!);
+    try {
+      expect(reader.read()).toMatchObject({ threads: 1, processes: [{ pid: child.pid }] });
+      expect(reader.read()).toMatchObject({ threads: 1 }); // a second read of the same files
+      const grown = line();
+      child.stdin.write('go\n');
+      await grown;
+      const tree = reader.read()!;
+      expect(tree.processes).toHaveLength(2);
+      expect(tree.processes[1]!.parentPid).toBe(child.pid);
+      expect(tree.threads).toBe(3); // two in the parent, one in the child
+      expect(procFds(child.pid!)).toBeGreaterThan(0); // it keeps its files open
+      for (const p of tree.processes.slice(1)) process.kill(p.pid, 'SIGKILL');
+      child.kill('SIGKILL');
+      await new Promise((resolve) => child.once('exit', resolve));
+      expect(reader.read()).toBeUndefined();
+    } finally {
+      reader.close();
+    }
+    expect(procFds(child.pid!)).toBe(0);
   });
 });
