@@ -84,26 +84,28 @@ export class WarmWorker {
     this.process = process;
     process.stdin.on('error', () => {}); // EPIPE after the worker died: reported through `exited`
     process.stdout.on('data', (chunk: Buffer) => this.#onData(chunk));
-    process.exited.then(
-      (info) => {
-        const how = info.signal
-          ? `was killed by ${info.signal}`
-          : `exited with code ${info.exitCode}`;
-        const stderr = this.process.stderrTail();
-        this.#fail(new WorkerFailure('exited', `the interpreter ${how}`, stderr, info.limit));
-      },
-      (error: unknown) => {
-        const failure = new WorkerFailure(
-          'startup',
-          `the interpreter could not start: ${String(error)}`,
-        );
-        failure.cause = error; // e.g. the sandbox's own ExtFnError, passed on as is
-        this.#fail(failure);
-      },
-    ).finally(() => {
-      if (this.#treeReader instanceof ProcessTreeReader) this.#treeReader.close();
-      this.#treeReader = 'closed';
-    });
+    process.exited
+      .then(
+        (info) => {
+          const how = info.signal
+            ? `was killed by ${info.signal}`
+            : `exited with code ${info.exitCode}`;
+          const stderr = this.process.stderrTail();
+          this.#fail(new WorkerFailure('exited', `the interpreter ${how}`, stderr, info.limit));
+        },
+        (error: unknown) => {
+          const failure = new WorkerFailure(
+            'startup',
+            `the interpreter could not start: ${String(error)}`,
+          );
+          failure.cause = error; // e.g. the sandbox's own ExtFnError, passed on as is
+          this.#fail(failure);
+        },
+      )
+      .finally(() => {
+        if (this.#treeReader instanceof ProcessTreeReader) this.#treeReader.close();
+        this.#treeReader = 'closed';
+      });
     process.stdin.write(driverPreamble(driverSource));
   }
 
