@@ -89,8 +89,18 @@ export type InterpreterDefaults = Readonly<
 >;
 
 export interface InterpreterRunnerOptions {
-  /** Most interpreter processes at once for this runner: warm workers and one-shot calls, all functions together. Default: one per core. */
+  /**
+   * Most interpreter processes working at once for this runner (starting, in
+   * a request or held by a batch between chunks; one-shot calls too), all
+   * functions together. Default: one per core.
+   */
   maxWorkers?: number;
+  /**
+   * Most interpreter processes alive at once, idle warm workers included:
+   * idle workers of other functions stay warm beyond `maxWorkers` up to this
+   * bound (memory, not CPU), and are evicted past it. Default: `maxWorkers` + 4.
+   */
+  maxLiveWorkers?: number;
   /** A worker idle this long is shut down (default 30 000 ms). */
   idleMs?: number;
   /** Sandbox policy; default `policyFor(process.env)` read at each start — the host's, never the model's. */
