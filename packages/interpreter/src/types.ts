@@ -137,7 +137,7 @@ export interface InterpreterStats {
   readonly started: number;
   /** Warm workers alive now. */
   readonly live: number;
-  /** Most processes at once so far (warm workers, starting ones, one-shot calls). */
+  /** Most processes working at once so far (workers starting or in use, one-shot calls): what `maxWorkers` bounds. */
   readonly peak: number;
   /** Warm workers killed and replaced (timeout, crash, malformed frame, abort, output). */
   readonly killed: number;
