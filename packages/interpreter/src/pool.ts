@@ -32,7 +32,10 @@
  * (`prestart`, when the function has none and `maxLive` allows) even while
  * every busy slot is taken: the start overlaps the work of other functions
  * instead of following it, and the first caller takes that worker (when a
- * busy slot is free) instead of starting a second.
+ * busy slot is free) instead of starting a second. At most `max` starts run
+ * at once: a prestart beyond waits for one ahead of it to be ready, so the
+ * first functions' interpreters boot at full speed and the next ones while
+ * those work.
  *
  * A healthy worker that ends (idle, evicted, retired, closed) is asked to
  * exit and given EXIT_GRACE_MS before its tree is killed, so an interpreter
@@ -165,6 +168,10 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #backlogs = new Map<string, Set<() => number>>();
   /** Starts begun by `prestart`, by function, not taken yet; undefined once one failed. */
   #prestarts = new Map<string, Promise<W | undefined>>();
+  /** Interpreter starts in flight (spawned, not ready yet). */
+  #launching = 0;
+  /** Prestarts waiting for fewer than `max` starts in flight, oldest first. */
+  #gated: (() => void)[] = [];
   /** Milliseconds a worker start takes, a moving average of measured starts. */
   #startMs = DEFAULT_START_MS;
   #closed = false;
@@ -296,7 +303,18 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    */
   prestart(key: string, fn: ExternalFn): boolean {
     if (this.#closed || this.workersOf(key) > 0 || this.#live >= this.maxLive) return false;
-    const start = this.#start(key, fn, undefined, false).then(
+    // At most `max` starts at once: one beyond waits for one ahead to be ready
+    // (the first functions' interpreters boot at full speed, the next ones while those work).
+    const gate =
+      this.#launching >= this.max
+        ? new Promise<void>((resolve) =>
+            this.#gated.push(() => {
+              this.#launching++; // its turn, counted before it begins
+              resolve();
+            }),
+          )
+        : undefined;
+    const start = this.#start(key, fn, undefined, false, gate).then(
       (worker) => worker,
       () => undefined,
     );
@@ -452,6 +470,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     this.#perKey.clear();
     this.#prestarts.clear();
     this.#inUse.clear();
+    for (const go of this.#gated.splice(0)) go(); // each fails as closed, launching nothing
     await Promise.all(all.map((w) => w.stop(EXIT_GRACE_MS)));
   }
 
@@ -483,14 +502,25 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     fn: ExternalFn,
     signal: AbortSignal | undefined,
     forCaller: boolean,
+    gate?: Promise<void>,
   ): Promise<W> {
     if (forCaller) this.#takeBusy(key);
     this.#live++;
     this.#count(key, 1);
-    this.observer?.({ type: 'start', key });
-    const started = performance.now();
-    return this.#launch(key, fn, signal).then(
+    let started = 0;
+    // Counted in #launching from here (ungated) or from the gate's opening (see prestart).
+    if (!gate) this.#launching++;
+    const begin = () => {
+      if (this.#closed) throw new WorkerFailure('closed', 'the runner is closed');
+      this.observer?.({ type: 'start', key });
+      started = performance.now();
+      return this.#launch(key, fn, signal);
+    };
+    // Without a gate the process is spawned before this returns (see runner.prepare).
+    const launched = gate ? gate.then(begin) : begin();
+    return launched.then(
       (worker) => {
+        this.#launched();
         this.#startMs = 0.7 * this.#startMs + 0.3 * (performance.now() - started);
         this.observer?.({ type: 'ready', key, pid: worker.pid });
         if (this.#closed) {
@@ -505,6 +535,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         return worker;
       },
       (error: unknown) => {
+        this.#launched();
         this.#live--;
         if (forCaller) this.#giveBusy(key);
         this.#count(key, -1);
@@ -513,6 +544,12 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         throw error;
       },
     );
+  }
+
+  /** A start has ended (ready or failed): a prestart waiting for its turn may begin. */
+  #launched(): void {
+    this.#launching--;
+    while (this.#gated.length > 0 && this.#launching < this.max) this.#gated.shift()!();
   }
 
   #count(key: string, delta: number): void {
