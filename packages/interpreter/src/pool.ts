@@ -79,9 +79,10 @@ const DEFAULT_START_MS = 100;
  * Processes beyond the busy bound that may live by default (idle warm
  * workers of other functions): the functions of a sheet refreshed together
  * keep their interpreters instead of evicting each other. Idle, a worker
- * costs memory only (about 10 MB for Python, 60 MB for R, up to its memory
- * limit if its body keeps data), so four more is a few hundred MB at worst
- * for typical bodies; `idleMs` ends them.
+ * costs memory only — about 16 MB resident for Python (bwrap 2 MB, the
+ * interpreter 14 MB after a 10^5-row batch), more for R, up to its memory
+ * limit if its body keeps data — so four more is tens of MB for typical
+ * bodies; `idleMs` ends them, and `maxLiveWorkers` sets the bound.
  */
 export const EXTRA_LIVE = 4;
 

@@ -98,7 +98,8 @@ export interface InterpreterRunnerOptions {
   /**
    * Most interpreter processes alive at once, idle warm workers included:
    * idle workers of other functions stay warm beyond `maxWorkers` up to this
-   * bound (memory, not CPU), and are evicted past it. Default: `maxWorkers` + 4.
+   * bound (memory, not CPU), and are evicted past it. Default: `maxWorkers` + 4;
+   * never below `maxWorkers`.
    */
   maxLiveWorkers?: number;
   /** A worker idle this long is shut down (default 30 000 ms). */
