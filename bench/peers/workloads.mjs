@@ -17,6 +17,10 @@ import {
   warmSides,
 } from './sides.mjs';
 
+/** PEERS_BASE: another build's python runner (a dist/index.js path), timed beside ours in workload 6. */
+const { env } = process;
+const basePython = env.PEERS_BASE ? (await import(env.PEERS_BASE)).python : undefined;
+
 const PEER_WARM =
   'PostgreSQL — inside the server (clock_timestamp() around SELECT sum(f(x, y)) FROM a prepared unlogged table), one backend, a session warmed up on 1,000 rows first';
 const OURS_WARM =
@@ -178,7 +182,6 @@ function fourFunctions(rows) {
   const table = (n) => tableName('numbers', n);
   const oneQuery = (t) =>
     `SELECT ${FOUR.map(({ name }) => `sum(${name}(x, y))`).join(' + ')} FROM ${t}`;
-  const starts = [];
   const late = [];
   return {
     title:
@@ -188,26 +191,52 @@ function fourFunctions(rows) {
     timed: [
       'PostgreSQL, one backend — the four functions in one query over the table (sequential in one process), timed inside the server',
       'PostgreSQL, four backends — four warm sessions, one function each, released together; first start to last finish in the server clock',
-      'ours — four evalBatch calls at once on one warm registry (one python() runner, default workers: one per core)',
+      "ours — four evalBatch calls at once on one warm registry (one python() runner, default workers: one per core working at once; the four functions' workers all stay warm, maxLiveWorkers)",
+      ...(basePython
+        ? [`ours before — the same on the build at PEERS_BASE (${env.PEERS_BASE})`]
+        : []),
     ],
     setup: async (pg) => {
-      const runner = python();
-      const registry = registryWith(
-        runner,
-        FOUR.map(({ name, ours }) =>
-          descriptor(name, 'python', ours, ['number', 'number'], 'number'),
-        ),
-      );
       const inputs = rowsOf('numbers', rows);
-      const call = () => Promise.all(FOUR.map(({ name }) => registry.evalBatch(name, inputs)));
       const checksum = (all) => all.reduce((sum, out) => sum + sumBatch(out), 0);
-      try {
-        await call();
-      } catch (error) {
-        await registry.close();
-        throw error;
-      }
-      const warmupStarts = runner.stats().started;
+      /** A warm registry of the four functions on `make()`'s runner, and its timed side. */
+      const warmFour = async (make, label, short) => {
+        const runner = make();
+        const registry = registryWith(
+          runner,
+          FOUR.map(({ name, ours }) =>
+            descriptor(name, 'python', ours, ['number', 'number'], 'number'),
+          ),
+        );
+        const call = () => Promise.all(FOUR.map(({ name }) => registry.evalBatch(name, inputs)));
+        try {
+          await call();
+        } catch (error) {
+          await registry.close();
+          throw error;
+        }
+        const startsOf = [];
+        const side = {
+          label,
+          ...(short ? { short } : {}),
+          run: async () => {
+            const before = runner.stats().started;
+            const run = await oursTimed(call, checksum);
+            startsOf.push(runner.stats().started - before);
+            return run;
+          },
+        };
+        return { runner, registry, side, startsOf, warmupStarts: runner.stats().started };
+      };
+      const ours = await warmFour(python, 'ours 4 × evalBatch');
+      const before = basePython
+        ? await warmFour(basePython, 'ours before 4 × evalBatch').catch(async (error) => {
+            await ours.registry.close();
+            throw error;
+          })
+        : undefined;
+      const { registry, warmupStarts } = ours;
+      const starts = ours.startsOf;
       return {
         sides: [
           {
@@ -232,21 +261,19 @@ function fourFunctions(rows) {
               return run;
             },
           },
-          {
-            label: 'ours 4 × evalBatch',
-            run: async () => {
-              const before = runner.stats().started;
-              const run = await oursTimed(call, checksum);
-              starts.push(runner.stats().started - before);
-              return run;
-            },
-          },
+          ours.side,
+          ...(before ? [before.side] : []),
         ],
         notes: () => [
           `ours: worker processes started: ${warmupStarts} in the untimed first run, then ${starts.join(', ')} in the timed runs`,
+          ...(before
+            ? [
+                `ours before: worker processes started: ${before.warmupStarts} in the untimed first run, then ${before.startsOf.join(', ')} in the timed runs`,
+              ]
+            : []),
           `PostgreSQL four backends: the last session started its query ${late.map((ms) => ms.toFixed(0)).join(', ')} ms after the common start time`,
         ],
-        close: () => registry.close(),
+        close: () => Promise.all([registry.close(), before?.registry.close()]),
       };
     },
   };

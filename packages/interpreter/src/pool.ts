@@ -1,33 +1,46 @@
 /**
- * The bounded pool of warm workers for one runner. At most `max` workers
- * live at once, all functions together; a worker serves one function
- * (`key`) for its whole life; callers beyond the bound wait (see `#pump`);
- * idle workers end after `idleMs`; an idle worker of another function is
- * evicted when a waiting caller needs the slot.
+ * The bounded pool of warm workers for one runner. Two bounds, all
+ * functions together: at most `max` workers busy at once (starting, serving
+ * a request or held by a batch lane between chunks, and one-shot processes:
+ * what uses the CPU), and at most `maxLive` processes alive (busy, idle and
+ * exiting: what uses memory). An idle worker takes no busy slot, so the
+ * workers of a sheet's few functions all stay warm between refreshes while
+ * only `max` of them work at once. A worker serves one function (`key`) for
+ * its whole life; callers beyond the bounds wait (see `#pump`); idle workers
+ * end after `idleMs`; an idle worker of another function is evicted only
+ * when a waiting caller needs a start and `maxLive` is reached.
  *
  * Across functions: a worker keeps serving its function while that function
  * has queued work (a freed worker goes to a waiter of its own function
- * first); callers of the function with the fewest workers are served first
- * (oldest first among equals); and a batch lane gives its worker back
- * between chunks only when `shouldYield` says so — to a caller of its own
- * function (no restart), or to a function with at least two workers fewer.
- * A function that has a worker gets another only when the work its batches
- * have not handed out yet (`trackBacklog`) comes to more than START_PAYOFF
- * starts per worker it has, and then only a free slot or the slot of a
- * worker idle for EVICT_IDLE_MS (one that just finished may be wanted again
- * soon: its function's next refresh); otherwise its caller waits for its own
- * worker (a batch asks `wouldServe` first and opens no lane that would). So
- * a refresh starts one worker per function, plus more only for long work
- * that pays for them, and never restarts workers chunk by chunk.
+ * first); a waiter whose function has an idle or starting worker is served
+ * first when a busy slot frees (no start), then callers of the function
+ * with the fewest workers (oldest first among equals); and a batch lane
+ * gives its worker back between chunks only when `shouldYield` says so — to
+ * a caller of its own function (no restart), or to a function with at least
+ * two busy workers fewer. A function that has a worker gets another only
+ * when the work its batches have not handed out yet (`trackBacklog`) comes
+ * to more than START_PAYOFF starts per worker it has, and then only with a
+ * free busy slot, and room among `max` processes (the room beyond is for
+ * each function's first worker) or the room of a worker idle for
+ * EVICT_IDLE_MS (one that just finished may be wanted again soon: its
+ * function's next refresh); otherwise its caller waits for its own worker
+ * (a batch asks `wouldServe` first and opens no lane that would). So a
+ * refresh starts one worker per function, plus more only for long work that
+ * pays for them, and never restarts workers chunk by chunk.
  *
- * A batch about to come may have its function's first worker started ahead
- * (`prestart`, when the function has none and a slot is free): its first
- * caller takes that start instead of starting a second.
+ * A batch about to come has its function's first worker started ahead
+ * (`prestart`, when the function has none and `maxLive` allows) even while
+ * every busy slot is taken: the start overlaps the work of other functions
+ * instead of following it, and the first caller takes that worker (when a
+ * busy slot is free) instead of starting a second. At most `max` starts run
+ * at once: a prestart beyond waits for one ahead of it to be ready, so the
+ * first functions' interpreters boot at full speed and the next ones while
+ * those work.
  *
  * A healthy worker that ends (idle, evicted, retired, closed) is asked to
  * exit and given EXIT_GRACE_MS before its tree is killed, so an interpreter
  * can clean up after itself (R's /tmp/RtmpXXXX under unsandboxed policies);
- * its slot stays taken until it is gone, so the bound counts processes.
+ * it counts as live until it is gone, so `maxLive` counts processes.
  */
 import type { ExternalFn } from '@improv/extfn-core';
 import { WorkerFailure } from './failures.js';
@@ -62,6 +75,17 @@ export const START_PAYOFF = 2;
 /** What a worker start is taken to cost before one has been measured. */
 const DEFAULT_START_MS = 100;
 
+/**
+ * Processes beyond the busy bound that may live by default (idle warm
+ * workers of other functions): the functions of a sheet refreshed together
+ * keep their interpreters instead of evicting each other. Idle, a worker
+ * costs memory only — about 16 MB resident for Python (bwrap 2 MB, the
+ * interpreter 14 MB after a 10^5-row batch), more for R, up to its memory
+ * limit if its body keeps data — so four more is tens of MB for typical
+ * bodies; `idleMs` ends them, and `maxLiveWorkers` sets the bound.
+ */
+export const EXTRA_LIVE = 4;
+
 /** How long a worker must have been idle before it is evicted for a function that has a worker already. */
 export const EVICT_IDLE_MS = 1_000;
 
@@ -76,29 +100,56 @@ interface Waiter<W extends PooledWorker> {
   /** The function a worker is wanted for; undefined for a bare slot (a one-shot process). */
   key: string | undefined;
   signal: AbortSignal | undefined;
-  /** Takes a free slot and serves the waiter (starts its worker, or hands over the slot). */
+  /** Takes a busy slot and room to live, and serves the waiter (starts its worker, or hands over the slot). */
   grant(): void;
-  /** Hands over an idle worker of the waiter's function. */
+  /** Hands over an idle worker of the waiter's function (its busy slot already taken). */
   reuse(worker: W): void;
+  /** Takes over its function's prestart (its busy slot already taken). */
+  join?(prestart: Promise<W | undefined>): void;
   reject(error: unknown): void;
   onAbort?: () => void;
   timer?: NodeJS.Timeout;
 }
 
+/**
+ * What the pool did, in order: a worker's start begun (`start`, its slot
+ * taken) and ended (`ready`, or `failed`), its end begun (`stop`) and its
+ * slot free again (`freed`). For timelines (bench/refresh.mjs) and tests of
+ * event order.
+ */
+export type PoolEvent =
+  | { type: 'start'; key: string }
+  | { type: 'ready'; key: string; pid: number | undefined }
+  | { type: 'failed'; key: string }
+  | { type: 'stop'; key: string; pid: number | undefined }
+  | { type: 'freed'; key: string; pid: number | undefined };
+
 export interface PoolCounters {
+  /** Warm workers alive (busy or idle). */
   live: number;
-  /** Most slots taken at once (warm workers, starting ones and one-shot processes). */
+  /** Busy slots taken now (workers starting for a caller or in use, and one-shot processes). */
+  busy: number;
+  /** Most busy slots taken at once. */
   peak: number;
   killed: number;
   queued: number;
 }
 
 export class Pool<W extends PooledWorker = PooledWorker> {
+  /** Most workers busy at once. */
   readonly max: number;
+  /** Most processes alive at once (busy, idle, exiting). */
+  readonly maxLive: number;
   readonly idleMs: number;
   #launch: Launch<W>;
-  /** Slots taken: live workers, workers being started, and one-shot processes. */
-  #slots = 0;
+  /** Busy slots taken: workers starting for a caller or handed out, and one-shot processes. */
+  #busy = 0;
+  /** Busy slots by function. */
+  #busyPer = new Map<string, number>();
+  /** Workers handed out to callers and not given back yet. */
+  #inUse = new Set<W>();
+  /** Processes: workers starting (prestarts too), live or exiting, and one-shot processes. */
+  #live = 0;
   #peak = 0;
   #killed = 0;
   #idle = new Map<string, W[]>();
@@ -118,12 +169,19 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #backlogs = new Map<string, Set<() => number>>();
   /** Starts begun by `prestart`, by function, not taken yet; undefined once one failed. */
   #prestarts = new Map<string, Promise<W | undefined>>();
+  /** Interpreter starts in flight (spawned, not ready yet). */
+  #launching = 0;
+  /** Prestarts waiting for fewer than `max` starts in flight, oldest first. */
+  #gated: (() => void)[] = [];
   /** Milliseconds a worker start takes, a moving average of measured starts. */
   #startMs = DEFAULT_START_MS;
   #closed = false;
+  /** Told of every start and end (see PoolEvent); nothing by default. */
+  observer: ((event: PoolEvent) => void) | undefined;
 
-  constructor(max: number, idleMs: number, launch: Launch<W>) {
+  constructor(max: number, idleMs: number, launch: Launch<W>, maxLive?: number) {
     this.max = Math.max(1, Math.floor(max));
+    this.maxLive = Math.max(this.max, Math.floor(maxLive ?? this.max + EXTRA_LIVE));
     this.idleMs = idleMs;
     this.#launch = launch;
   }
@@ -131,6 +189,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   counters(): PoolCounters {
     return {
       live: this.#all.size,
+      busy: this.#busy,
       peak: this.#peak,
       killed: this.#killed,
       queued: this.#queue.length,
@@ -146,6 +205,11 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   /** Live and starting workers of one function. */
   workersOf(key: string): number {
     return this.#perKey.get(key) ?? 0;
+  }
+
+  /** Busy slots of one function: its workers starting for a caller or in use. */
+  busyOf(key: string): number {
+    return this.#busyPer.get(key) ?? 0;
   }
 
   /** What a worker start takes, as measured (a moving average). */
@@ -176,23 +240,27 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * lane only then, so its lanes never queue for their own busy worker.
    */
   wouldServe(key: string): boolean {
-    if (this.#closed) return false;
+    if (this.#closed || this.#busy >= this.max) return false;
     if (this.#idle.has(key)) return true;
     if (this.#queue.length > 0 || !this.#mayStart(key)) return false;
-    return this.#slots < this.max || this.#victim(this.workersOf(key) > 0).victim !== undefined;
+    return this.#hasRoom(key) || this.#victim(this.workersOf(key) > 0).victim !== undefined;
   }
 
   /**
    * Whether a caller holding a worker of `key` between requests (a batch
    * lane) should give it back: a caller of the same function waits (handing
-   * over costs nothing), or a caller of a function with at least two
-   * workers fewer (its fair share: a function with none gets one first).
+   * over costs nothing), or a caller of a function with at least two busy
+   * workers fewer (its fair share: a function with none gets one first)
+   * that could be served with the slot.
    */
   shouldYield(key: string): boolean {
-    const mine = this.workersOf(key);
+    const mine = this.busyOf(key);
     for (const waiter of this.#queue) {
       if (waiter.key === key) return true;
-      if (this.#workersFor(waiter) + 1 < mine && this.#mayStart(waiter.key)) return true;
+      const theirs = waiter.key === undefined ? 0 : this.busyOf(waiter.key);
+      if (theirs + 1 < mine && (this.#cheap(waiter.key) || this.#mayStart(waiter.key))) {
+        return true;
+      }
     }
     return false;
   }
@@ -207,32 +275,47 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     signal?: AbortSignal,
     maxWaitMs = Number.POSITIVE_INFINITY,
   ): Promise<W> {
-    const idle = this.#closed || signal?.aborted ? undefined : this.#takeIdle(key);
-    if (idle) return Promise.resolve(idle);
-    const prestart = this.#closed || signal?.aborted ? undefined : this.#prestarts.get(key);
-    if (prestart) {
-      this.#prestarts.delete(key); // taken: the first caller joins it instead of starting another
-      return this.#join(prestart, key, fn, signal, maxWaitMs);
+    if (!this.#closed && !signal?.aborted && this.#busy < this.max) {
+      const idle = this.#takeIdle(key);
+      if (idle) return Promise.resolve(this.#handOut(idle));
+      const prestart = this.#prestarts.get(key);
+      if (prestart) {
+        this.#prestarts.delete(key); // taken: the first caller joins it instead of starting another
+        this.#takeBusy(key);
+        return this.#join(prestart, key, fn, signal, maxWaitMs);
+      }
     }
     return this.#wait(key, signal, maxWaitMs, (resolve, reject) => ({
-      grant: () => this.#start(key, fn, signal).then(resolve, reject),
+      grant: () => this.#start(key, fn, signal, true).then(resolve, reject),
       reuse: resolve,
+      join: (prestart) => this.#join(prestart, key, fn, signal, maxWaitMs).then(resolve, reject),
     }));
   }
 
   /**
    * Starts a worker for `key` ahead of its callers (the runner's `prepare`:
-   * a batch is about to come), when the function has no worker at all, nobody
-   * waits and a slot is free; the first `acquire` of `key` then takes it
-   * instead of starting another. Returns whether it started one. A failed
-   * start is not reported here: its caller starts one as if none had been
-   * prepared, and that start reports its own failure. One nobody takes idles
-   * out as usual.
+   * a batch is about to come), when the function has no worker at all and
+   * `maxLive` leaves room, whether or not a busy slot is free: the start
+   * then overlaps other functions' work. The first `acquire` of `key` takes
+   * it (once it has a busy slot) instead of starting another. Returns
+   * whether it started one. A failed start is not reported here: its caller
+   * starts one as if none had been prepared, and that start reports its own
+   * failure. One nobody takes idles out as usual.
    */
   prestart(key: string, fn: ExternalFn): boolean {
-    if (this.#closed || this.workersOf(key) > 0 || this.#queue.length > 0) return false;
-    if (this.#slots >= this.max) return false;
-    const start = this.#start(key, fn, undefined).then(
+    if (this.#closed || this.workersOf(key) > 0 || this.#live >= this.maxLive) return false;
+    // At most `max` starts at once: one beyond waits for one ahead to be ready
+    // (the first functions' interpreters boot at full speed, the next ones while those work).
+    const gate =
+      this.#launching >= this.max
+        ? new Promise<void>((resolve) =>
+            this.#gated.push(() => {
+              this.#launching++; // its turn, counted before it begins
+              resolve();
+            }),
+          )
+        : undefined;
+    const start = this.#start(key, fn, undefined, false, gate).then(
       (worker) => worker,
       () => undefined,
     );
@@ -240,12 +323,17 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     void start.then((worker) => {
       if (this.#prestarts.get(key) !== start) return; // taken by a caller
       this.#prestarts.delete(key);
-      if (worker) this.release(worker, true); // to a waiter of its function, or idle
+      if (!worker) return;
+      this.#park(worker); // idle: a waiter of its function takes it once it has a busy slot
+      this.#pump();
     });
     return true;
   }
 
-  /** A caller's worker from a prestart; a fresh acquire when that start failed. */
+  /**
+   * A caller's worker from a prestart, its busy slot taken; a fresh acquire
+   * (the slot given back) when that start failed.
+   */
   async #join(
     prestart: Promise<W | undefined>,
     key: string,
@@ -254,7 +342,13 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     maxWaitMs: number,
   ): Promise<W> {
     const worker = await prestart;
-    if (!worker) return this.acquire(key, fn, signal, maxWaitMs);
+    if (!worker || this.#closed) {
+      this.#giveBusy(key);
+      this.#pump();
+      if (worker) this.#discard(worker);
+      return this.acquire(key, fn, signal, maxWaitMs);
+    }
+    this.#inUse.add(worker);
     if (signal?.aborted) {
       this.release(worker, true);
       throw new WorkerFailure('aborted', 'aborted', undefined, undefined, signal.reason);
@@ -264,17 +358,19 @@ export class Pool<W extends PooledWorker = PooledWorker> {
 
   /**
    * A slot without a warm worker, for a one-shot process: it counts against
-   * the same bound. Call the returned function when the process has ended.
+   * the same bounds. Call the returned function when the process has ended.
    */
   acquireSlot(signal?: AbortSignal, maxWaitMs = Number.POSITIVE_INFINITY): Promise<() => void> {
     return this.#wait<() => void>(undefined, signal, maxWaitMs, (resolve) => ({
       grant: () => {
-        this.#takeSlot();
+        this.#takeBusy(undefined);
+        this.#live++;
         let released = false;
         resolve(() => {
           if (released) return;
           released = true;
-          this.#slots--;
+          this.#giveBusy(undefined);
+          this.#live--;
           this.#pump();
         });
       },
@@ -289,7 +385,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     serve: (
       resolve: (value: T) => void,
       reject: (error: unknown) => void,
-    ) => Pick<Waiter<W>, 'grant' | 'reuse'>,
+    ) => Pick<Waiter<W>, 'grant' | 'reuse' | 'join'>,
   ): Promise<T> {
     if (this.#closed) return Promise.reject(new WorkerFailure('closed', 'the runner is closed'));
     if (signal?.aborted) {
@@ -302,10 +398,15 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         key,
         signal,
         reject,
-        ...(serve(resolve, reject) as Pick<Waiter<W>, 'grant' | 'reuse'>),
+        ...(serve(resolve, reject) as Pick<Waiter<W>, 'grant' | 'reuse' | 'join'>),
       };
-      if (this.#queue.length === 0 && this.#slots < this.max && this.#mayStart(waiter.key)) {
-        waiter.grant(); // nobody waits and a slot is free: no queueing
+      if (
+        this.#queue.length === 0 &&
+        this.#busy < this.max &&
+        this.#hasRoom(waiter.key) &&
+        this.#mayStart(waiter.key)
+      ) {
+        waiter.grant(); // nobody waits and there is room: no queueing
         return;
       }
       if (Number.isFinite(maxWaitMs)) {
@@ -335,13 +436,15 @@ export class Pool<W extends PooledWorker = PooledWorker> {
 
   /** Gives a worker back: kept warm when `reusable` and alive, otherwise ended (a healthy one gracefully). */
   release(worker: W, reusable: boolean): void {
+    const wasInUse = this.#inUse.delete(worker);
+    if (wasInUse) this.#giveBusy(worker.key);
     if (!reusable || !worker.alive || this.#closed) {
       this.#discard(worker);
     } else {
       const waiter = this.#queue.find((w) => w.key === worker.key);
-      if (waiter) {
+      if (waiter && this.#busy < this.max) {
         this.#dequeue(waiter);
-        waiter.reuse(worker);
+        waiter.reuse(this.#handOut(worker)); // its slot goes with it
         return;
       }
       this.#park(worker);
@@ -367,44 +470,108 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     this.#all.clear();
     this.#perKey.clear();
     this.#prestarts.clear();
+    this.#inUse.clear();
+    for (const go of this.#gated.splice(0)) go(); // each fails as closed, launching nothing
     await Promise.all(all.map((w) => w.stop(EXIT_GRACE_MS)));
   }
 
-  /** One more slot in use (a warm worker starting, or a one-shot process). */
-  #takeSlot(): void {
-    this.#slots++;
-    this.#peak = Math.max(this.#peak, this.#slots);
+  /** One more busy slot (a worker starting for a caller or handed out, or a one-shot process). */
+  #takeBusy(key: string | undefined): void {
+    this.#busy++;
+    this.#peak = Math.max(this.#peak, this.#busy);
+    if (key !== undefined) this.#busyPer.set(key, this.busyOf(key) + 1);
   }
 
-  #start(key: string, fn: ExternalFn, signal: AbortSignal | undefined): Promise<W> {
-    this.#takeSlot();
+  #giveBusy(key: string | undefined): void {
+    this.#busy--;
+    if (key === undefined) return;
+    const n = this.busyOf(key) - 1;
+    if (n > 0) this.#busyPer.set(key, n);
+    else this.#busyPer.delete(key);
+  }
+
+  /** An idle worker handed to a caller: it takes a busy slot until given back. */
+  #handOut(worker: W): W {
+    this.#takeBusy(worker.key);
+    this.#inUse.add(worker);
+    return worker;
+  }
+
+  /** Starts a worker: for a caller (`forCaller`, a busy slot) or ahead of one (a prestart: live only). */
+  #start(
+    key: string,
+    fn: ExternalFn,
+    signal: AbortSignal | undefined,
+    forCaller: boolean,
+    gate?: Promise<void>,
+  ): Promise<W> {
+    if (forCaller) this.#takeBusy(key);
+    this.#live++;
     this.#count(key, 1);
-    const started = performance.now();
-    return this.#launch(key, fn, signal).then(
+    let started = 0;
+    // Counted in #launching from here (ungated) or from the gate's opening (see prestart).
+    if (!gate) this.#launching++;
+    const begin = () => {
+      if (this.#closed) throw new WorkerFailure('closed', 'the runner is closed');
+      this.observer?.({ type: 'start', key });
+      started = performance.now();
+      return this.#launch(key, fn, signal);
+    };
+    // Without a gate the process is spawned before this returns (see runner.prepare).
+    const launched = gate ? gate.then(begin) : begin();
+    return launched.then(
       (worker) => {
+        this.#launched();
         this.#startMs = 0.7 * this.#startMs + 0.3 * (performance.now() - started);
+        this.observer?.({ type: 'ready', key, pid: worker.pid });
         if (this.#closed) {
           void worker.kill();
-          this.#slots--;
+          this.#live--;
+          if (forCaller) this.#giveBusy(key);
           this.#count(key, -1);
           throw new WorkerFailure('closed', 'the runner is closed');
         }
         this.#all.add(worker);
+        if (forCaller) this.#inUse.add(worker);
         return worker;
       },
       (error: unknown) => {
-        this.#slots--;
+        this.#launched();
+        this.#live--;
+        if (forCaller) this.#giveBusy(key);
         this.#count(key, -1);
+        this.observer?.({ type: 'failed', key });
         this.#pump();
         throw error;
       },
     );
   }
 
+  /** A start has ended (ready or failed): a prestart waiting for its turn may begin. */
+  #launched(): void {
+    this.#launching--;
+    while (this.#gated.length > 0 && this.#launching < this.max) this.#gated.shift()!();
+  }
+
   #count(key: string, delta: number): void {
     const n = (this.#perKey.get(key) ?? 0) + delta;
     if (n > 0) this.#perKey.set(key, n);
     else this.#perKey.delete(key);
+  }
+
+  /**
+   * Whether a start for `key` has room to live: the room beyond `max` is for
+   * a function's first worker (each function of a sheet keeps one warm), so
+   * a function's further workers count against `max` processes as before.
+   */
+  #hasRoom(key: string | undefined): boolean {
+    const first = key === undefined || this.workersOf(key) === 0;
+    return this.#live < (first ? this.maxLive : this.max);
+  }
+
+  /** Whether a waiter of `key` would be served without a start: its function has an idle or starting worker. */
+  #cheap(key: string | undefined): boolean {
+    return key !== undefined && (this.#idle.has(key) || this.#prestarts.has(key));
   }
 
   /** Workers of a waiter's function; a one-shot slot counts as a function without any. */
@@ -430,24 +597,28 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   }
 
   /**
-   * Ends a worker and frees its slot: at once for a dead or failed one,
-   * once it has exited (or been killed after the grace) for a healthy one.
-   * Returns whether the slot is free now.
+   * Ends a worker and frees its room to live: at once for a dead or failed
+   * one, once it has exited (or been killed after the grace) for a healthy
+   * one. Returns whether the room is free now.
    */
   #discard(worker: W): boolean {
     if (!this.#all.delete(worker)) return false;
     this.#count(worker.key, -1);
     this.#unpark(worker);
+    const event = { key: worker.key, pid: worker.pid };
+    this.observer?.({ type: 'stop', ...event });
     if (!worker.alive) {
       this.#killed++;
-      this.#slots--;
+      this.#live--;
+      this.observer?.({ type: 'freed', ...event });
       void worker.kill();
       return true;
     }
     this.#stopping.add(worker);
     void worker.stop(EXIT_GRACE_MS).then(() => {
       if (!this.#stopping.delete(worker)) return;
-      this.#slots--;
+      this.#live--;
+      this.observer?.({ type: 'freed', ...event });
       this.#pump();
     });
     return false;
@@ -549,36 +720,46 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   }
 
   /**
-   * Serves waiting callers with idle workers or free slots: callers whose
-   * function has the fewest workers first, oldest first among equals, and
-   * only those that `#mayStart`. A slot being freed by an exiting worker is
-   * promised to a waiter without one; past those, idle workers of other
-   * functions are evicted.
+   * Serves waiting callers while a busy slot is free: first those whose
+   * function has an idle or starting worker (no start), oldest first; then,
+   * among those that `#mayStart`, callers whose function has the fewest
+   * workers, oldest first among equals, with a start when `maxLive` leaves
+   * room. Room being freed by an exiting worker is promised to a waiter
+   * without one; past those, idle workers of other functions are evicted.
    */
   #pump(): void {
     if (this.#closed) return;
-    // An idle worker of a waiter's own function costs nothing: hand those over first.
     for (const waiter of [...this.#queue]) {
-      const idle = waiter.key === undefined ? undefined : this.#takeIdle(waiter.key);
+      if (this.#busy >= this.max) return;
+      if (waiter.key === undefined) continue;
+      const idle = this.#takeIdle(waiter.key);
       if (idle) {
         this.#dequeue(waiter);
-        waiter.reuse(idle);
+        waiter.reuse(this.#handOut(idle));
+        continue;
+      }
+      const prestart = this.#prestarts.get(waiter.key);
+      if (prestart && waiter.join) {
+        this.#prestarts.delete(waiter.key);
+        this.#dequeue(waiter);
+        this.#takeBusy(waiter.key);
+        waiter.join(prestart);
       }
     }
     let coming = this.#stopping.size;
     const promised = new Set<Waiter<W>>();
-    while (this.#queue.length > promised.size && !this.#closed) {
+    while (this.#queue.length > promised.size && this.#busy < this.max && !this.#closed) {
       let waiter: Waiter<W> | undefined;
       for (const candidate of this.#queue) {
         if (promised.has(candidate) || !this.#mayStart(candidate.key)) continue;
         if (!waiter || this.#workersFor(candidate) < this.#workersFor(waiter)) waiter = candidate;
       }
       if (!waiter) return;
-      if (this.#slots < this.max) {
+      if (this.#hasRoom(waiter.key)) {
         this.#dequeue(waiter);
         waiter.grant();
       } else if (coming > 0) {
-        coming--; // this waiter gets the next slot that frees up
+        coming--; // this waiter gets the next room that frees up
         promised.add(waiter);
       } else {
         const evicted = this.#evictOne(this.#workersFor(waiter) > 0);

@@ -180,6 +180,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       options.maxWorkers ?? availableParallelism(),
       options.idleMs ?? DEFAULT_IDLE_MS,
       launch ?? ((key, fn, signal) => this.#launch(key, fn, signal)),
+      options.maxLiveWorkers,
     );
     this.lanes = this.pool.max;
   }

@@ -173,7 +173,10 @@ export async function schedule(
       perRowMs === undefined || weight === 0
         ? elapsed / count
         : (perRowMs * weight + elapsed) / (weight + count);
-    weight = 0.5 * weight + count;
+    // A cold batch's first chunk is mostly its fresh worker's first request (the body
+    // compiled, pages faulted in): the next chunk's figure replaces it rather than
+    // averaging with it, so chunks do not stay at one row for a dozen round trips.
+    weight = chunksDone === 0 && !reliable ? 0 : 0.5 * weight + count;
     settled.fill(1, start, start + count);
     if (chunksDone++ > 0 || reliable) {
       sampledRows += count;

@@ -89,8 +89,19 @@ export type InterpreterDefaults = Readonly<
 >;
 
 export interface InterpreterRunnerOptions {
-  /** Most interpreter processes at once for this runner: warm workers and one-shot calls, all functions together. Default: one per core. */
+  /**
+   * Most interpreter processes working at once for this runner (starting, in
+   * a request or held by a batch between chunks; one-shot calls too), all
+   * functions together. Default: one per core.
+   */
   maxWorkers?: number;
+  /**
+   * Most interpreter processes alive at once, idle warm workers included:
+   * idle workers of other functions stay warm beyond `maxWorkers` up to this
+   * bound (memory, not CPU), and are evicted past it. Default: `maxWorkers` + 4;
+   * never below `maxWorkers`.
+   */
+  maxLiveWorkers?: number;
   /** A worker idle this long is shut down (default 30 000 ms). */
   idleMs?: number;
   /** Sandbox policy; default `policyFor(process.env)` read at each start — the host's, never the model's. */
@@ -127,7 +138,7 @@ export interface InterpreterStats {
   readonly started: number;
   /** Warm workers alive now. */
   readonly live: number;
-  /** Most processes at once so far (warm workers, starting ones, one-shot calls). */
+  /** Most processes working at once so far (workers starting or in use, one-shot calls): what `maxWorkers` bounds. */
   readonly peak: number;
   /** Warm workers killed and replaced (timeout, crash, malformed frame, abort, output). */
   readonly killed: number;

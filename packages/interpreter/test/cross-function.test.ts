@@ -35,11 +35,13 @@ class FakeWorker implements DispatchWorker {
   constructor(
     readonly key: string,
     readonly perRowMs: number,
+    readonly events?: string[],
   ) {}
   async request(header: FrameHeader): Promise<Frame> {
     if (!this.alive) throw new WorkerFailure('exited', 'the interpreter exited with code 1');
     const { start, count } = header as { start: number; count: number };
     const ms = count * this.perRowMs;
+    this.events?.push(`request ${this.key}`);
     await sleep(ms);
     this.requests++;
     this.busyMs += ms;
@@ -85,7 +87,7 @@ function fakeRunner(maxWorkers: number, perRowMs = 0.01, startMs = 2) {
   const pool = new Pool<DispatchWorker>(maxWorkers, 30_000, async (key) => {
     starts.push(key);
     await sleep(startMs); // an interpreter start
-    return new FakeWorker(key, perRowMs);
+    return new FakeWorker(key, perRowMs, events);
   });
   // Requests that had to queue for a worker.
   const queued = { count: 0 };
@@ -94,6 +96,19 @@ function fakeRunner(maxWorkers: number, perRowMs = 0.01, startMs = 2) {
     const worker = acquire(...args);
     if (pool.counters().queued > 0) queued.count++;
     return worker;
+  };
+  // In order: the pool's starts and ends, each request's first and last event, each give-back.
+  const events: string[] = [];
+  pool.observer = (event) => events.push(`${event.type} ${event.key}`);
+  // Give-backs after which a busy slot stayed free while a caller still waited.
+  const idleSlots: string[] = [];
+  const release = pool.release.bind(pool);
+  pool.release = (worker, reusable) => {
+    events.push(`release ${worker.key}`);
+    release(worker, reusable);
+    const { busy, queued: waiting } = pool.counters();
+    if (waiting > 0 && busy < pool.max)
+      idleSlots.push(`${worker.key}: ${busy} busy, ${waiting} waiting`);
   };
   const dispatchContext: DispatchContext = {
     pool,
@@ -110,7 +125,7 @@ function fakeRunner(maxWorkers: number, perRowMs = 0.01, startMs = 2) {
     wouldServe: (key) => pool.wouldServe(key),
     toError: toExtFnError,
   };
-  return { pool, ctx, starts, queued };
+  return { pool, ctx, starts, queued, events, idleSlots };
 }
 
 /**
@@ -141,6 +156,17 @@ function refresh(
   return schedule(ctx, fn(name), name, source, { timeoutMs: 5_000 }).then(() => results);
 }
 
+/** A refresh the way the runner runs one: its function's first worker prestarted (`prepare`), then the batch. */
+function preparedRefresh(
+  pool: Pool<DispatchWorker>,
+  ctx: SchedulerContext,
+  name: string,
+  n: number,
+) {
+  pool.prestart(name, fn(name));
+  return refresh(ctx, name, n);
+}
+
 describe('scheduling across functions (fake workers)', () => {
   test('one function: one start per slot', async () => {
     const { ctx, starts } = fakeRunner(2);
@@ -161,15 +187,82 @@ describe('scheduling across functions (fake workers)', () => {
         for (const results of all) expect(results.every((r, i) => r === i)).toBe(true);
         const these = starts.slice(before).sort();
         if (round === 0) expect(these).toEqual(names);
-        else if (slots === 4) expect(these, `round ${round}: every worker kept`).toEqual([]);
+        // idle workers take no busy slot: on 2 slots too, every function keeps its worker
+        else expect(these, `round ${round}: every worker kept`).toEqual([]);
         // with a slot per function, no lane ever queued: none waits for its own function's worker
         if (slots === 4) expect(queued.count).toBe(0);
-        // on 2 slots, the workers of the functions refreshed last were evicted: at most one start each
-        else expect(these, `round ${round}`).toEqual([...new Set(these)]);
       }
       expect(pool.counters().peak).toBeLessThanOrEqual(slots);
+      expect(pool.counters().live).toBe(4);
     });
   }
+
+  test('four prepared functions on 2 slots: four starts, two at a time, the last two while the first two work, and no busy slot free while a function waits', async () => {
+    // A start takes 50 ms, a refresh 100 ms of work: the starts of the functions that
+    // wait for a slot overlap the work of the others instead of following it.
+    const { pool, ctx, starts, events, idleSlots } = fakeRunner(2, 0.01, 50);
+    const names = ['a', 'b', 'c', 'd'];
+    for (let round = 0; round < 2; round++) {
+      events.length = 0;
+      const all = await Promise.all(names.map((name) => preparedRefresh(pool, ctx, name, 10_000)));
+      for (const results of all) expect(results.every((r, i) => r === i)).toBe(true);
+      expect(idleSlots, `round ${round}`).toEqual([]);
+      if (round === 0) {
+        expect(events.filter((e) => e.startsWith('start'))).toEqual(
+          names.map((name) => `start ${name}`),
+        );
+        // at most one start per slot at once: c and d boot once a and b are ready
+        let inFlight = 0;
+        let most = 0;
+        for (const e of events) {
+          if (e.startsWith('start')) most = Math.max(most, ++inFlight);
+          if (e.startsWith('ready')) inFlight--;
+        }
+        expect(most, events.join(', ')).toBe(2);
+      }
+      // c and d wait for a slot (a's or b's), but not for a start: theirs began before any give-back
+      const firstRelease = events.findIndex((e) => e.startsWith('release'));
+      for (const name of ['c', 'd']) {
+        expect(events.indexOf(`request ${name}`)).toBeGreaterThan(firstRelease);
+        if (round === 0) expect(events.indexOf(`start ${name}`)).toBeLessThan(firstRelease);
+      }
+      if (round > 0) expect(events.filter((e) => e.startsWith('start'))).toEqual([]);
+    }
+    expect(starts.sort()).toEqual(names);
+    expect(pool.counters().peak).toBe(2);
+  });
+
+  test('a lane of a function with two busy workers gives its slot to a function with none, whose worker then stays warm beside them', async () => {
+    const { pool, ctx, starts, idleSlots } = fakeRunner(2, 0.05, 10);
+    let longDone = false;
+    const long = refresh(ctx, 'a', 20_000).then((results) => {
+      longDone = true;
+      return results;
+    });
+    await sleep(300); // 1 s of work: a has both busy slots by now
+    expect(pool.busyOf('a')).toBe(2);
+    for (let call = 0; call < 2; call++) {
+      expect(await refresh(ctx, 'b', 1)).toEqual([0]);
+      expect(longDone, `call ${call} served during a's refresh`).toBe(false);
+    }
+    // b's worker idles beside a's two, taking no busy slot: the second call started nothing
+    expect(starts.filter((k) => k === 'b')).toHaveLength(1);
+    expect((await long).every((r, i) => r === i)).toBe(true);
+    expect(idleSlots).toEqual([]);
+    expect(pool.counters().peak).toBe(2);
+  });
+
+  test('at maxLive, a function with a worker gets another only in room among max processes', async () => {
+    const { pool, ctx, starts } = fakeRunner(2, 0.05, 10);
+    // four functions' idle workers fill the room beyond the busy bound
+    await Promise.all(['b', 'c', 'd', 'e'].map((name) => refresh(ctx, name, 1)));
+    expect(pool.counters().live).toBe(4);
+    const results = await refresh(ctx, 'a', 20_000); // 1 s of work: a second worker pays
+    expect(results.every((r, i) => r === i)).toBe(true);
+    // a's first worker started at once; its second only in room of an idle one evicted after EVICT_IDLE_MS
+    expect(starts.filter((k) => k === 'a').length).toBeLessThanOrEqual(2);
+    expect(pool.counters().live).toBeLessThanOrEqual(pool.maxLive);
+  });
 
   test('a cold refresh starts one interpreter before its first results, then more for work that pays', async () => {
     const { ctx, starts } = fakeRunner(4, 0.05, 20);

@@ -65,7 +65,7 @@ describe.skipIf(!hasPython)('graceful exits (trusted policy: the host /tmp is vi
         mark: [MARK_AT_EXIT, ['text'], 'number'],
         other: ['result = 2', [], 'number'],
       },
-      { policy: 'trusted', maxWorkers: 1 },
+      { policy: 'trusted', maxWorkers: 1, maxLiveWorkers: 1 },
     );
     cleanups.push(() => registry.close());
     const marker = join(scratch(), 'evicted');

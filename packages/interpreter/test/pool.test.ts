@@ -7,7 +7,7 @@
 import type { ExternalFn } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { WorkerFailure } from '../src/failures.js';
-import { EVICT_IDLE_MS, Pool, type PooledWorker, START_PAYOFF } from '../src/pool.js';
+import { EVICT_IDLE_MS, EXTRA_LIVE, Pool, type PooledWorker, START_PAYOFF } from '../src/pool.js';
 import { waitFor } from './helpers.js';
 
 class FakeWorker implements PooledWorker {
@@ -34,15 +34,20 @@ const fn = (name: string): ExternalFn => ({
   pure: false,
 });
 
-function fakePool(max: number, idleMs = 60_000) {
+function fakePool(max: number, idleMs = 60_000, maxLive?: number) {
   const started: FakeWorker[] = [];
   let live = 0;
   let peak = 0;
-  const pool = new Pool<FakeWorker>(max, idleMs, async (key) => {
-    const worker = new FakeWorker(key);
-    started.push(worker);
-    return worker;
-  });
+  const pool = new Pool<FakeWorker>(
+    max,
+    idleMs,
+    async (key) => {
+      const worker = new FakeWorker(key);
+      started.push(worker);
+      return worker;
+    },
+    maxLive,
+  );
   const track = async (key: string) => {
     const worker = await pool.acquire(key, fn(key));
     live++;
@@ -89,8 +94,21 @@ describe('pool with fake workers', () => {
     expect(pool.counters().peak).toBe(2);
   });
 
-  test('a waiter for another function evicts an idle worker; the evicted one is stopped politely', async () => {
-    const { pool, started } = fakePool(1);
+  test('an idle worker takes no busy slot: another function starts beside it, up to maxLive', async () => {
+    const { pool, started } = fakePool(1, 60_000, 3);
+    expect(pool.maxLive).toBe(3);
+    for (const key of ['a', 'b', 'c']) pool.release(await pool.acquire(key, fn(key)), true);
+    expect(pool.counters()).toMatchObject({ live: 3, peak: 1 });
+    expect(started.every((w) => !w.stopped)).toBe(true);
+    // the fourth function needs a start: at maxLive, an idle worker is evicted for it
+    const d = await pool.acquire('d', fn('d'));
+    expect(d.key).toBe('d');
+    expect(started.filter((w) => w.stopped).map((w) => w.key)).toEqual(['a']);
+    expect(new Pool(2, 1, async () => new FakeWorker('x')).maxLive).toBe(2 + EXTRA_LIVE);
+  });
+
+  test('a waiter for another function evicts an idle worker at maxLive; the evicted one is stopped politely', async () => {
+    const { pool, started } = fakePool(1, 60_000, 1);
     const a = await pool.acquire('a', fn('a'));
     const waiting = pool.acquire('b', fn('b'));
     pool.release(a, true);
@@ -195,7 +213,7 @@ describe('pool with fake workers', () => {
   });
 
   test("a function with a worker evicts only another function's worker idle for EVICT_IDLE_MS", async () => {
-    const { pool, started } = fakePool(2);
+    const { pool, started } = fakePool(2, 60_000, 2);
     pool.trackBacklog('a', () => Number.POSITIVE_INFINITY);
     const a = await pool.acquire('a', fn('a'));
     pool.release(await pool.acquire('b', fn('b')), true); // `b` just finished

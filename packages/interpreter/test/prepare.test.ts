@@ -212,13 +212,18 @@ describe('prepare (fake workers)', () => {
 
 describe('Pool.prestart', () => {
   const fn = descriptor('f');
-  function pool(max = 2, startMs = 10) {
+  function pool(max = 2, startMs = 10, maxLive?: number) {
     const starts: string[] = [];
-    const p = new Pool<FakeWorker>(max, 30_000, async (key) => {
-      starts.push(key);
-      await sleep(startMs);
-      return new FakeWorker(key);
-    });
+    const p = new Pool<FakeWorker>(
+      max,
+      30_000,
+      async (key) => {
+        starts.push(key);
+        await sleep(startMs);
+        return new FakeWorker(key);
+      },
+      maxLive,
+    );
     return { pool: p, starts };
   }
 
@@ -233,8 +238,8 @@ describe('Pool.prestart', () => {
     await p.close();
   });
 
-  test('nothing when no slot is free; a prestarted worker nobody takes goes idle, then serves', async () => {
-    const { pool: p, starts } = pool(1);
+  test('nothing without room to live; a prestarted worker nobody takes goes idle, then serves', async () => {
+    const { pool: p, starts } = pool(1, 10, 1);
     const held = await p.acquire('g', fn);
     expect(p.prestart('f', fn)).toBe(false);
     p.release(held, true);
@@ -247,6 +252,27 @@ describe('Pool.prestart', () => {
     q.release(worker, true);
     expect(starts).toEqual(['g']);
     await Promise.all([p.close(), q.close()]);
+  });
+
+  test('a prestart while every busy slot is taken: its caller waits for a slot, then takes that worker', async () => {
+    const { pool: p, starts } = pool(1);
+    const held = await p.acquire('g', fn);
+    expect(p.prestart('f', fn)).toBe(true); // room to live: the start overlaps g's work
+    let served: FakeWorker | undefined;
+    const waiting = p.acquire('f', fn).then((w) => {
+      served = w;
+      return w;
+    });
+    await sleep(40); // f's worker is ready, but g's holds the only busy slot
+    expect(served).toBeUndefined();
+    expect(p.counters()).toMatchObject({ live: 2, queued: 1 });
+    p.release(held, true);
+    const worker = await waiting;
+    expect(worker.key).toBe('f');
+    expect(starts).toEqual(['g', 'f']);
+    expect(p.counters().peak).toBe(1);
+    p.release(worker, true);
+    await p.close();
   });
 
   test('a failed prestart: its caller starts a worker of its own', async () => {

@@ -110,6 +110,23 @@ describe('scheduler with a fake dispatcher', () => {
     expect(ctx.perRowMs.has('k')).toBe(true); // the next batch starts at the learnt size
   });
 
+  test("a cold batch's slow first request (a fresh worker) does not keep its next chunks at one row", async () => {
+    const { rows, results } = source(5_000);
+    const { ctx, requests } = fakeContext();
+    const request = ctx.request;
+    let first = true;
+    ctx.request = async (f, key, req) => {
+      const frame = await request(f, key, req);
+      if (first) frame.elapsedMs = 50; // 50 ms for one row: the body compiled, pages faulted in
+      first = false;
+      return frame;
+    };
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(results).toEqual(Array.from({ length: 5_000 }, (_, i) => i * 2));
+    // the second chunk (one row, 0.01 ms) replaces the first's figure: the third grows at once
+    expect(requests.slice(0, 3).map(([, count]) => count)).toEqual([1, 1, 8]);
+  });
+
   test('a chunk that times out is re-run row by row: only the hanging row gets Timeout', async () => {
     const { rows, results } = source(200);
     const { ctx, requests } = fakeContext((start, count) =>

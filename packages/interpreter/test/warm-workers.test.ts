@@ -100,13 +100,13 @@ describe.skipIf(!hasPython)('warm workers with a fixture driver', () => {
     expect(runner.stats()).toMatchObject({ started: 2, live: 0 });
   });
 
-  test('waiting callers are served in order; an idle worker of another function is evicted for them', async () => {
+  test('waiting callers are served in order; at maxLiveWorkers an idle worker of another function is evicted for them', async () => {
     const { registry, runner } = make(
       {
         slow: ['time.sleep(0.2)\nresult = args[0]', ['number'], 'number'],
         other: ['result = -args[0]', ['number'], 'number'],
       },
-      { maxWorkers: 1 },
+      { maxWorkers: 1, maxLiveWorkers: 1 },
     );
     const order: number[] = [];
     const calls = [0, 1, 2].map((i) =>

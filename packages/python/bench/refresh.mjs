@@ -10,10 +10,21 @@
 // the interpreters started (runner.stats().started).
 // Prints min/median/max over RUNS and the load average.
 // BENCH_CASES=cold,one,four picks cases (default all); BENCH_SLOTS=2,4 the pool sizes.
+// BENCH_BASE=/path/to/other/python/dist/index.js runs the same cases on that
+// build too, alternating with this one in each run (a baseline side by side).
+// BENCH_TIMELINE=1 prints, for each refresh of the first run, a timeline per
+// worker: its start, ready, chunks (count, rows, first and last, idle gaps
+// between chunks) and end, in ms from the refresh's start.
 import { loadavg } from 'node:os';
 import { Registry, Value } from '@improv/extfn-core';
 import { probeSandbox } from '@improv/extfn-sandbox';
-import { python } from '../dist/index.js';
+import { python as current } from '../dist/index.js';
+
+const VARIANTS = [['', current]];
+if (process.env.BENCH_BASE) {
+  VARIANTS.unshift(['base ', (await import(process.env.BENCH_BASE)).python]);
+  VARIANTS[1][0] = 'new  ';
+}
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -21,6 +32,7 @@ const SLOTS = (process.env.BENCH_SLOTS ?? '2,4').split(',').map(Number);
 const PYTHON = process.env.IMPROV_EXTFN_PYTHON ?? '/usr/bin/python3';
 const NAMES = ['f0', 'f1', 'f2', 'f3'];
 const CASES = new Set((process.env.BENCH_CASES ?? 'cold,one,four').split(','));
+const TIMELINE = process.env.BENCH_TIMELINE === '1';
 
 const probe = await probeSandbox({ policy: 'restricted' });
 const policy = probe.ok ? 'restricted' : 'trusted';
@@ -29,7 +41,7 @@ const rowsFor = (n) => Array.from({ length: n }, (_, i) => [Value.number(i), Val
 const rows = rowsFor(ROWS);
 const rows4 = rowsFor(4 * ROWS);
 
-function makeRegistry(maxWorkers) {
+function makeRegistry(python, maxWorkers) {
   const runner = python({ interpreter: PYTHON, policy, maxWorkers });
   const registry = new Registry({ runners: [runner], cache: false, timeoutMs: 30_000 });
   NAMES.forEach((name, k) => {
@@ -53,10 +65,91 @@ function check(results, k) {
   }
 }
 
+/**
+ * Logs the pool's events and every request of every worker, in ms from
+ * `clock.t0`, through the pool's observer and its acquire (the harness's
+ * seams: nothing in the runner is timed differently).
+ */
+function traced(runner) {
+  const clock = { t0: performance.now(), log: [], names: new Map() };
+  const at = () => performance.now() - clock.t0;
+  const pool = runner.pool;
+  pool.observer = (event) => clock.log.push({ t: at(), ...event });
+  const acquire = pool.acquire.bind(pool);
+  const seen = new WeakSet();
+  pool.acquire = async (...args) => {
+    const worker = await acquire(...args);
+    clock.names.set(args[0], args[1].name);
+    if (!seen.has(worker)) {
+      seen.add(worker);
+      const request = worker.request.bind(worker);
+      worker.request = async (header, ...rest) => {
+        const t = at();
+        try {
+          return await request(header, ...rest);
+        } finally {
+          const rows = typeof header.rows === 'number' ? header.rows : Number.NaN;
+          clock.log.push({ t, end: at(), type: 'chunk', key: worker.key, pid: worker.pid, rows });
+        }
+      };
+    }
+    return worker;
+  };
+  return clock;
+}
+
+/** One line per worker: start → ready, chunks, the idle time between them, stop → freed. */
+function printTimeline(label, { log, names }, ms) {
+  const workers = new Map();
+  const pending = new Map(); // starts not ready yet, by function
+  for (const e of log) {
+    if (e.type === 'start') {
+      const list = pending.get(e.key) ?? [];
+      list.push(e.t);
+      pending.set(e.key, list);
+    } else if (e.type === 'ready') {
+      workers.set(e.pid, {
+        key: e.key,
+        start: pending.get(e.key)?.shift(),
+        ready: e.t,
+        chunks: [],
+      });
+    } else if (e.type === 'chunk') {
+      const w = workers.get(e.pid) ?? { key: e.key, chunks: [] };
+      w.chunks.push(e);
+      workers.set(e.pid, w);
+    } else if (e.type === 'stop' || e.type === 'freed') {
+      const w = workers.get(e.pid);
+      if (w) w[e.type] = e.t;
+    }
+  }
+  const f = (x) => (x === undefined ? '—' : x.toFixed(0));
+  const name = (key) => names.get(key) ?? key.slice(0, 6);
+  console.log(`  timeline: ${label}, ${ms.toFixed(0)} ms`);
+  for (const [pid, w] of workers) {
+    const c = w.chunks;
+    const rows = c.reduce((sum, x) => sum + x.rows, 0);
+    let gaps = 0;
+    for (let i = 1; i < c.length; i++) gaps += c[i].t - c[i - 1].end;
+    const busy = c.reduce((sum, x) => sum + x.end - x.t, 0);
+    console.log(
+      `    ${name(w.key)} pid ${pid}: start ${f(w.start)} ready ${f(w.ready)} | ${c.length} chunks ${rows} rows ` +
+        `${f(c[0]?.t)}→${f(c.at(-1)?.end)} busy ${f(busy)} gaps ${f(gaps)} | first ${c
+          .slice(0, 4)
+          .map((x) => `${x.rows}@${f(x.t)}-${f(x.end)}`)
+          .join(' ')} | stop ${f(w.stop)} freed ${f(w.freed)}`,
+    );
+  }
+}
+
 /** Refreshes `jobs` ([name, rows] pairs) at once; wall time, first results, starts. */
-async function refresh(runner, registry, jobs) {
+async function refresh(runner, registry, jobs, label, clock) {
   const before = runner.stats().started;
   const t0 = performance.now();
+  if (clock) {
+    clock.t0 = t0;
+    clock.log.length = 0;
+  }
   let first;
   const all = await Promise.all(
     jobs.map(([name, input]) =>
@@ -71,6 +164,7 @@ async function refresh(runner, registry, jobs) {
   all.forEach((results, j) => {
     check(results, NAMES.indexOf(jobs[j][0]));
   });
+  if (clock) printTimeline(label, clock, ms);
   return { ms, first, starts: runner.stats().started - before };
 }
 
@@ -80,29 +174,52 @@ const add = (label, sample) => {
   samples.get(label).push(sample);
 };
 
+/** Runs one case on a new Registry: each of `rounds` ([label, jobs]) in turn, the first cold. */
+async function runCase(python, slots, rounds, run) {
+  const { runner, registry } = makeRegistry(python, slots);
+  const clock = TIMELINE && run === 0 ? traced(runner) : undefined;
+  for (const [label, jobs] of rounds) {
+    add(label, await refresh(runner, registry, jobs, label, clock));
+  }
+  await registry.close();
+}
+
 const loadBefore = loadavg();
 for (let run = 0; run < RUNS; run++) {
   for (const slots of SLOTS) {
-    if (CASES.has('cold')) {
-      const { runner, registry } = makeRegistry(slots);
-      add(`${slots} slots: cold, 1 fn × ${ROWS}`, await refresh(runner, registry, [['f0', rows]]));
-      await registry.close();
-    }
-    if (CASES.has('one')) {
-      const { runner, registry } = makeRegistry(slots);
-      add(`${slots} slots: one fn × ${4 * ROWS}`, await refresh(runner, registry, [['f0', rows4]]));
-      add(
-        `${slots} slots: one fn × ${4 * ROWS} (warm)`,
-        await refresh(runner, registry, [['f0', rows4]]),
-      );
-      await registry.close();
-    }
-    if (CASES.has('four')) {
-      const { runner, registry } = makeRegistry(slots);
-      const jobs = NAMES.map((name) => [name, rows]);
-      add(`${slots} slots: four fns × ${ROWS}`, await refresh(runner, registry, jobs));
-      add(`${slots} slots: four fns × ${ROWS} (warm)`, await refresh(runner, registry, jobs));
-      await registry.close();
+    for (const [v, python] of VARIANTS) {
+      const one = [['f0', rows4]];
+      const four = NAMES.map((name) => [name, rows]);
+      if (CASES.has('cold')) {
+        await runCase(
+          python,
+          slots,
+          [[`${v}${slots} slots: cold, 1 fn × ${ROWS}`, [['f0', rows]]]],
+          run,
+        );
+      }
+      if (CASES.has('one')) {
+        await runCase(
+          python,
+          slots,
+          [
+            [`${v}${slots} slots: one fn × ${4 * ROWS}`, one],
+            [`${v}${slots} slots: one fn × ${4 * ROWS} (warm)`, one],
+          ],
+          run,
+        );
+      }
+      if (CASES.has('four')) {
+        await runCase(
+          python,
+          slots,
+          [
+            [`${v}${slots} slots: four fns × ${ROWS}`, four],
+            [`${v}${slots} slots: four fns × ${ROWS} (warm)`, four],
+          ],
+          run,
+        );
+      }
     }
   }
 }
@@ -117,14 +234,21 @@ console.log(`policy ${policy}, ${RUNS} runs; ms as min/median/max; starts as see
 for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);
   console.log(
-    `${label.padEnd(36)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}`,
+    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}`,
   );
 }
+const mid = (xs) => sorted(xs)[Math.floor(xs.length / 2)];
 for (const slots of CASES.has('one') && CASES.has('four') ? SLOTS : []) {
-  const one = sorted(samples.get(`${slots} slots: one fn × ${4 * ROWS}`).map((x) => x.ms));
-  const four = sorted(samples.get(`${slots} slots: four fns × ${ROWS}`).map((x) => x.ms));
-  const mid = (s) => s[Math.floor(s.length / 2)];
-  console.log(`${slots} slots: four / one (medians, cold) = ${(mid(four) / mid(one)).toFixed(2)}`);
+  for (const [v] of VARIANTS) {
+    for (const warm of ['', ' (warm)']) {
+      const one = samples.get(`${v}${slots} slots: one fn × ${4 * ROWS}${warm}`).map((x) => x.ms);
+      const four = samples.get(`${v}${slots} slots: four fns × ${ROWS}${warm}`).map((x) => x.ms);
+      const state = warm ? 'warm' : 'cold';
+      console.log(
+        `${v}${slots} slots: four / one (medians, ${state}) = ${(mid(four) / mid(one)).toFixed(2)}`,
+      );
+    }
+  }
 }
 const fmtLoad = (l) => l.map((x) => x.toFixed(2)).join(' ');
 console.log(`load average before ${fmtLoad(loadBefore)}, after ${fmtLoad(loadAfter)}`);
