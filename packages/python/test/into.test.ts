@@ -67,5 +67,28 @@ describe.skipIf(!restrictedOk)(
         },
       );
     }
+
+    test('typed columns (callcols): a boolean result into a reused Uint8Array, failed rows read 0', async () => {
+      const body =
+        'x, = args\nif 13 in list(x): raise ValueError("thirteen")\nresult = [v > 2 for v in x]';
+      const { registry } = scopedRegistry('restricted', {
+        big: [body, ['number'], 'boolean', { vectorized: true }],
+        day: ['result = args[0].day > 15', ['datetime'], 'boolean'],
+      });
+      const x = Float64Array.of(1, 3, 13, 5, 0);
+      const into = new Uint8Array(5).fill(1);
+      const plain = await registry.evalColumns<Uint8Array>('big', [x]);
+      const out = await registry.evalColumns<Uint8Array>('big', [x], { into });
+      expect(out.values).toBe(into);
+      expect(into).toEqual(plain.values);
+      expect(Array.from(into)).toEqual([0, 1, 0, 1, 0]);
+      expect([...out.errors.keys()]).toEqual([2]);
+      // A datetime argument goes over callcols (the typed path) into the same column.
+      const day = 86_400_000_000_000n;
+      const days = BigInt64Array.of(0n, 20n * day, 1n * day, 40n * day, 16n * day);
+      const dated = await registry.evalColumns<Uint8Array>('day', [days], { into });
+      expect(dated.values).toBe(into);
+      expect(Array.from(into)).toEqual([0, 1, 0, 0, 1]);
+    });
   },
 );
