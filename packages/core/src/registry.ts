@@ -439,7 +439,9 @@ async function evalTypedColumns(
   into: Column | undefined,
 ): Promise<ColumnResults<Column>> {
   const total = columns[0]?.length ?? 0;
-  if (!isAllNumbers(fn) && !errorsIn?.size && runner.hasTypedColumns && cellsHold(fn, columns)) {
+  // No cell in error: the runner's typed path takes the columns as they are (and makes the
+  // result column, or writes into the caller's).
+  if (!errorsIn?.size && !isAllNumbers(fn) && runner.hasTypedColumns && cellsHold(fn, columns)) {
     return runner.callTypedColumns(fn, columns, into ? { ...options, into } : options);
   }
   const values = into ?? newColumn(fn.returnType, total);

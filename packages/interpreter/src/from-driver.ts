@@ -266,16 +266,27 @@ export function columnValue(type: ValueType, column: Column, i: number): Value {
   }
 }
 
-/** Rows `0…count` of a result column as Values (one view for a datetime column, not one per cell). */
-export function columnValues(type: ValueType, column: Column, count: number): Value[] {
-  const out = new Array<Value>(count);
+/**
+ * Rows `0…count` of a result column as Values written into `out` from
+ * index `at` (evalBatch's results, no array in between; one view for a
+ * datetime column, not one per cell).
+ */
+export function columnValuesInto(
+  type: ValueType,
+  column: Column,
+  count: number,
+  out: unknown[],
+  at: number,
+): void {
   if (type === 'datetime') {
     const words = datetimeWords(column as BigInt64Array);
-    for (let i = 0; i < count; i++) out[i] = datetimeValue(words, i);
+    for (let i = 0; i < count; i++) out[at + i] = datetimeValue(words, i);
+  } else if (type === 'text') {
+    const texts = column as string[];
+    for (let i = 0; i < count; i++) out[at + i] = { type, value: texts[i]! };
   } else {
-    for (let i = 0; i < count; i++) out[i] = columnValue(type, column, i);
+    for (let i = 0; i < count; i++) out[at + i] = columnValue(type, column, i);
   }
-  return out;
 }
 
 /** A datetime column's 32-bit words (low word first: little-endian). */

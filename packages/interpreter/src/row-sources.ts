@@ -20,7 +20,7 @@ import {
 import { type Frame, type Payload, RawJson } from './frames.js';
 import {
   colsResultsInto,
-  columnValues,
+  columnValuesInto,
   f64Results,
   resultsFromF64Frame,
   resultsFromJsonFrame,
@@ -138,8 +138,7 @@ function valueRowsCols(
       }
       const column = newColumn(fn.returnType, count);
       const { errors, cells } = colsResultsInto(fn, frame, count, column, 0);
-      const values = columnValues(fn.returnType, column, count);
-      for (let k = 0; k < count; k++) results[start + k] = values[k]!;
+      columnValuesInto(fn.returnType, column, count, results, start);
       for (const [k, cell] of cells) results[start + k] = cell;
       for (const [k, error] of errors) results[start + k] = error;
     },

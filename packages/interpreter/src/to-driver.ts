@@ -202,67 +202,73 @@ export function utf8Length(text: string): number {
   return bytes;
 }
 
+/** A chunk of a text column, measured: its UTF-8 byte lengths, the texts joined, and their byte count. */
+interface TextChunk {
+  lengths: Uint32Array;
+  joined: string;
+  bytes: number;
+}
+
 /**
- * A text column: `count` u32 byte lengths, then the UTF-8 bytes. A text that
- * is not well-formed UTF-16 (a lone surrogate) has no UTF-8 form: it goes
- * empty in the column and as itself in `cells` (JSON escapes it as `\uD800`).
+ * Rows `start…start+count` of a text column, measured for the callcols
+ * layout (`count` u32 byte lengths, then the UTF-8 bytes). A text that is not
+ * well-formed UTF-16 (a lone surrogate) has no UTF-8 form: it goes empty in
+ * the column and as itself in `cells` (JSON escapes it as `\uD800`).
  */
-function textParts(
+function textChunk(
   texts: readonly string[],
   start: number,
   count: number,
   cells: Record<string, Json>,
-): Uint8Array[] {
+): TextChunk {
   const lengths = new Uint32Array(count);
   const slice = texts.slice(start, start + count);
   let joined = slice.join('');
-  let bytes = Buffer.from(joined, 'utf8');
-  if (bytes.byteLength === joined.length) {
-    // ASCII only (the usual case): one byte per unit, and nothing to check.
+  let bytes = Buffer.byteLength(joined, 'utf8');
+  if (bytes === joined.length) {
+    // ASCII only (one byte per unit, nothing to check): lengths are string lengths.
     for (let i = 0; i < count; i++) lengths[i] = slice[i]!.length;
-  } else {
-    let bad = false;
-    for (let i = 0; i < count; i++) {
-      const n = utf8Length(slice[i]!);
-      if (n < 0) {
-        cells[i] = slice[i]!;
-        slice[i] = '';
-        bad = true;
-      }
-      lengths[i] = Math.max(n, 0);
-    }
-    if (bad) {
-      // Without the lone surrogates: joined, two of them could have made a pair.
-      joined = slice.join('');
-      bytes = Buffer.from(joined, 'utf8');
-    }
+    return { lengths, joined, bytes };
   }
-  const parts: Uint8Array[] = [new Uint8Array(lengths.buffer), bytes];
-  const pad = padding(count * 4 + bytes.byteLength);
-  if (pad) parts.push(pad);
-  return parts;
+  let bad = false;
+  for (let i = 0; i < count; i++) {
+    const n = utf8Length(slice[i]!);
+    if (n < 0) {
+      cells[i] = slice[i]!;
+      slice[i] = '';
+      bad = true;
+    }
+    lengths[i] = Math.max(n, 0);
+  }
+  if (bad) {
+    // Without the lone surrogates: joined, two of them could have made a pair.
+    joined = slice.join('');
+    bytes = Buffer.byteLength(joined, 'utf8');
+  }
+  return { lengths, joined, bytes };
 }
 
-/** Rows `start…start+count` of one typed column in the callcols layout (views of the column where it can). */
-function columnParts(
-  type: ValueType,
-  column: Column,
-  start: number,
-  count: number,
-  cells: Record<string, Json>,
-): Uint8Array[] {
-  if (type === 'text') return textParts(column as readonly string[], start, count, cells);
-  const width = CELL_BYTES[type];
+/** Bytes of one column of `count` rows in the callcols layout, padding included. */
+function columnBytes(type: ValueType, count: number, text: TextChunk | undefined): number {
+  return text
+    ? padded(count * 4 + text.bytes)
+    : padded(count * CELL_BYTES[type as Exclude<ValueType, 'text'>]);
+}
+
+/** Rows `start…start+count` of a fixed-width typed column: a view of it, no copy. */
+function cellsView(type: ValueType, column: Column, start: number, count: number): Uint8Array {
+  const width = CELL_BYTES[type as Exclude<ValueType, 'text'>];
   const typed = column as Float64Array | Uint8Array | Uint32Array | BigInt64Array;
-  const view = new Uint8Array(typed.buffer, typed.byteOffset + start * width, count * width);
-  const pad = padding(count * width);
-  return pad ? [view, pad] : [view];
+  return new Uint8Array(typed.buffer, typed.byteOffset + start * width, count * width);
 }
 
 /**
  * Rows `start…start+count` of typed columns (cells checked by core: booleans
- * 0/1, texts strings) as a `callcols` request. The payload is made of views
- * of the caller's columns (no copy) except for text, encoded per chunk.
+ * 0/1, texts strings) as a `callcols` request. Without text the payload is
+ * views of the caller's columns (no copy); with text, whose bytes are encoded
+ * per chunk anyway, it is one buffer: the texts are written straight into it
+ * and the other columns copied, so the request goes out in one write, not
+ * one per column part.
  */
 export function typedColumnsToCols(
   fn: ExternalFn,
@@ -270,17 +276,46 @@ export function typedColumnsToCols(
   start: number,
   count: number,
 ): ColsRequest {
-  const payload: Uint8Array[] = [];
   const cells: ColsCells = {};
   let anyCells = false;
-  for (let k = 0; k < columns.length; k++) {
+  const texts: (TextChunk | undefined)[] = fn.argTypes.map((type, k) => {
+    if (type !== 'text') return undefined;
     const own: Record<string, Json> = {};
-    payload.push(...columnParts(fn.argTypes[k]!, columns[k]!, start, count, own));
+    const text = textChunk(columns[k] as readonly string[], start, count, own);
     for (const _ in own) {
       cells[k] = own;
       anyCells = true;
       break;
     }
+    return text;
+  });
+  const payload: Uint8Array[] = [];
+  if (texts.some((text) => text !== undefined)) {
+    let total = 0;
+    fn.argTypes.forEach((type, k) => {
+      total += columnBytes(type, count, texts[k]);
+    });
+    // A buffer of its own (offset 0, so the lengths views are aligned), zeroed: the padding.
+    const out = Buffer.from(new ArrayBuffer(total));
+    let at = 0;
+    fn.argTypes.forEach((type, k) => {
+      const text = texts[k];
+      if (text) {
+        new Uint32Array(out.buffer, at, count).set(text.lengths); // `at` is a multiple of 8
+
+        out.write(text.joined, at + count * 4, text.bytes, 'utf8');
+      } else {
+        out.set(cellsView(type, columns[k]!, start, count), at);
+      }
+      at += columnBytes(type, count, text);
+    });
+    payload.push(out);
+  } else {
+    fn.argTypes.forEach((type, k) => {
+      payload.push(cellsView(type, columns[k]!, start, count));
+      const pad = padding(count * CELL_BYTES[type as Exclude<ValueType, 'text'>]);
+      if (pad) payload.push(pad);
+    });
   }
   const header: ColsRequest['header'] = { op: 'callcols', rows: count };
   if (anyCells) header.cells = cells;
@@ -317,6 +352,7 @@ export function rowsToCols(
   start: number,
   count: number,
 ): ColsRequest {
+  const datetimeCells: ColsCells = {};
   const columns: Column[] = fn.argTypes.map((type, k): Column => {
     switch (type) {
       case 'number': {
@@ -343,24 +379,26 @@ export function rowsToCols(
           column[i] = (rows[start + i]![k] as { value: string }).value;
         return column;
       }
-      default:
-        return new BigInt64Array(count); // datetime: filled below, with its cells
+      default: {
+        // Filled before the request is made: with a text column, the payload is a copy.
+        const column = new BigInt64Array(count);
+        const words = new Int32Array(column.buffer, column.byteOffset, count * 2);
+        let own: Record<string, Json> | undefined;
+        for (let i = 0; i < count; i++) {
+          const value = rows[start + i]![k] as Value & { type: 'datetime' };
+          if (!writeNanos(words, i, value.value.getTime(), value.nanos ?? 0)) {
+            own ??= {};
+            own[i] = valueToJson(value);
+          }
+        }
+        if (own) datetimeCells[k] = own;
+        return column;
+      }
     }
   });
   const request = typedColumnsToCols(fn, columns, 0, count);
-  fn.argTypes.forEach((type, k) => {
-    if (type !== 'datetime') return;
-    const column = columns[k] as BigInt64Array;
-    const words = new Int32Array(column.buffer, column.byteOffset, count * 2);
-    let own: Record<string, Json> | undefined;
-    for (let i = 0; i < count; i++) {
-      const value = rows[start + i]![k] as Value & { type: 'datetime' };
-      if (!writeNanos(words, i, value.value.getTime(), value.nanos ?? 0)) {
-        own ??= {};
-        own[i] = valueToJson(value);
-      }
-    }
-    if (own) request.header.cells = { ...request.header.cells, [k]: own };
-  });
+  for (const k in datetimeCells) {
+    request.header.cells = { ...request.header.cells, [k]: datetimeCells[k]! };
+  }
   return request;
 }

@@ -45,6 +45,7 @@ import math
 import re
 from array import array
 from datetime import datetime, timedelta, timezone
+from itertools import accumulate
 
 _UNSET = object()
 _INF = float('inf')
@@ -857,19 +858,17 @@ def _texts_in(view, offset, n):
     """A text column at `offset`: n u32 byte lengths, then UTF-8. Returns the strings and the next offset."""
     lengths = _ints(view[offset:offset + 4 * n], 'I')
     start = offset + 4 * n
-    total = sum(lengths)
+    ends = list(accumulate(lengths))
+    total = ends[-1] if ends else 0
     raw = bytes(view[start:start + total])
-    whole = raw.decode('utf-8')
-    source = whole if len(whole) == total else raw  # ASCII: slices of one decoded str
-    texts = []
-    append = texts.append
-    p = 0
-    for length in lengths:
-        append(source[p:p + length])
-        p += length
-    if source is raw:
-        texts = [b.decode('utf-8') for b in texts]
-    return texts, _pad8(start + total)
+    whole = raw.decode('utf-8')  # one check of the whole column: a bad byte fails the request
+    starts = [0]
+    starts += ends
+    if len(whole) == total:
+        # ASCII only: a byte is a character, so slices of the one decoded str.
+        return [whole[s:e] for s, e in zip(starts, ends)], _pad8(start + total)
+    # Each string on its own: one that starts inside a character fails the request.
+    return [raw[s:e].decode('utf-8') for s, e in zip(starts, ends)], _pad8(start + total)
 
 
 def _cols_in(fn, n, payload, cells):
@@ -956,8 +955,15 @@ def _cols_out(return_type, values):
         data = bytes(values)
         return data + bytes(_pad8(len(data)) - len(data)), cells
     if return_type == 'text':
+        joined = ''.join(values)
+        if joined.isascii():  # the usual case: one encode, byte lengths are str lengths
+            lengths = array('I', map(len, values))
+            if not _LITTLE:
+                lengths.byteswap()
+            data = lengths.tobytes() + joined.encode('ascii')
+            return data + bytes(_pad8(len(data)) - len(data)), cells
         try:
-            encoded = [v.encode('utf-8') for v in values]
+            encoded = list(map(str.encode, values))  # UTF-8, strict
         except UnicodeEncodeError:
             encoded = []
             for i, v in enumerate(values):
@@ -976,6 +982,57 @@ def _cols_out(return_type, values):
         column.byteswap()
     data = column.tobytes()
     return data + bytes(_pad8(len(data)) - len(data)), cells
+
+
+def _cols_fast(fn, cols, n, out, failed, floats_as_is):
+    """The rows of a callcols request through map(), as _f64_fast does for
+    callf64: the same calls in the same order as the row loop, each result
+    then checked as the row loop checks it (a plain str or float at C speed).
+    None when a row printed or loaded a generator: the caller re-runs the
+    rows through _rows, so results never depend on which path ran."""
+    capture = _capture
+    rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
+    results = map(fn.body.call, rows)
+    values = []
+    errors = {}
+    while True:
+        try:
+            values.extend(results)  # on a raise, the rows before it stay in `values`
+            break
+        except BaseException as e:
+            if capture.size or capture.over:
+                break
+            errors[str(len(values))] = _row_failed(fn, e, capture)
+            values.append(failed)
+    if capture.size or capture.over or _generators():
+        capture.discard()
+        return None
+    # What passes the row loop's checks unchanged: a float (any, or finite and
+    # non-zero), and for text a plain str too short to pass the output cap.
+    plain = str if out is _text_out and max(map(len, filter(str.__instancecheck__, values)),
+                                            default=0) * 6 <= _max_output else None
+    kinds = set(map(type, values))  # a scan at C speed: most chunks are plain strs, or floats only
+    if kinds == {plain} or floats_as_is and kinds == {float}:
+        return values, errors
+    inf = _INF
+    for i, r in enumerate(values):
+        t = type(r)
+        if t is plain or (t is float and (floats_as_is or -inf < r < inf and r != 0.0)):
+            continue
+        key = str(i)
+        if key in errors:
+            continue
+        try:
+            if r is _UNSET:
+                raise _not_set()
+            values[i] = out(r)
+        except BaseException as e:
+            errors[key] = _row_failed(fn, e, capture)
+            values[i] = failed
+    if capture.size or capture.over:  # a result's own __str__/__repr__ printed
+        capture.discard()
+        return None
+    return values, errors
 
 
 def _callcols(fn, n, payload, cells_in):
@@ -1005,6 +1062,12 @@ def _callcols(fn, n, payload, cells_in):
                     moved[str(i)] = errors[str(k)]
             values, errors = full, moved
     else:
+        fast = None
+        if not bad and not _generators() and not _capture.size:
+            fast = _cols_fast(fn, cols, n, out, failed, floats_as_is)
+        if fast is not None:
+            data, cells = _cols_out(rt, fast[0])
+            return data, fast[1], cells
         rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
         to_args = None
         if bad:

@@ -1,0 +1,179 @@
+/**
+ * Text columns on the callcols wire, host side: a request with a text
+ * column is one buffer (texts written straight into it, other columns
+ * copied), whatever mix of ASCII, non-ASCII, empty and lone-surrogate texts
+ * a chunk holds; reading a text result column gives back exactly the strings
+ * written, and bytes that are not UTF-8 are a malformed response, never
+ * decoded with U+FFFD. Results go into evalBatch's rows as Values directly.
+ */
+import {
+  type Column,
+  type ExternalFn,
+  Value,
+  type ValueType,
+  valueToJson,
+} from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import type { Frame } from '../src/frames.js';
+import { colsResultsInto, columnValuesInto, ResponseShapeError } from '../src/from-driver.js';
+import { rowsToCols, typedColumnsToCols } from '../src/to-driver.js';
+
+const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
+  ({ name: 'f', language: 'x', body: '', argTypes, returnType, pure: false }) as ExternalFn;
+
+/** The text column at `at` of a request payload: its lengths and its bytes, and where the next column starts. */
+function textColumnAt(bytes: Buffer, at: number, rows: number) {
+  const lengths = Array.from({ length: rows }, (_, i) => bytes.readUInt32LE(at + 4 * i));
+  const total = lengths.reduce((a, b) => a + b, 0);
+  const start = at + 4 * rows;
+  return {
+    lengths,
+    text: bytes.subarray(start, start + total),
+    end: start + total,
+    next: (start + total + 7) & ~7,
+  };
+}
+
+/** A text column as a driver would answer it (lengths, bytes, padding), in a response frame. */
+function textResponse(rows: number, parts: Buffer[]): Frame {
+  const body = Buffer.concat([
+    Buffer.from(Uint32Array.from(parts.map((p) => p.length)).buffer),
+    ...parts,
+  ]);
+  const payload = Buffer.concat([body, Buffer.alloc(-body.length & 7)]);
+  return { header: { id: 1, rows, bytes: payload.length }, payload };
+}
+
+const CHUNKS: [string, string[]][] = [
+  ['ASCII only', ['row1', 'a b', '', 'nul:\0', '~'.repeat(300)]],
+  ['non-ASCII only', ['-é1', 'ÉÀ', '日本語', '😀', 'ß']],
+  ['ASCII but one non-ASCII row', ['row0', 'row1', 'row2-é', 'row3', '']],
+  ['empty strings only', ['', '', '']],
+];
+
+describe('a text request is one buffer', () => {
+  test.each(CHUNKS)(
+    '%s: the texts and their UTF-8 byte lengths, after a number column',
+    (_, texts) => {
+      const numbers = Float64Array.from(texts, (_, i) => i + 0.5);
+      const { header, payload } = typedColumnsToCols(
+        fn(['number', 'text'], 'text'),
+        [numbers, texts],
+        0,
+        texts.length,
+      );
+      expect(header).toEqual({ op: 'callcols', rows: texts.length });
+      expect(payload).toHaveLength(1); // one write, not one per column part
+      const bytes = Buffer.from(payload[0]!);
+      expect(bytes.byteOffset % 8).toBe(0);
+      expect(Array.from(texts, (_, i) => bytes.readDoubleLE(8 * i))).toEqual([...numbers]);
+      const column = textColumnAt(bytes, (8 * texts.length + 7) & ~7, texts.length);
+      expect(column.lengths).toEqual(texts.map((t) => Buffer.byteLength(t, 'utf8')));
+      expect(column.text.toString('utf8')).toBe(texts.join(''));
+      expect(bytes.length).toBe(column.next);
+      expect([...bytes.subarray(column.end)].every((b) => b === 0)).toBe(true); // the padding
+    },
+  );
+
+  test('a chunk from the middle of the columns; two text columns, ASCII then not', () => {
+    const a = ['x0', 'x1', 'x2', 'x3'];
+    const b = ['-é0', '-é1', '-é2', '-é3'];
+    const { payload } = typedColumnsToCols(fn(['text', 'text'], 'text'), [a, b], 1, 2);
+    const bytes = Buffer.from(payload[0]!);
+    const first = textColumnAt(bytes, 0, 2);
+    expect(first.text.toString()).toBe('x1x2');
+    const second = textColumnAt(bytes, first.next, 2);
+    expect(second.lengths).toEqual([4, 4]);
+    expect(second.text.toString()).toBe('-é1-é2');
+    expect(bytes.length).toBe(second.next);
+  });
+
+  test('lone surrogates go as cells and empty in the column; two of them never pair up across rows', () => {
+    const texts = ['ok', '\uD83D', '\uDE00', 'é'];
+    const { header, payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], 0, 4);
+    expect(header.cells).toEqual({ 0: { 1: '\uD83D', 2: '\uDE00' } });
+    const column = textColumnAt(Buffer.from(payload[0]!), 0, 4);
+    expect(column.lengths).toEqual([2, 0, 0, 2]);
+    expect(column.text.toString()).toBe('oké');
+  });
+
+  test('rows of Values: a datetime column is in the one buffer with its nanoseconds, cells for the years i64 cannot hold', () => {
+    const rows = [
+      [Value.text('é'), Value.datetime('2020-01-01T00:00:00.000000123Z')],
+      [Value.text('a'), Value.datetime('1500-01-01T00:00:00Z')],
+    ];
+    const { header, payload } = rowsToCols(fn(['text', 'datetime'], 'text'), rows, 0, 2);
+    expect(payload).toHaveLength(1);
+    const bytes = Buffer.from(payload[0]!);
+    const text = textColumnAt(bytes, 0, 2);
+    expect(text.text.toString()).toBe('éa');
+    expect(bytes.readBigInt64LE(text.next)).toBe(1_577_836_800_000_000_123n);
+    expect(bytes.readBigInt64LE(text.next + 8)).toBe(0n);
+    expect(header.cells).toEqual({ 1: { 1: valueToJson(rows[1]![1]!) } }); // as on the JSON path
+  });
+
+  test('without a text column the payload stays views of the caller’s columns', () => {
+    const column = Float64Array.from([1, 2, 3]);
+    const flags = Uint8Array.from([1, 0, 1]);
+    const { payload } = typedColumnsToCols(
+      fn(['number', 'boolean'], 'number'),
+      [column, flags],
+      0,
+      3,
+    );
+    expect(payload[0]!.buffer).toBe(column.buffer);
+    expect(payload[1]!.buffer).toBe(flags.buffer);
+  });
+});
+
+describe('reading a text result column', () => {
+  test.each(CHUNKS)('%s: the strings exactly as written', (_, texts) => {
+    const values = new Array<string>(texts.length + 1).fill('');
+    const frame = textResponse(
+      texts.length,
+      texts.map((t) => Buffer.from(t, 'utf8')),
+    );
+    const out = colsResultsInto(fn([], 'text'), frame, texts.length, values, 1);
+    expect(out).toEqual({ errors: [], cells: [] });
+    expect(values).toEqual(['', ...texts]);
+  });
+
+  const notUtf8: [string, Buffer[]][] = [
+    ['an ASCII column with one byte 0x80', [Buffer.from('abc'), Buffer.from([0x61, 0x80])]],
+    ['a Latin-1 é (0xE9) in otherwise ASCII rows', [Buffer.from('row'), Buffer.from([0xe9])]],
+    ['a CESU-8 surrogate (ED A0 80)', [Buffer.from([0xed, 0xa0, 0x80])]],
+    ['a truncated character at the end', [Buffer.from('ok'), Buffer.from([0xc3])]],
+  ];
+  test.each(notUtf8)('%s is a malformed response, not U+FFFD', (_, parts) => {
+    const values = new Array<string>(parts.length).fill('');
+    const read = () =>
+      colsResultsInto(fn([], 'text'), textResponse(parts.length, parts), parts.length, values, 0);
+    expect(read).toThrow(ResponseShapeError);
+    expect(read).toThrow(/not UTF-8/);
+    expect(values.some((v) => v.includes('\uFFFD'))).toBe(false);
+  });
+
+  test('a string that starts inside another row’s character is malformed', () => {
+    const parts = [Buffer.from([0x61, 0xe6, 0x97]), Buffer.from([0xa5, 0x62])]; // 日 split over two rows
+    const read = () => colsResultsInto(fn([], 'text'), textResponse(2, parts), 2, ['', ''], 0);
+    expect(read).toThrow(/split inside a character/);
+  });
+
+  test('columnValuesInto writes one Value per row at the given offset', () => {
+    const out: unknown[] = ['keep'];
+    const texts: Column = ['', 'é', 'a'];
+    columnValuesInto('text', texts, 3, out, 1);
+    expect(out).toEqual([
+      'keep',
+      { type: 'text', value: '' },
+      { type: 'text', value: 'é' },
+      { type: 'text', value: 'a' },
+    ]);
+    const numbers: unknown[] = [];
+    columnValuesInto('number', Float64Array.from([1.5, -0]), 2, numbers, 0);
+    expect(numbers).toEqual([
+      { type: 'number', value: 1.5 },
+      { type: 'number', value: -0 },
+    ]);
+  });
+});
