@@ -11,6 +11,7 @@ import { oursTimed, peerCold, peerConcurrent, peerWarm, sumBatch } from './measu
 import {
   evalBatch,
   evalColumns,
+  evalColumnsInto,
   evalTypedColumns,
   registryWith,
   vectorizedUnsupported,
@@ -281,7 +282,9 @@ function fourFunctions(rows) {
 
 /** 7: vectorized bodies (a whole column per call), where the descriptor supports them. */
 function vectorized(size) {
-  const rRows = size(1e5);
+  // 10^6 rows for R too: at 10^5 a vectorized call is a few ms, mostly fixed
+  // per-call cost; PL/R per row over 10^6 rows is about 3.5 s a run.
+  const rRows = size(1e6);
   const npRows = size(1e6);
   const overArrays = (fn, t) =>
     `SELECT sum(v) FROM unnest((SELECT ${fn}(array_agg(x ORDER BY i), array_agg(y ORDER BY i)) FROM ${t})) v`;
@@ -317,7 +320,11 @@ function vectorized(size) {
           rows: rRows,
           runner: r(),
           fn: descriptor('grow_vec', 'r', GROW_R.ours, ['number', 'number'], 'number', vector),
-          entries: [evalBatch('grow_vec', 'numbers', rRows), evalColumns('grow_vec', rRows)],
+          entries: [
+            evalBatch('grow_vec', 'numbers', rRows),
+            evalColumns('grow_vec', rRows),
+            evalColumnsInto('grow_vec', rRows),
+          ],
         }),
     },
     {
@@ -341,7 +348,11 @@ function vectorized(size) {
           rows: npRows,
           runner: python(NUMPY),
           fn: descriptor('np_hypot', 'python', NUMPY_BODY, ['number', 'number'], 'number', vector),
-          entries: [evalBatch('np_hypot', 'numbers', npRows), evalColumns('np_hypot', npRows)],
+          entries: [
+            evalBatch('np_hypot', 'numbers', npRows),
+            evalColumns('np_hypot', npRows),
+            evalColumnsInto('np_hypot', npRows),
+          ],
         }),
     },
   ];

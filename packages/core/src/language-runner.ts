@@ -79,6 +79,13 @@ export interface CallOptions {
 export interface BatchOptions extends CallOptions {
   /** Called as rows complete, with the count done so far and the total. */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * `callColumns` / `callTypedColumns` only: the column of the return type,
+   * as long as the columns, that the caller wants the results in (core has
+   * checked it). A runner may write each chunk's results straight into it and
+   * return it as `values`; core copies into it when the runner returns another.
+   */
+  into?: Column;
 }
 
 export interface RunnerCapabilities {

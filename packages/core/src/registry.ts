@@ -28,7 +28,9 @@ import { RunnerHandle } from './runner-handle.js';
 import {
   type Column,
   cellsHold,
+  checkInto,
   checkTypedColumns,
+  fillFailed,
   newColumn,
   readCell,
   unrepresentable,
@@ -80,6 +82,16 @@ export interface EvalColumnsOptions extends EvalBatchOptions {
    * they are not evaluated, and each gets its error back in the result.
    */
   errors?: ReadonlyMap<number, ExtFnError>;
+  /**
+   * The result column to write into: the return type's column class (see
+   * typed-columns.ts), as long as the argument columns. An engine that
+   * refreshes the same measure again and again passes the same column each
+   * time, so results land in memory already touched instead of a fresh
+   * column (on a VM, first-touch page faults can cost more than the work).
+   * It is also what comes back as `values`; every row is overwritten (failed
+   * rows get the fill: NaN, 0, '', 0 ns).
+   */
+  into?: Column;
 }
 
 interface Entry {
@@ -320,7 +332,7 @@ export class Registry {
   ): Promise<ColumnResults<C>> {
     const entry = this.#lookup(name);
     const { fn } = entry;
-    const { errors: errorsIn, ...rest } = options;
+    const { errors: errorsIn, into, ...rest } = options ?? {};
     const timeoutMs = checkEvalOptions(fn.name, rest, this.timeoutMs);
     const rowCount = Array.isArray(columns) ? (columns[0]?.length ?? 0) : 0;
     if (rowCount > (errorsIn?.size ?? 0) && !rest.signal?.aborted) {
@@ -332,18 +344,21 @@ export class Registry {
         if (preparing) await preparing;
       }
     }
-    const invalid = checkTypedColumns(fn, columns, errorsIn);
+    const invalid =
+      checkTypedColumns(fn, columns, errorsIn) ??
+      (into === undefined ? undefined : checkInto(fn, into, columns));
     if (invalid) throw invalid;
     const runner = this.#runnerFor(fn);
     const batchOptions: BatchOptions = { ...rest, timeoutMs };
     if (isAllNumbers(fn) && !errorsIn?.size) {
-      return runner.callColumns(fn, columns as Float64Array[], batchOptions) as Promise<
-        ColumnResults<C>
-      >;
+      const out = await runner.callColumns(fn, columns as Float64Array[], {
+        ...batchOptions,
+        ...(into ? { into } : {}),
+      });
+      return out as ColumnResults<C>;
     }
-    return evalTypedColumns(runner, fn, columns, errorsIn, batchOptions) as Promise<
-      ColumnResults<C>
-    >;
+    const out = await evalTypedColumns(runner, fn, columns, errorsIn, batchOptions, into);
+    return out as ColumnResults<C>;
   }
 
   /** Ends every runner's processes. The registry cannot be used afterwards. */
@@ -421,13 +436,15 @@ async function evalTypedColumns(
   columns: readonly Column[],
   errorsIn: ReadonlyMap<number, ExtFnError> | undefined,
   options: BatchOptions,
+  into: Column | undefined,
 ): Promise<ColumnResults<Column>> {
   const total = columns[0]?.length ?? 0;
-  // No cell in error: the runner's typed path takes the columns as they are (and makes the result column).
+  // No cell in error: the runner's typed path takes the columns as they are (and makes the
+  // result column, or writes into the caller's).
   if (!errorsIn?.size && !isAllNumbers(fn) && runner.hasTypedColumns && cellsHold(fn, columns)) {
-    return runner.callTypedColumns(fn, columns, options);
+    return runner.callTypedColumns(fn, columns, into ? { ...options, into } : options);
   }
-  const values = newColumn(fn.returnType, total);
+  const values = into ?? newColumn(fn.returnType, total);
   const errors = new Map<number, ExtFnError>();
   const pending = new Int32Array(total);
   let count = 0;
@@ -446,6 +463,7 @@ async function evalTypedColumns(
       (values as Float64Array)[i] = out.values[j]!;
     });
     for (const [j, error] of out.errors) errors.set(todo[j]!, error);
+    fillFailed(fn.returnType, values, errors);
     return { values, errors };
   }
   const rows: Value[][] = [];
@@ -471,6 +489,7 @@ async function evalTypedColumns(
     else if (!writeCell(values, rowOf[j]!, result))
       errors.set(rowOf[j]!, unrepresentable(fn, result));
   }
+  if (into) fillFailed(fn.returnType, values, errors);
   return { values, errors };
 }
 

@@ -17,7 +17,7 @@ import {
   type RunnerProbe,
   rowResultsToColumns,
 } from './language-runner.js';
-import { type Column, newColumn } from './typed-columns.js';
+import { type Column, copyColumn, fillFailed, newColumn } from './typed-columns.js';
 import { Value } from './value.js';
 
 /** Failed rows read NaN, and every error is an ExtFnError addressed to the function. */
@@ -32,6 +32,15 @@ function checkColumns(
     checked.set(row, toExtFnError(error, fn.name));
   }
   return { values, errors: checked };
+}
+
+/** Results in the caller's `into` column (copied there when the runner wrote another). */
+function intoColumn<C extends Column>(
+  results: ColumnResults<C>,
+  options: BatchOptions,
+): ColumnResults<C> {
+  if (!options.into || results.values === options.into) return results;
+  return { values: copyColumn(results.values, options.into) as C, errors: results.errors };
 }
 
 /** The same options, with progress reports also counted as a sign of life. */
@@ -173,7 +182,7 @@ export class RunnerHandle {
         columns.map((column) => Value.number(column[i]!)),
       );
       // callBatch's results are unchecked here: rowResultsToColumns checks each row's type.
-      return rowResultsToColumns(fn, await this.callBatch(fn, rows, options));
+      return intoColumn(rowResultsToColumns(fn, await this.callBatch(fn, rows, options)), options);
     }
     const callColumns = this.runner.callColumns.bind(this.runner);
     try {
@@ -191,11 +200,13 @@ export class RunnerHandle {
       ) {
         throw new Error(`callColumns returned a malformed result for ${rowCount} rows`);
       }
-      return checkColumns(fn, values, errors);
+      return checkColumns(fn, intoColumn({ values, errors }, options).values, errors);
     } catch (error) {
       const failure = toExtFnError(error, fn.name);
       return {
-        values: new Float64Array(rowCount).fill(Number.NaN),
+        values: ((options.into as Float64Array | undefined) ?? new Float64Array(rowCount)).fill(
+          Number.NaN,
+        ),
         errors: new Map(Array.from({ length: rowCount }, (_, i) => [i, failure])),
       };
     }
@@ -237,11 +248,14 @@ export class RunnerHandle {
       for (const [row, error] of errors) {
         if (!ExtFnError.isInstance(error)) errors.set(row, toExtFnError(error, fn.name));
       }
-      return { values, errors };
+      const out = intoColumn({ values, errors }, options);
+      if (options.into) fillFailed(fn.returnType, out.values, errors);
+      return out;
     } catch (error) {
       const failure = toExtFnError(error, fn.name);
+      const values = newColumn(fn.returnType, rowCount);
       return {
-        values: newColumn(fn.returnType, rowCount),
+        values: options.into ? copyColumn(values, options.into) : values,
         errors: new Map(Array.from({ length: rowCount }, (_, i) => [i, failure])),
       };
     }

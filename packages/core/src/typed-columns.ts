@@ -112,6 +112,79 @@ export function checkTypedColumns(
   return undefined;
 }
 
+/**
+ * Checks `options.into` (the caller's result column, reused across calls so
+ * results land in memory already touched): the return type's column class,
+ * exactly as long as the argument columns.
+ */
+export function checkInto(
+  fn: ExternalFn,
+  into: unknown,
+  columns: readonly Column[],
+): ExtFnError | undefined {
+  const type = fn.returnType;
+  const rowCount = columns[0]?.length ?? 0;
+  const wanted = `${CLASS_NAMES[type]} of ${rowCount} rows`;
+  const fix = `pass options.into as ${wanted} (a ${type} result column as long as the argument columns), or leave it out for a new column`;
+  if (!isColumnOf(into, type)) {
+    return ExtFnError.runtime(
+      fn.name,
+      `options.into must be ${wanted}, got ${describeColumn(into)}`,
+      { expected: type, got: describeColumn(into), fix },
+    );
+  }
+  if ((into as Column).length !== rowCount) {
+    return ExtFnError.runtime(
+      fn.name,
+      `options.into must be ${wanted}, got a column of ${(into as Column).length} rows`,
+      { expected: type, got: `a column of ${(into as Column).length} rows`, fix },
+    );
+  }
+  // Results written into an argument's memory would change the rows a retry reads again.
+  const k = columns.findIndex((column) => sharesMemory(column, into as Column));
+  if (k >= 0) {
+    return ExtFnError.runtime(
+      fn.name,
+      `options.into shares memory with argument column ${k + 1}: results would overwrite arguments still to be read`,
+      { fix: 'pass a result column of its own (reuse it across calls, not an argument column)' },
+    );
+  }
+  return undefined;
+}
+
+/** Whether two typed columns overlap in memory (string arrays never do). */
+function sharesMemory(a: Column, b: Column): boolean {
+  if (a === b) return true;
+  if (!ArrayBuffer.isView(a) || !ArrayBuffer.isView(b) || a.buffer !== b.buffer) return false;
+  return a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
+}
+
+/**
+ * Gives every failed row of a result column its fill (NaN, 0, '', 0 ns, 0),
+ * so a reused `into` column never shows a previous call's value at a row in error.
+ */
+export function fillFailed(
+  type: ValueType,
+  values: Column,
+  errors: ReadonlyMap<number, unknown>,
+): void {
+  if (errors.size === 0) return;
+  const fill = (newColumn(type, 1) as unknown[])[0];
+  for (const row of errors.keys()) (values as unknown[])[row] = fill;
+}
+
+/** Copies a result column into `into` (same type and length), unless it is `into`. */
+export function copyColumn(values: Column, into: Column): Column {
+  if (values === into) return into;
+  if (Array.isArray(into)) {
+    const texts = values as readonly string[];
+    for (let i = 0; i < texts.length; i++) (into as string[])[i] = texts[i]!;
+  } else {
+    (into as Float64Array).set(values as Float64Array);
+  }
+  return into;
+}
+
 const NS_PER_MS = 1_000_000n;
 
 /**

@@ -290,7 +290,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     if (invalid) throw invalid;
     const n = columns[0]?.length ?? 0;
     await this.#prepare(fn);
-    const values = new Float64Array(n);
+    // The caller's result column (core checked it), reused across calls: no fresh pages to fault in.
+    const values = (options.into as Float64Array | undefined) ?? new Float64Array(n);
     const errors = new Map<number, ExtFnError>();
     if (n === 0) return { values, errors };
     const { mode, key, loadError } = this.#route(fn, options);
@@ -324,7 +325,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     if (invalid) throw invalid;
     const n = columns[0]?.length ?? 0;
     await this.#prepare(fn);
-    const values = newColumn(fn.returnType, n);
+    // Every row is written (a failed row gets the fill), so a reused `into` needs no clearing.
+    const values = options.into ?? newColumn(fn.returnType, n);
     const errors = new Map<number, ExtFnError>();
     if (n === 0) return { values, errors };
     const { mode, key, loadError } = this.#route(fn, options);

@@ -32,7 +32,7 @@ const MAX_CHUNK = 32_768;
  * larger and are sized to take at least VECTORIZED_CHUNK_MS.
  */
 export const MAX_VECTORIZED_CHUNK = 4_194_304;
-const VECTORIZED_CHUNK_MS = 50;
+const VECTORIZED_CHUNK_MS = 200;
 /**
  * A failed chunk larger than this is re-run as chunks of this size first, and
  * only the pieces that fail again row by row: isolating one hanging row of a
@@ -103,9 +103,13 @@ export async function schedule(
   let next = 0;
   // What the last batch of this function learnt: start at its chunk size instead of ramping from 1.
   let perRowMs: number | undefined = ctx.perRowMs.get(key);
-  /** Whether `perRowMs` is good enough to judge more workers by: the other lanes start then. */
-  let rampedUp = false;
   const reliable = perRowMs !== undefined;
+  /**
+   * Whether `perRowMs` is good enough to judge more workers by: the other lanes start then.
+   * A vectorized function's earlier figure is: its batch is a few large chunks, and
+   * waiting for the first one before opening the other lanes would run it alone.
+   */
+  let rampedUp = reliable && fn.vectorized === true;
   let chunksDone = 0;
   let sampledRows = 0;
   let sampledMs = 0;
@@ -253,6 +257,7 @@ export async function schedule(
     // start before the first rows come back, and each function started together gets
     // a worker before any gets two.
     spawnLanes(1);
+    if (rampedUp) grow();
     while (running.size > 0) await Promise.all([...running]);
   } finally {
     untrack?.();

@@ -668,7 +668,7 @@ def _f64_bytes(values):
     result = array('d', values)
     if not _LITTLE:
         result.byteswap()
-    return result.tobytes()
+    return memoryview(result).cast('B')  # the array's own bytes, not a copy
 
 
 # ---- vectorized bodies ----------------------------------------------------------------
@@ -806,7 +806,8 @@ def _callf64_vectorized(fn, n, arity, payload):
         # Views of the request's own (writable) buffer: a body may change its columns in place.
         cols = list(np.frombuffer(payload, dtype='<f8').reshape(arity, n)) if arity else []
     else:
-        flat = array('d', payload)
+        flat = array('d')
+        flat.frombytes(payload)  # a memoryview (see _read_exact): array('d', view) would read bytes as items
         if not _LITTLE:
             flat.byteswap()
         flat = flat.tolist()
@@ -1082,17 +1083,27 @@ def _callcols(fn, n, payload, cells_in):
     return data, errors, cells
 
 
+_in_buffer = bytearray()
+
+
 def _read_exact(n):
-    # Read into a writable buffer: numpy columns are views of it, no copy.
-    data = bytearray(n)
-    view = memoryview(data)
+    # Into one writable buffer kept across requests (numpy columns are views
+    # of it, no copy): a large chunk's payload lands in pages already touched
+    # instead of a fresh, zero-filled allocation (first touch of a page costs
+    # ~10 us on a VM). Grown by a new allocation, never resized: a view of the
+    # old one may still be alive. Every view of a request is gone once its
+    # response is written, before the next read.
+    global _in_buffer
+    if len(_in_buffer) < n:
+        _in_buffer = bytearray(n)
+    view = memoryview(_in_buffer)[:n]
     got = 0
     while got < n:
         k = _proto_in.readinto(view[got:])
         if not k:
             sys.exit(3)
         got += k
-    return data
+    return view
 
 
 def _serve():

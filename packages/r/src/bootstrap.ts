@@ -36,4 +36,10 @@ export const R_ENV: Readonly<Record<string, string>> = {
   R_ENABLE_JIT: '0',
   TZ: 'UTC',
   LC_ALL: 'C.UTF-8',
+  // Keep freed blocks up to 64 MiB in glibc's heap instead of unmapping them:
+  // a vectorized chunk's vectors, freed by the driver's minor collection,
+  // are then reused by the next chunk instead of fresh pages (first touch
+  // costs ~10 µs a page on a Firecracker VM: more than the arithmetic).
+  MALLOC_MMAP_THRESHOLD_: '67108864',
+  MALLOC_TRIM_THRESHOLD_: '268435456',
 };
