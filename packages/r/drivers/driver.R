@@ -18,7 +18,12 @@
 # - datetime: POSIXct in UTC; R keeps about a microsecond of precision near
 #   today (less far from 1970), so results are rounded to what the double
 #   holds, at most six fraction digits.
-function(con) {
+#
+# The definitions below live in a hashed environment, not in the function's
+# own frame: R searches a closure's frame binding by binding, and the row
+# loop looks up driver names (genv, seed, code, ...) several times a row,
+# which in a frame of some 150 bindings costs more than the row itself.
+function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())), quote({
   genv <- globalenv()
   err <- stderr()
   # Every frame goes through one binary connection on the process's own fd 1,
@@ -465,27 +470,46 @@ function(con) {
   code <- NULL
 
   # R runs with its JIT off (R_ENABLE_JIT=0, set by the runner): the
-  # compiler's first use costs a process about 50 ms of CPU, more than a
-  # few thousand rows of interpreted driver code. Once a worker has run
-  # `hot_rows` rows, the body and the per-row code are byte-compiled, once.
+  # compiler's first use costs a process about 50 ms of CPU, and compiling
+  # the whole driver some 250 ms more, far more than the rows of most
+  # batches would save. So code is byte-compiled where it runs often, once:
+  # the body and the row loop once a worker has run `hot_rows` rows (the
+  # loop then costs a third of a row's time interpreted), the per-request
+  # code once it has served `hot_requests` requests.
   hot_rows <- 2000
+  hot_requests <- 200
   rows_run <- 0
+  requests_run <- 0
   hot <- FALSE
+  hot_served <- FALSE
   compile_body <- function() {
     code <<- tryCatch(
       suppressMessages(suppressWarnings(compiler::compile(code, genv))),
       error = function(e) code
     )
   }
-  warm_up <- function(n) {
-    rows_run <<- rows_run + n
-    if (hot || rows_run < hot_rows) return(invisible())
-    hot <<- TRUE
-    compile_body()
+  compile_functions <- function(names) {
     here <- environment(warm_up)
-    for (name in c("run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers", "respond_call", "respond_f64", "write_values", "json_numbers", "arguments", "row_values", "cols_in", "texts_in", "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols")) {
+    for (name in names) {
       compiled <- tryCatch(compiler::cmpfun(get(name, envir = here)), error = function(e) NULL)
       if (!is.null(compiled)) assign(name, compiled, envir = here)
+    }
+  }
+  warm_up <- function(n) {
+    rows_run <<- rows_run + n
+    requests_run <<- requests_run + 1
+    if (!hot && rows_run >= hot_rows) {
+      hot <<- TRUE
+      compile_body()
+      compile_functions(c("run_body", "run_rows"))
+    }
+    if (!hot_served && requests_run >= hot_requests) {
+      hot_served <<- TRUE
+      compile_functions(c(
+        "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers", "respond_call",
+        "respond_f64", "write_values", "json_numbers", "arguments", "row_values", "cols_in", "texts_in",
+        "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols"
+      ))
     }
   }
   max_output <- 1048576
@@ -745,12 +769,39 @@ function(con) {
       }
       !drew && !left && tell() - begin <= max_output
     }
+    # What a careful row checks after it ran (see block_rows); TRUE when it
+    # printed past the cap, which is then its error.
+    row_checks <- function() {
+      over <- FALSE
+      if (careful) {
+        # The state is `seed` until a row draws: from then on, reset before each row.
+        if (!rng_used && !identical(genv$.Random.seed, seed)) {
+          rng_used <<- TRUE
+          genv$.Random.seed <- seed
+        }
+        now <- tell()
+        if (now - position > max_output) {
+          cut_output()
+          now <- tell()
+          over <- TRUE
+        }
+        position <<- now
+      }
+      if (length(genv) != 1L || is.null(genv$.Random.seed) ||
+          length(.Internal(search())) != search_length) restore_globals()
+      over
+    }
+    fresh <- is.null(shared_env)
+    env <- shared_env
     first <- 1L
     careful <- FALSE
     while (first <= n) {
       last <- min(first + block_rows - 1L, n)
       begin <- tell()
       position <- begin
+      # Per-row checks only where a row may need them: the rest is the least
+      # a row costs (its arguments, the body, its result).
+      checks <- careful || globals_careful
       i <- first
       while (i <= last) {
         tryCatch(
@@ -761,35 +812,19 @@ function(con) {
                 next
               }
               if (rng_used) genv$.Random.seed <- seed
-              env <- if (is.null(shared_env)) .Internal(new.env(FALSE, genv, 0L)) else shared_env
+              if (fresh) env <- .Internal(new.env(FALSE, genv, 0L))
               env$args <- rows[[i]]
               run_body(env)
-              over <- FALSE
-              if (careful) {
-                # The state is `seed` until a row draws: from then on, reset before each row.
-                if (!rng_used && !identical(genv$.Random.seed, seed)) {
-                  rng_used <<- TRUE
-                  genv$.Random.seed <- seed
-                }
-                now <- tell()
-                if (now - position > max_output) {
-                  cut_output()
-                  now <- tell()
-                  over <- TRUE
-                }
-                position <- now
+              if (checks && row_checks()) {
+                i <- i + 1L
+                next
               }
-              if ((careful || globals_careful) &&
-                  (length(genv) != 1L || is.null(genv$.Random.seed) ||
-                   length(.Internal(search())) != search_length)) restore_globals()
-              if (!over) {
-                r <- env$result
+              r <- env$result
+              if (plain_number && is.double(r) && length(r) == 1L && is.null(attributes(r)) && !is.na(r)) {
+                values[i] <- r
+              } else {
                 if (is.null(r) && !exists("result", envir = env, inherits = FALSE)) stop(no_result)
-                if (plain_number && is.double(r) && length(r) == 1L && is.null(attributes(r)) && !is.na(r)) {
-                  values[i] <- r
-                } else {
-                  values[i] <- convert(r)
-                }
+                values[i] <- convert(r)
               }
               i <- i + 1L
             },
@@ -808,7 +843,7 @@ function(con) {
               }
               over <- tell() - position > max_output
             }
-            if ((careful || globals_careful) &&
+            if (checks &&
                 (length(genv) != 1L || is.null(genv$.Random.seed) ||
                  length(.Internal(search())) != search_length)) restore_globals()
             if (over) {
@@ -1373,4 +1408,4 @@ function(con) {
   }
   if (!is.null(capture)) close(capture)
   quit(save = "no", status = 0L)
-}
+}))
