@@ -472,11 +472,16 @@ function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())
   # R runs with its JIT off (R_ENABLE_JIT=0, set by the runner): the
   # compiler's first use costs a process about 50 ms of CPU, and compiling
   # the whole driver some 250 ms more, far more than the rows of most
-  # batches would save. So code is byte-compiled where it runs often, once:
-  # the body and the row loop once a worker has run `hot_rows` rows (the
-  # loop then costs a third of a row's time interpreted), the per-request
-  # code once it has served `hot_requests` requests.
+  # batches would save. The build byte-compiles the driver when it can
+  # (src/driver-program.ts): then only the body is left, compiled once a
+  # worker has run `body_rows` rows, by when the compiler's cost is about
+  # what the interpreted body has cost. Otherwise code is byte-compiled where
+  # it runs often, once: the body and the row loop once a worker has run
+  # `hot_rows` rows (the loop then costs a third of a row's time
+  # interpreted), the per-request code once it has served `hot_requests`
+  # requests.
   hot_rows <- 2000
+  body_rows <- 100000
   hot_requests <- 200
   rows_run <- 0
   requests_run <- 0
@@ -491,14 +496,17 @@ function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())
   compile_functions <- function(names) {
     here <- environment(warm_up)
     for (name in names) {
-      compiled <- tryCatch(compiler::cmpfun(get(name, envir = here)), error = function(e) NULL)
+      f <- get(name, envir = here)
+      if (typeof(.Internal(bodyCode(f))) == "bytecode") next
+      compiled <- tryCatch(compiler::cmpfun(f), error = function(e) NULL)
       if (!is.null(compiled)) assign(name, compiled, envir = here)
     }
   }
   warm_up <- function(n) {
     rows_run <<- rows_run + n
     requests_run <<- requests_run + 1
-    if (!hot && rows_run >= hot_rows) {
+    compiled <- typeof(.Internal(bodyCode(run_rows))) == "bytecode"
+    if (!hot && rows_run >= (if (compiled) body_rows else hot_rows)) {
       hot <<- TRUE
       compile_body()
       compile_functions(c("run_body", "run_rows"))

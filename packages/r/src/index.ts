@@ -11,6 +11,7 @@ import {
 } from '@improv/extfn-interpreter';
 import { R_ARGS, R_ENV } from './bootstrap.js';
 import { directR } from './direct.js';
+import { driverProgram } from './driver-program.js';
 import type { RLibraries } from './libraries.js';
 import { withLibraries } from './with-libraries.js';
 
@@ -51,6 +52,12 @@ export const DRIVER_SOURCE: string = readFileSync(
   'utf8',
 );
 
+/** What workers are sent: DRIVER_SOURCE, or the build's compiled driver with it as the fallback. */
+export const DRIVER_PROGRAM: string = driverProgram(
+  DRIVER_SOURCE,
+  new URL('../dist/driver.bytecode', import.meta.url),
+);
+
 /**
  * The R runner. Bodies are base R statements that read `args` (a list:
  * `args[[1]]`, `args[[2]]`, …) and set `result`.
@@ -80,7 +87,7 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
         return { ...found, path: direct.binary };
       },
       args: R_ARGS,
-      driverSource: DRIVER_SOURCE,
+      driverSource: DRIVER_PROGRAM,
       vectorized: true,
       env,
       limits: R_LIMITS,
