@@ -473,15 +473,18 @@ function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())
   # compiler's first use costs a process about 50 ms of CPU, and compiling
   # the whole driver some 250 ms more, far more than the rows of most
   # batches would save. The build byte-compiles the driver when it can
-  # (src/driver-program.ts): then only the body is left, compiled once a
-  # worker has run `body_rows` rows, by when the compiler's cost is about
-  # what the interpreted body has cost. Otherwise code is byte-compiled where
+  # (src/driver-program.ts): then only the body is left, compiled once the
+  # worker's requests have taken `body_cpu` seconds of CPU, about what the
+  # compiler's first use costs (a trivial body: some 50 000 rows; a body
+  # with a loop: sooner). Otherwise code is byte-compiled where
   # it runs often, once: the body and the row loop once a worker has run
   # `hot_rows` rows (the loop then costs a third of a row's time
   # interpreted), the per-request code once it has served `hot_requests`
   # requests.
   hot_rows <- 2000
-  body_rows <- 100000
+  body_cpu <- 0.1
+  cpu_seen <- NULL
+  cpu_busy <- 0
   hot_requests <- 200
   rows_run <- 0
   requests_run <- 0
@@ -505,8 +508,12 @@ function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())
   warm_up <- function(n) {
     rows_run <<- rows_run + n
     requests_run <<- requests_run + 1
+    # CPU since the previous request: that request's work, mostly.
+    cpu <- sum(proc.time()[1:2])
+    if (!is.null(cpu_seen)) cpu_busy <<- cpu_busy + cpu - cpu_seen
+    cpu_seen <<- cpu
     compiled <- typeof(.Internal(bodyCode(run_rows))) == "bytecode"
-    if (!hot && rows_run >= (if (compiled) body_rows else hot_rows)) {
+    if (!hot && (if (compiled) cpu_busy >= body_cpu else rows_run >= hot_rows)) {
       hot <<- TRUE
       compile_body()
       compile_functions(c("run_body", "run_rows"))
