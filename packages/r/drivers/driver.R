@@ -23,7 +23,18 @@
 # own frame: R searches a closure's frame binding by binding, and the row
 # loop looks up driver names (genv, seed, code, ...) several times a row,
 # which in a frame of some 150 bindings costs more than the row itself.
-function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())), quote({
+#
+# `precompiled`: byte-compiled copies of the hot functions (hot_functions),
+# made by the build for the worker's R version (src/driver-program.ts), or
+# NULL. They come with the (hashed) environment they were compiled in, and
+# the driver runs in that one: R drops a closure's bytecode when its
+# environment is replaced.
+function(con, precompiled = NULL) eval(
+  envir = list2env(
+    list(con = con, precompiled = precompiled),
+    if (is.null(precompiled)) new.env(parent = baseenv()) else environment(precompiled[[1L]])
+  ),
+  quote({
   genv <- globalenv()
   err <- stderr()
   # Every frame goes through one binary connection on the process's own fd 1,
@@ -474,15 +485,16 @@ function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())
   # the whole driver some 250 ms more, far more than the rows of most
   # batches would save. The build byte-compiles the driver when it can
   # (src/driver-program.ts): then only the body is left, compiled once the
-  # worker's requests have taken `body_cpu` seconds of CPU, about what the
-  # compiler's first use costs (a trivial body: some 50 000 rows; a body
-  # with a loop: sooner). Otherwise code is byte-compiled where
+  # worker's requests have taken `body_cpu` seconds of CPU: a trivial body
+  # (some 100 000 rows by then) has cost about what the compiler's first
+  # use costs more than compiled, a body with loops of its own a few times
+  # that. Otherwise code is byte-compiled where
   # it runs often, once: the body and the row loop once a worker has run
   # `hot_rows` rows (the loop then costs a third of a row's time
   # interpreted), the per-request code once it has served `hot_requests`
   # requests.
   hot_rows <- 2000
-  body_cpu <- 0.1
+  body_cpu <- 0.25
   cpu_seen <- NULL
   cpu_busy <- 0
   hot_requests <- 200
@@ -505,6 +517,12 @@ function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())
       if (!is.null(compiled)) assign(name, compiled, envir = here)
     }
   }
+  # Compiled at hot_rows (the first two) and hot_requests (the rest); what the build compiles.
+  hot_functions <- c(
+    "run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers",
+    "respond_call", "respond_f64", "write_values", "json_numbers", "arguments", "row_values", "cols_in",
+    "texts_in", "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols"
+  )
   warm_up <- function(n) {
     rows_run <<- rows_run + n
     requests_run <<- requests_run + 1
@@ -516,15 +534,11 @@ function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())
     if (!hot && (if (compiled) cpu_busy >= body_cpu else rows_run >= hot_rows)) {
       hot <<- TRUE
       compile_body()
-      compile_functions(c("run_body", "run_rows"))
+      compile_functions(hot_functions[1:2])
     }
     if (!hot_served && requests_run >= hot_requests) {
       hot_served <<- TRUE
-      compile_functions(c(
-        "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers", "respond_call",
-        "respond_f64", "write_values", "json_numbers", "arguments", "row_values", "cols_in", "texts_in",
-        "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols"
-      ))
+      compile_functions(hot_functions[-(1:2)])
     }
   }
   max_output <- 1048576
@@ -1314,6 +1328,13 @@ function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())
   }
 
   id_text <- function(id) if (is.null(id)) "null" else sprintf("%.0f", id)
+
+  # The build's compiled copies, in place of the definitions above (same code).
+  for (name in intersect(names(precompiled), hot_functions)) {
+    f <- precompiled[[name]]
+    if (identical(environment(f), environment(warm_up))) assign(name, f, envir = environment(warm_up))
+  }
+  rm(precompiled)
 
   frame(paste0('{"ready":1,"protocol":1,"version":', json_strings(R.version.string), "}"))
 

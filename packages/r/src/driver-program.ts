@@ -1,13 +1,14 @@
 /**
  * What workers are sent as the driver: drivers/driver.R, or, when the build
- * byte-compiled it (dist/driver.bytecode, scripts/driver-bytecode.mjs) from
- * this very source, an R expression that picks the compiled driver when the
- * worker's R is the version that compiled it and the source otherwise.
+ * byte-compiled its hot functions (dist/driver.bytecode,
+ * scripts/driver-bytecode.mjs) from this very source, an R expression that
+ * hands the driver those compiled functions when the worker's R is the
+ * version that compiled them, and runs the source alone otherwise.
  *
- * With the JIT off, the driver's closures run as R's slower tree-walking
- * interpreter unless compiled, and compiling them in a worker costs a start
- * about 150 ms of CPU (the compiler's first use, then the row loop); the
- * compiled driver is read in about 15 ms and needs no compiler at all.
+ * With the JIT off, the driver's closures run in R's slower tree-walking
+ * interpreter unless compiled, and compiling the row loop in a worker costs
+ * it about 150 ms of CPU (the compiler's first use, then the loop); the
+ * compiled functions are read in about 4 ms and need no compiler.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -38,12 +39,11 @@ export function driverProgram(source: string, bytecodeUrl: URL): string {
     literal.startsWith('"') &&
     literal.endsWith('"');
   if (!valid) return source; // compiled from another version of the driver
-  // One expression, as the bootstrap evaluates the first one: the compiled
-  // block in the driver's hashed environment (driver.R's own shape), or the source.
+  // One expression, as the bootstrap evaluates the first one: the driver
+  // given the compiled functions on the R that compiled them, else alone.
   return (
-    `if (identical(R.version.string, ${JSON.stringify(header.r)}) && ` +
+    `(function(driver) if (identical(R.version.string, ${JSON.stringify(header.r)}) && ` +
     `identical(.Internal(bcVersion()), ${header.bytecode}L)) ` +
-    'function(con) eval(envir = list2env(list(con = con), new.env(parent = baseenv())), ' +
-    `unserialize(charToRaw(${literal}))) else\n${source}`
+    `function(con) driver(con, unserialize(charToRaw(${literal}))) else driver)(\n${source})`
   );
 }

@@ -1,8 +1,8 @@
 /**
  * The driver workers are sent (src/driver-program.ts): the build's
- * byte-compiled driver only when it was compiled from this very source, and
- * then answering exactly as the source does, frame for frame and byte for
- * byte; on another R version the same program runs the source.
+ * byte-compiled hot functions only when they were compiled from this very
+ * source, and then answering exactly as the source does, frame for frame
+ * and byte for byte; on another R version the same program runs the source.
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -39,10 +39,14 @@ describe('which driver is sent', () => {
       source,
       bytecodeFile({ r: 'R version 4.2.2', bytecode: 12, sha256 }),
     );
-    expect(program.startsWith('if (identical(R.version.string, "R version 4.2.2") && ')).toBe(true);
+    expect(
+      program.startsWith(
+        '(function(driver) if (identical(R.version.string, "R version 4.2.2") && ',
+      ),
+    ).toBe(true);
     expect(program).toContain('identical(.Internal(bcVersion()), 12L)');
-    expect(program).toContain('unserialize(charToRaw("A\\n3\\n"))');
-    expect(program.endsWith(`else\n${source}`)).toBe(true);
+    expect(program).toContain('function(con) driver(con, unserialize(charToRaw("A\\n3\\n")))');
+    expect(program.endsWith(`else driver)(\n${source})`)).toBe(true);
   });
 });
 
