@@ -51,12 +51,15 @@ describe('which R starts directly', () => {
   );
 });
 
-describe.skipIf(!restrictedOk)(`a worker started directly ${restrictedOk ? '' : skipReason}`, () => {
-  test('a body sees the R home, directories and libraries Rscript --vanilla gives', async () => {
-    const { registry } = scopedRegistry({
-      report: [`result <- paste(capture.output(${REPORT}), collapse = "\\n")`, [], 'text'],
+describe.skipIf(!restrictedOk)(
+  `a worker started directly ${restrictedOk ? '' : skipReason}`,
+  () => {
+    test('a body sees the R home, directories and libraries Rscript --vanilla gives', async () => {
+      const { registry } = scopedRegistry({
+        report: [`result <- paste(capture.output(${REPORT}), collapse = "\\n")`, [], 'text'],
+      });
+      const seen = await registry.eval('report', []);
+      expect(seen.type === 'text' && seen.value.split('\n')).toEqual(await hostReport());
     });
-    const seen = await registry.eval('report', []);
-    expect(seen.type === 'text' && seen.value.split('\n')).toEqual(await hostReport());
-  });
-});
+  },
+);
