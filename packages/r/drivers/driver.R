@@ -18,7 +18,23 @@
 # - datetime: POSIXct in UTC; R keeps about a microsecond of precision near
 #   today (less far from 1970), so results are rounded to what the double
 #   holds, at most six fraction digits.
-function(con) {
+#
+# The definitions below live in a hashed environment, not in the function's
+# own frame: R searches a closure's frame binding by binding, and the row
+# loop looks up driver names (genv, seed, code, ...) several times a row,
+# which in a frame of some 150 bindings costs more than the row itself.
+#
+# `precompiled`: byte-compiled copies of the hot functions (hot_functions),
+# made by the build for the worker's R version (src/driver-program.ts), or
+# NULL. They come with the (hashed) environment they were compiled in, and
+# the driver runs in that one: R drops a closure's bytecode when its
+# environment is replaced.
+function(con, precompiled = NULL) eval(
+  envir = list2env(
+    list(con = con, precompiled = precompiled),
+    if (is.null(precompiled)) new.env(parent = baseenv()) else environment(precompiled[[1L]])
+  ),
+  quote({
   genv <- globalenv()
   err <- stderr()
   # Every frame goes through one binary connection on the process's own fd 1,
@@ -465,27 +481,64 @@ function(con) {
   code <- NULL
 
   # R runs with its JIT off (R_ENABLE_JIT=0, set by the runner): the
-  # compiler's first use costs a process about 50 ms of CPU, more than a
-  # few thousand rows of interpreted driver code. Once a worker has run
-  # `hot_rows` rows, the body and the per-row code are byte-compiled, once.
+  # compiler's first use costs a process about 50 ms of CPU, and compiling
+  # the whole driver some 250 ms more, far more than the rows of most
+  # batches would save. The build byte-compiles the driver when it can
+  # (src/driver-program.ts): then only the body is left, compiled once the
+  # worker's requests have taken `body_cpu` seconds of CPU: a trivial body
+  # (some 100 000 rows by then) has cost about what the compiler's first
+  # use costs more than compiled, a body with loops of its own a few times
+  # that. Otherwise code is byte-compiled where
+  # it runs often, once: the body and the row loop once a worker has run
+  # `hot_rows` rows (the loop then costs a third of a row's time
+  # interpreted), the per-request code once it has served `hot_requests`
+  # requests.
   hot_rows <- 2000
+  body_cpu <- 0.25
+  cpu_seen <- NULL
+  cpu_busy <- 0
+  hot_requests <- 200
   rows_run <- 0
+  requests_run <- 0
   hot <- FALSE
+  hot_served <- FALSE
   compile_body <- function() {
     code <<- tryCatch(
       suppressMessages(suppressWarnings(compiler::compile(code, genv))),
       error = function(e) code
     )
   }
+  compile_functions <- function(names) {
+    here <- environment(warm_up)
+    for (name in names) {
+      f <- get(name, envir = here)
+      if (typeof(.Internal(bodyCode(f))) == "bytecode") next
+      compiled <- tryCatch(compiler::cmpfun(f), error = function(e) NULL)
+      if (!is.null(compiled)) assign(name, compiled, envir = here)
+    }
+  }
+  # Compiled at hot_rows (the first two) and hot_requests (the rest); what the build compiles.
+  hot_functions <- c(
+    "run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers",
+    "respond_call", "respond_f64", "write_values", "json_numbers", "arguments", "row_values", "cols_in",
+    "texts_in", "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols"
+  )
   warm_up <- function(n) {
     rows_run <<- rows_run + n
-    if (hot || rows_run < hot_rows) return(invisible())
-    hot <<- TRUE
-    compile_body()
-    here <- environment(warm_up)
-    for (name in c("run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers", "respond_call", "respond_f64", "write_values", "json_numbers", "arguments", "row_values", "cols_in", "texts_in", "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols")) {
-      compiled <- tryCatch(compiler::cmpfun(get(name, envir = here)), error = function(e) NULL)
-      if (!is.null(compiled)) assign(name, compiled, envir = here)
+    requests_run <<- requests_run + 1
+    # CPU since the previous request: that request's work, mostly.
+    cpu <- sum(proc.time()[1:2])
+    if (!is.null(cpu_seen)) cpu_busy <<- cpu_busy + cpu - cpu_seen
+    cpu_seen <<- cpu
+    compiled <- typeof(.Internal(bodyCode(run_rows))) == "bytecode"
+    if (!hot && (if (compiled) cpu_busy >= body_cpu else rows_run >= hot_rows)) {
+      hot <<- TRUE
+      compile_body()
+      compile_functions(hot_functions[1:2])
+    }
+    if (!hot_served && requests_run >= hot_requests) {
+      hot_served <<- TRUE
+      compile_functions(hot_functions[-(1:2)])
     }
   }
   max_output <- 1048576
@@ -745,12 +798,39 @@ function(con) {
       }
       !drew && !left && tell() - begin <= max_output
     }
+    # What a careful row checks after it ran (see block_rows); TRUE when it
+    # printed past the cap, which is then its error.
+    row_checks <- function() {
+      over <- FALSE
+      if (careful) {
+        # The state is `seed` until a row draws: from then on, reset before each row.
+        if (!rng_used && !identical(genv$.Random.seed, seed)) {
+          rng_used <<- TRUE
+          genv$.Random.seed <- seed
+        }
+        now <- tell()
+        if (now - position > max_output) {
+          cut_output()
+          now <- tell()
+          over <- TRUE
+        }
+        position <<- now
+      }
+      if (length(genv) != 1L || is.null(genv$.Random.seed) ||
+          length(.Internal(search())) != search_length) restore_globals()
+      over
+    }
+    fresh <- is.null(shared_env)
+    env <- shared_env
     first <- 1L
     careful <- FALSE
     while (first <= n) {
       last <- min(first + block_rows - 1L, n)
       begin <- tell()
       position <- begin
+      # Per-row checks only where a row may need them: the rest is the least
+      # a row costs (its arguments, the body, its result).
+      checks <- careful || globals_careful
       i <- first
       while (i <= last) {
         tryCatch(
@@ -761,35 +841,19 @@ function(con) {
                 next
               }
               if (rng_used) genv$.Random.seed <- seed
-              env <- if (is.null(shared_env)) .Internal(new.env(FALSE, genv, 0L)) else shared_env
+              if (fresh) env <- .Internal(new.env(FALSE, genv, 0L))
               env$args <- rows[[i]]
               run_body(env)
-              over <- FALSE
-              if (careful) {
-                # The state is `seed` until a row draws: from then on, reset before each row.
-                if (!rng_used && !identical(genv$.Random.seed, seed)) {
-                  rng_used <<- TRUE
-                  genv$.Random.seed <- seed
-                }
-                now <- tell()
-                if (now - position > max_output) {
-                  cut_output()
-                  now <- tell()
-                  over <- TRUE
-                }
-                position <- now
+              if (checks && row_checks()) {
+                i <- i + 1L
+                next
               }
-              if ((careful || globals_careful) &&
-                  (length(genv) != 1L || is.null(genv$.Random.seed) ||
-                   length(.Internal(search())) != search_length)) restore_globals()
-              if (!over) {
-                r <- env$result
+              r <- env$result
+              if (plain_number && is.double(r) && length(r) == 1L && is.null(attributes(r)) && !is.na(r)) {
+                values[i] <- r
+              } else {
                 if (is.null(r) && !exists("result", envir = env, inherits = FALSE)) stop(no_result)
-                if (plain_number && is.double(r) && length(r) == 1L && is.null(attributes(r)) && !is.na(r)) {
-                  values[i] <- r
-                } else {
-                  values[i] <- convert(r)
-                }
+                values[i] <- convert(r)
               }
               i <- i + 1L
             },
@@ -808,7 +872,7 @@ function(con) {
               }
               over <- tell() - position > max_output
             }
-            if ((careful || globals_careful) &&
+            if (checks &&
                 (length(genv) != 1L || is.null(genv$.Random.seed) ||
                  length(.Internal(search())) != search_length)) restore_globals()
             if (over) {
@@ -1273,6 +1337,13 @@ function(con) {
 
   id_text <- function(id) if (is.null(id)) "null" else sprintf("%.0f", id)
 
+  # The build's compiled copies, in place of the definitions above (same code).
+  for (name in intersect(names(precompiled), hot_functions)) {
+    f <- precompiled[[name]]
+    if (identical(environment(f), environment(warm_up))) assign(name, f, envir = environment(warm_up))
+  }
+  rm(precompiled)
+
   frame(paste0('{"ready":1,"protocol":1,"version":', json_strings(R.version.string), "}"))
 
   repeat {
@@ -1389,4 +1460,4 @@ function(con) {
   }
   if (!is.null(capture)) close(capture)
   quit(save = "no", status = 0L)
-}
+}))

@@ -16,8 +16,18 @@ export const BOOTSTRAP =
   'eval(parse(text=src,keep.source=FALSE)[[1L]],new.env(parent=baseenv()))(con)},' +
   'new.env(parent=baseenv()))';
 
-/** `--vanilla`: no site or user profile, no saved workspace, no Renviron files. */
-export const R_ARGS: readonly string[] = ['--vanilla', '-e', BOOTSTRAP];
+/**
+ * `--vanilla`: no site or user profile, no saved workspace, no Renviron
+ * files. `--no-echo --no-restore` are what Rscript adds for R's binary, which
+ * workers usually start directly (src/direct.ts); Rscript takes them too.
+ */
+export const R_ARGS: readonly string[] = [
+  '--no-echo',
+  '--no-restore',
+  '--vanilla',
+  '-e',
+  BOOTSTRAP,
+];
 
 /**
  * Added to the sandbox's clean environment. R starts with base alone:

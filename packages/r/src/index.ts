@@ -10,6 +10,8 @@ import {
   resolveExecutable,
 } from '@improv/extfn-interpreter';
 import { R_ARGS, R_ENV } from './bootstrap.js';
+import { directR } from './direct.js';
+import { driverProgram } from './driver-program.js';
 import type { RLibraries } from './libraries.js';
 import { withLibraries } from './with-libraries.js';
 
@@ -41,10 +43,19 @@ export interface RRunnerOptions extends InterpreterRunnerOptions {
   libraries?: RLibraries;
 }
 
+/** What a direct start of R's binary adds to the environment (see src/direct.ts). */
+const DIRECT_ENV = ['R_HOME', 'R_SHARE_DIR', 'R_INCLUDE_DIR', 'R_DOC_DIR', 'LD_LIBRARY_PATH'];
+
 /** The driver program (drivers/driver.R, shipped in the package). */
 export const DRIVER_SOURCE: string = readFileSync(
   new URL('../drivers/driver.R', import.meta.url),
   'utf8',
+);
+
+/** What workers are sent: DRIVER_SOURCE, or the build's compiled driver with it as the fallback. */
+export const DRIVER_PROGRAM: string = driverProgram(
+  DRIVER_SOURCE,
+  new URL('../dist/driver.bytecode', import.meta.url),
 );
 
 /**
@@ -60,15 +71,23 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
     {
       language: 'r',
       packageName: '@improv/extfn-r',
-      resolveInterpreter: () =>
-        resolveExecutable({
+      resolveInterpreter: async () => {
+        const found = await resolveExecutable({
           explicit: interpreter,
           envVar: 'IMPROV_EXTFN_R',
           names: ['Rscript'],
           // no readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own prefix
-        }),
+        });
+        // Workers start R's binary with the environment its front end would set
+        // (src/direct.ts), written before any process starts.
+        const direct = found && directR(found.path);
+        for (const name of DIRECT_ENV) delete env[name];
+        if (!direct) return found;
+        Object.assign(env, direct.env);
+        return { ...found, path: direct.binary };
+      },
       args: R_ARGS,
-      driverSource: DRIVER_SOURCE,
+      driverSource: DRIVER_PROGRAM,
       vectorized: true,
       env,
       limits: R_LIMITS,

@@ -15,6 +15,7 @@ import {
   libraryOptionError,
   readableDirectories,
 } from '@improv/extfn-interpreter';
+import { frontEndOf } from './direct.js';
 
 export type { Library } from '@improv/extfn-interpreter';
 
@@ -39,7 +40,8 @@ function siteLibraries(rscript: string): Promise<string[]> {
   const program = 'cat(setdiff(normalizePath(.libPaths()), normalizePath(.Library)), sep = "\\n")';
   return new Promise((done, fail) => {
     execFile(
-      rscript,
+      // the front end, not the binary workers start (which needs its environment)
+      frontEndOf(rscript),
       ['--vanilla', '-e', program],
       { timeout: 20_000, encoding: 'utf8' },
       (error, stdout) =>
