@@ -15,7 +15,12 @@ export {
   probeSandbox,
   type SandboxProbe,
 } from './probe.js';
-export { type ProcessTree, ProcessTreeReader, readProcessTree, type TreeProcess } from './process-tree.js';
+export {
+  type ProcessTree,
+  ProcessTreeReader,
+  readProcessTree,
+  type TreeProcess,
+} from './process-tree.js';
 export { launchSandboxed, runSandboxed, spawnSandboxed } from './sandboxed.js';
 export { DENIED_SYSCALLS, seccompProgram, UNAVAILABLE_SYSCALLS } from './seccomp.js';
 export type {
