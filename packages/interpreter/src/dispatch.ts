@@ -25,6 +25,11 @@ export interface DispatchWorker extends PooledWorker {
   ): Promise<Frame>;
   /** What the last request left running in the tree, if anything. */
   leftWork(): string | undefined;
+  /**
+   * Milliseconds since its tree was last checked (`leftWork`); without it,
+   * every request is checked.
+   */
+  sinceTreeCheckMs?(): number;
   /** Kills it at once, tree and all. */
   retire(why: string): Promise<void>;
   /** Whether it worked while idle (see WarmWorker.idleWork). */
@@ -69,6 +74,17 @@ export interface DispatchContext {
   /** Busy milliseconds after which a worker is retired (half its lifetime CPU budget). */
   readonly retireAfterBusyMs: number;
 }
+
+/**
+ * A worker a batch lane keeps for its next chunk has its tree checked at
+ * most this often; one going back to the pool is always checked (here or in
+ * `endLease`). Reading a tree from /proc costs 0.1–0.3 ms of host CPU, as
+ * much as encoding a 1000-row text chunk, and chunks come every few ms. A
+ * thread or process a body leaves is found within this time or at the
+ * batch's end, and its worker retired then; it could act on the rows of
+ * that window, as it could on the rest of its own chunk before.
+ */
+const HELD_CHECK_MS = 25;
 
 /** Bytes a request may write to stderr beyond rows × the per-row cap (tracebacks, warnings). */
 const OUTPUT_MARGIN = 64 * 1024;
@@ -123,7 +139,12 @@ export async function dispatch(
         void worker.kill(); // it answered out of protocol: not to be trusted with another request
         throw new WorkerFailure('malformed', error.message);
       }
-      const left = worker.leftWork();
+      const stays =
+        lease !== undefined &&
+        worker.busyMs < ctx.retireAfterBusyMs &&
+        !ctx.pool.shouldYield(key) &&
+        (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS;
+      const left = stays ? undefined : worker.leftWork();
       if (left !== undefined) void worker.retire(left);
       else keep = worker.busyMs < ctx.retireAfterBusyMs;
       return frame;
@@ -144,8 +165,12 @@ export async function dispatch(
 
 /** Gives a lane's worker back to the pool when the lane ends. */
 export function endLease(pool: Pool<DispatchWorker>, lease: Lease): void {
-  if (lease.worker) pool.release(lease.worker, lease.worker.alive);
+  const worker = lease.worker;
   lease.worker = undefined;
+  if (!worker) return;
+  const left = worker.alive ? worker.leftWork() : undefined;
+  if (left !== undefined) void worker.retire(left);
+  pool.release(worker, worker.alive && left === undefined);
 }
 
 /** A worker failure, load failure or anything else as the ExtFnError of `fn`. */

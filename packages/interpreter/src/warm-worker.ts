@@ -3,8 +3,9 @@
  * function, one request at a time. Anything unexpected — deadline passed,
  * exit, malformed frame, a response past its limits, too much output, abort
  * — kills the whole process tree and fails the request; a dead worker is
- * never reused. After each request the owner asks `leftWork()` whether the
- * body left threads or processes running, and retires the worker if so.
+ * never reused. After a request the owner asks `leftWork()` whether the
+ * body left threads or processes running, and retires the worker if so
+ * (dispatch: after every request, or every 25 ms while a batch keeps it).
  * Only a request in flight keeps the host's event loop alive: a host that
  * forgets `close()` still exits once its workers idle.
  */
@@ -78,6 +79,8 @@ export class WarmWorker {
   #treeReader: ProcessTreeReader | 'closed' | undefined;
   /** The tree's CPU seconds at the end of its last clean request. */
   #cpuAtRest: number | undefined;
+  /** When `leftWork` last ran (performance.now()). */
+  #checkedAt = 0;
 
   constructor(key: string, process: SandboxedTree, driverSource: string) {
     this.key = key;
@@ -154,6 +157,7 @@ export class WarmWorker {
    * Undefined too where /proc cannot be read (the check is then off).
    */
   leftWork(): string | undefined {
+    this.#checkedAt = performance.now();
     const baseline = this.#baseline;
     if (!baseline || !this.alive) return undefined;
     const tree = this.#tree();
@@ -166,6 +170,11 @@ export class WarmWorker {
     }
     this.#cpuAtRest = tree.cpuSeconds;
     return undefined;
+  }
+
+  /** Milliseconds since `leftWork` last looked at the tree. */
+  sinceTreeCheckMs(): number {
+    return performance.now() - this.#checkedAt;
   }
 
   /**

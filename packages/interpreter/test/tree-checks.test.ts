@@ -1,0 +1,138 @@
+/**
+ * When dispatch looks for work a body left running (`leftWork`), with fake
+ * workers behind the real pool: after every request of a single call; for a
+ * worker a batch lane keeps between chunks, only when its last check is
+ * HELD_CHECK_MS old; always when the lane gives the worker back
+ * (`endLease`), which retires a worker whose tree is not clean.
+ */
+import type { ExternalFn } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import {
+  type DispatchContext,
+  type DispatchWorker,
+  dispatch,
+  endLease,
+  type Lease,
+} from '../src/dispatch.js';
+import type { Frame, FrameHeader } from '../src/frames.js';
+import { Pool } from '../src/pool.js';
+
+class CheckedWorker implements DispatchWorker {
+  readonly pid = undefined;
+  alive = true;
+  requests = 0;
+  busyMs = 0;
+  checks = 0;
+  retired: string | undefined;
+  /** What leftWork reports. */
+  left: string | undefined;
+  constructor(readonly key: string) {}
+  async request(header: FrameHeader): Promise<Frame> {
+    this.requests++;
+    return { header: { values: [header.start] }, elapsedMs: 1 };
+  }
+  leftWork(): string | undefined {
+    this.checks++;
+    return this.left;
+  }
+  async retire(why: string): Promise<void> {
+    this.retired = why;
+    this.alive = false;
+  }
+  async stop(): Promise<void> {
+    this.alive = false;
+  }
+  async kill(): Promise<void> {
+    this.alive = false;
+  }
+}
+
+/** A worker that says how long ago its tree was checked. */
+class TimedWorker extends CheckedWorker {
+  constructor(
+    key: string,
+    readonly since: number,
+  ) {
+    super(key);
+  }
+  sinceTreeCheckMs(): number {
+    return this.since;
+  }
+}
+
+const fn: ExternalFn = {
+  name: 'f',
+  language: 'fake',
+  body: 'f',
+  argTypes: ['number'],
+  returnType: 'number',
+  pure: false,
+};
+
+function setup(since: number | undefined) {
+  const workers: CheckedWorker[] = [];
+  const pool = new Pool<DispatchWorker>(1, 30_000, async (key) => {
+    const worker = since === undefined ? new CheckedWorker(key) : new TimedWorker(key, since);
+    workers.push(worker);
+    return worker;
+  });
+  const ctx: DispatchContext = {
+    pool,
+    maxOutputBytes: 1024,
+    retireAfterBusyMs: Number.POSITIVE_INFINITY,
+  };
+  const send = (start: number, lease?: Lease) =>
+    dispatch(ctx, fn, 'k', { header: { op: 'call', start }, rows: 1, timeoutMs: 1_000, lease });
+  return { pool, workers, send };
+}
+
+describe('tree checks after requests', () => {
+  test('a single call is checked after every request, however recent the last check', async () => {
+    const { workers, send } = setup(0);
+    await send(0);
+    await send(1);
+    expect(workers).toHaveLength(1);
+    expect(workers[0]!.checks).toBe(2);
+  });
+
+  test('a kept worker checked just now is not checked again until the lane gives it back', async () => {
+    const { workers, send, pool } = setup(0);
+    const lease: Lease = {};
+    for (let i = 0; i < 5; i++) await send(i, lease);
+    expect(workers[0]!.requests).toBe(5);
+    expect(workers[0]!.checks).toBe(0);
+    endLease(pool, lease);
+    expect(workers[0]!.checks).toBe(1);
+    expect(workers[0]!.alive).toBe(true);
+  });
+
+  test('a kept worker whose last check is old is checked after its request', async () => {
+    const { workers, send, pool } = setup(1_000);
+    const lease: Lease = {};
+    for (let i = 0; i < 3; i++) await send(i, lease);
+    expect(workers[0]!.checks).toBe(3);
+    endLease(pool, lease);
+    expect(workers[0]!.checks).toBe(4);
+  });
+
+  test('a worker that cannot say when it was checked is checked after every request', async () => {
+    const { workers, send, pool } = setup(undefined);
+    const lease: Lease = {};
+    for (let i = 0; i < 3; i++) await send(i, lease);
+    expect(workers[0]!.checks).toBe(3);
+    endLease(pool, lease);
+  });
+
+  test('work found when the lane gives the worker back retires it; the next call gets a new worker', async () => {
+    const { workers, send, pool } = setup(0);
+    const lease: Lease = {};
+    await send(0, lease);
+    await send(1, lease);
+    workers[0]!.left = '1 thread(s) left running after the call';
+    endLease(pool, lease);
+    expect(workers[0]!.retired).toBe('1 thread(s) left running after the call');
+    await send(2);
+    expect(workers).toHaveLength(2);
+    expect(workers[1]!.requests).toBe(1);
+  });
+});
