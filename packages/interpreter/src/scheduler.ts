@@ -119,6 +119,8 @@ export async function schedule(
   /** Rows behind `perRowMs` in this batch, halved at each sample so recent chunks count most. */
   let weight = 0;
   let done = 0;
+  /** Rows in requests now. */
+  let inFlight = 0;
   let stopped: ExtFnError | undefined;
 
   const hasWork = () => stopped === undefined && (retries.length > 0 || next < n);
@@ -144,7 +146,9 @@ export async function schedule(
     }
     // Share the last rows among the lanes, but not below a quarter of a chunk:
     // halving again and again would end the batch with a tail of tiny round trips.
-    const fair = Math.max(Math.ceil((n - next) / lanes), Math.ceil(size / 4));
+    // Rows other lanes are running count as theirs: a lane that opens while the
+    // first runs half of a vectorized batch takes the other half, not a quarter.
+    const fair = Math.max(Math.ceil((n - next + inFlight) / lanes), Math.ceil(size / 4));
     const count = Math.min(Math.max(1, Math.min(size, fair)), n - next);
     const start = next;
     next += count;
@@ -202,6 +206,7 @@ export async function schedule(
   const laneLoop = async (lease: Lease) => {
     while (hasWork()) {
       const [start, count] = take();
+      inFlight += count;
       try {
         await send(start, count, lease);
       } catch (error) {
@@ -232,6 +237,8 @@ export async function schedule(
           stopped = failure; // cannot start workers at all: every remaining row gets it
           break;
         }
+      } finally {
+        inFlight -= count;
       }
       done += count;
       options.onProgress?.(done, n);

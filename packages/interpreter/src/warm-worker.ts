@@ -24,6 +24,12 @@ import {
 } from './frames.js';
 import type { ResponseLimits } from './response-limits.js';
 
+/** What a Node Writable adds for batching writes into one writev. */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
 /** The bootstrap's stdin preamble: `N\n` then N bytes of driver source. */
 export function driverPreamble(driverSource: string): Buffer {
   const source = Buffer.from(driverSource, 'utf8');
@@ -205,12 +211,17 @@ export class WarmWorker {
     const id = this.#nextId++;
     const started = performance.now();
     const reply = this.#await(id, options, 'timeout');
-    // Header and payload parts as separate writes: no copy of a large payload into one buffer.
+    // Header and payload parts as separate writes (no copy of a large payload into
+    // one buffer), corked so they leave as one writev: a syscall costs 15–30 µs here.
     if (payload) {
-      this.process.stdin.write(encodeFrame({ ...header, id, bytes: payloadBytes(payload) }));
+      // a Node stream (net.Socket) corks; the public type does not promise it
+      const stdin = this.process.stdin as NodeJS.WritableStream & Partial<Corkable>;
+      stdin.cork?.();
+      stdin.write(encodeFrame({ ...header, id, bytes: payloadBytes(payload) }));
       for (const part of payload instanceof Uint8Array ? [payload] : payload) {
-        if (part.byteLength > 0) this.process.stdin.write(part);
+        if (part.byteLength > 0) stdin.write(part);
       }
+      stdin.uncork?.();
     } else {
       this.process.stdin.write(encodeFrame({ ...header, id }));
     }

@@ -166,6 +166,20 @@ describe('scheduler with a fake dispatcher', () => {
     expect(Math.max(...perRow.requests.map(([, count]) => count))).toBe(32_768);
   });
 
+  test("a lane opening while another runs half a vectorized batch takes the other half (rows in flight count as the other lane's)", async () => {
+    const vectorized: ExternalFn = { ...fn, vectorized: true };
+    const n = 1_000_000;
+    const { rows, results } = source(n);
+    const { ctx, requests } = fakeContext();
+    ctx.perRowMs.set('k', 2e-4); // chunks of 10^6 rows would take 200 ms: a quarter is 250 000
+    await schedule(ctx, vectorized, 'k', rows, { timeoutMs: 1_000 });
+    expect(results[n - 1]).toBe((n - 1) * 2);
+    expect(requests).toEqual([
+      [0, 500_000],
+      [500_000, 500_000],
+    ]);
+  });
+
   test('"output" and "malformed" failures isolate rows the same way', async () => {
     for (const reason of ['output', 'malformed', 'exited'] as const) {
       const { rows, results } = source(50);
