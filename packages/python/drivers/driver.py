@@ -608,28 +608,40 @@ def _call(fn, rows, plain=False):
     return _rows(fn, rows, to_args, fn.out, None, False)
 
 
+def _map_rows(fn, cols, n, failed):
+    """The body over every row through map(), in the row loop's order: the
+    results, with `failed` and an error at rows that raised. None when a row
+    printed or loaded a generator (the row loop's bookkeeping is needed)."""
+    capture = _capture
+    rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
+    results = map(fn.body.call, rows)
+    values = []
+    errors = {}
+    while True:
+        try:
+            values.extend(results)  # on a raise, the rows before it stay in `values`
+            break
+        except BaseException as e:
+            if capture.size or capture.over:
+                break
+            errors[str(len(values))] = _row_failed(fn, e, capture)
+            values.append(failed)
+    if capture.size or capture.over or _generators():
+        capture.discard()
+        return None
+    return values, errors
+
+
 def _f64_fast(fn, cols, n):
     """Every row through map(): the same calls in the same order as the row
     loop, without its per-row bookkeeping. Gives up (None) when a row
     printed or loaded a generator, which need that bookkeeping; the caller then
     re-runs the rows with it, so results never depend on which path ran."""
     capture = _capture
-    rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
-    results = map(fn.body.call, rows)
-    out = []
-    errors = {}
-    while True:
-        try:
-            out.extend(results)  # on a raise, the rows before it stay in `out`
-            break
-        except BaseException as e:
-            if capture.size or capture.over:
-                break
-            errors[str(len(out))] = _row_failed(fn, e, capture)
-            out.append(0.0)
-    if capture.size or capture.over or _generators():
-        capture.discard()
+    mapped = _map_rows(fn, cols, n, 0.0)
+    if mapped is None:
         return None
+    out, errors = mapped
     if {float} == set(map(type, out)):  # a scan at C speed: most chunks are floats only
         return out, errors
     for i, r in enumerate(out):
@@ -991,22 +1003,10 @@ def _cols_fast(fn, cols, n, out, failed, floats_as_is):
     None when a row printed or loaded a generator: the caller re-runs the
     rows through _rows, so results never depend on which path ran."""
     capture = _capture
-    rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
-    results = map(fn.body.call, rows)
-    values = []
-    errors = {}
-    while True:
-        try:
-            values.extend(results)  # on a raise, the rows before it stay in `values`
-            break
-        except BaseException as e:
-            if capture.size or capture.over:
-                break
-            errors[str(len(values))] = _row_failed(fn, e, capture)
-            values.append(failed)
-    if capture.size or capture.over or _generators():
-        capture.discard()
+    mapped = _map_rows(fn, cols, n, failed)
+    if mapped is None:
         return None
+    values, errors = mapped
     # What passes the row loop's checks unchanged: a float (any, or finite and
     # non-zero), and for text a plain str too short to pass the output cap.
     plain = str if out is _text_out and max(map(len, filter(str.__instancecheck__, values)),
