@@ -1,6 +1,7 @@
 /** Shared by the interpreter tests: the fixture driver on /usr/bin/python3, the strongest sandbox that works here, registries and process checks. */
 import { existsSync, readFileSync } from 'node:fs';
-import { Registry, type ValueType } from '@improv/extfn-core';
+import type { ValueType } from '@improv/extfn-core';
+import { registryOf } from '@improv/extfn-core/testing';
 import { probeSandbox } from '@improv/extfn-sandbox';
 import { createInterpreterRunner, type InterpreterRunnerOptions } from '../src/index.js';
 
@@ -50,30 +51,8 @@ export function fixtureRegistry(
   options: InterpreterRunnerOptions = {},
 ) {
   const runner = fixtureRunner(options);
-  const registry = new Registry({ runners: [runner], timeoutMs: 5_000 });
-  for (const [name, [body, argTypes, returnType]] of Object.entries(fns)) {
-    registry.register({ name, language: 'fixture', body, argTypes, returnType, pure: false });
-  }
-  return { registry, runner };
+  return { registry: registryOf(runner, 'fixture', fns, 5_000), runner };
 }
 
-/** The ExtFnError a promise rejects with (the kit's helper, shared by every package's tests). */
-export { rejection as failure } from '@improv/extfn-core/testing';
-
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-export async function waitFor(check: () => boolean, ms = 3_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return check();
-}
+/** The kit's helpers, shared by every package's tests. */
+export { alive, rejection as failure, waitFor } from '@improv/extfn-core/testing';

@@ -1,7 +1,7 @@
 /** Shared by the Python tests: the interpreter, sandbox availability, scoped registries and process checks. */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { Registry, type Value } from '@improv/extfn-core';
+import { closeAfterEach, type FnTable, registryOf } from '@improv/extfn-core/testing';
 import { probeSandbox, type SandboxPolicy } from '@improv/extfn-sandbox';
 import { afterEach } from 'vitest';
 import { type PythonRunnerOptions, python } from '../src/index.js';
@@ -31,48 +31,30 @@ export function runner(options: PythonRunnerOptions = {}) {
   return python({ interpreter: PYTHON, ...options });
 }
 
-/** Descriptor fields beyond body and types: `vectorized`, `pure`. */
-export interface FnExtras {
-  vectorized?: boolean;
-  pure?: boolean;
-}
-
 /** A registry with one python runner; `fns` maps name → [body, argTypes, returnType, extras?]. */
 export function registryWith(
   policy: SandboxPolicy,
-  fns: Record<string, [string, Value['type'][], Value['type'], FnExtras?]>,
+  fns: FnTable,
   options: PythonRunnerOptions = {},
 ) {
   const r = runner({ policy, ...options });
-  const registry = new Registry({ runners: [r], timeoutMs: 10_000 });
-  for (const [name, [body, argTypes, returnType, extras]] of Object.entries(fns)) {
-    registry.register({
-      name,
-      language: 'python',
-      body,
-      argTypes,
-      returnType,
-      pure: false,
-      ...extras,
-    } as never);
-  }
-  return { registry, runner: r };
+  return { registry: registryOf(r, 'python', fns), runner: r };
 }
 
-const toClose: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const close of toClose.splice(0)) await close();
-});
+const closeAfterTest = closeAfterEach(afterEach);
 
 /** `registryWith`, closed after the current test. */
 export function scopedRegistry(...args: Parameters<typeof registryWith>) {
-  const made = registryWith(...args);
-  toClose.push(() => made.registry.close());
-  return made;
+  return closeAfterTest(registryWith(...args));
 }
 
-/** The ExtFnError a promise rejects with (the kit's helper, shared by every package's tests). */
-export { rejection as failure } from '@improv/extfn-core/testing';
+/** The kit's helpers, shared by every package's tests. */
+export {
+  alive,
+  type FnExtras,
+  rejection as failure,
+  waitFor,
+} from '@improv/extfn-core/testing';
 
 /** Host pids whose command line contains `marker` (to show a process is gone). */
 export function processesWith(marker: string): number[] {
@@ -87,22 +69,4 @@ export function processesWith(marker: string): number[] {
     }
   }
   return found;
-}
-
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-export async function waitFor(check: () => boolean, ms = 3_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return check();
 }

@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitFor as waitForCheck } from '@improv/extfn-core/testing';
 import { probeSandbox } from '@improv/extfn-sandbox';
 import { execa, type ResultPromise } from 'execa';
 
@@ -193,14 +194,8 @@ export async function startWorkers(
   return workers;
 }
 
-export async function waitFor(check: () => boolean, ms = 20_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return check();
-}
+/** The kit's `waitFor`, with the longer default a queue round trip needs. */
+export const waitFor = (check: () => boolean, ms = 20_000) => waitForCheck(check, ms);
 
 let queueCounter = 0;
 /** A queue name no other test uses (tests may share one Redis). */

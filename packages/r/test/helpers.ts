@@ -1,6 +1,6 @@
 /** Shared by the R tests: Rscript, sandbox availability and scoped registries. */
 import { existsSync } from 'node:fs';
-import { Registry, type Value } from '@improv/extfn-core';
+import { closeAfterEach, type FnTable, registryOf } from '@improv/extfn-core/testing';
 import { launchSandboxed, probeSandbox } from '@improv/extfn-sandbox';
 import { afterEach } from 'vitest';
 import { R_ARGS, R_ENV, R_LIMITS, type RRunnerOptions, r } from '../src/index.js';
@@ -19,41 +19,20 @@ export function runner(options: RRunnerOptions = {}) {
   return r({ interpreter: RSCRIPT, policy: 'restricted', ...options });
 }
 
-export type Signature = [
-  body: string,
-  argTypes: Value['type'][],
-  returnType: Value['type'],
-  extras?: { vectorized?: boolean; pure?: boolean },
-];
+/** [body, argTypes, returnType, extras?], as the kit's `FnTable` holds them. */
+export type Signature = FnTable[string];
 
 /** A registry with one R runner; `fns` maps name → [body, argTypes, returnType, extras?]. */
-export function registryWith(fns: Record<string, Signature>, options: RRunnerOptions = {}) {
+export function registryWith(fns: FnTable, options: RRunnerOptions = {}) {
   const runnerInstance = runner(options);
-  const registry = new Registry({ runners: [runnerInstance], timeoutMs: 10_000 });
-  for (const [name, [body, argTypes, returnType, extras]] of Object.entries(fns)) {
-    registry.register({
-      name,
-      language: 'r',
-      body,
-      argTypes,
-      returnType,
-      pure: false,
-      ...extras,
-    } as never);
-  }
-  return { registry, runner: runnerInstance };
+  return { registry: registryOf(runnerInstance, 'r', fns), runner: runnerInstance };
 }
 
-const toClose: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const close of toClose.splice(0)) await close();
-});
+const closeAfterTest = closeAfterEach(afterEach);
 
 /** `registryWith`, closed after the current test. */
 export function scopedRegistry(...args: Parameters<typeof registryWith>) {
-  const made = registryWith(...args);
-  toClose.push(() => made.registry.close());
-  return made;
+  return closeAfterTest(registryWith(...args));
 }
 
 /** The ExtFnError a promise rejects with (the kit's helper, shared by every package's tests). */

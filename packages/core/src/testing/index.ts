@@ -32,6 +32,14 @@ export {
 } from './harness.js';
 export { type IsolationOptions, isolationSuite } from './isolation.js';
 export { type LifecycleOptions, lifecycleSuite } from './lifecycle.js';
+export {
+  alive,
+  closeAfterEach,
+  type FnExtras,
+  type FnTable,
+  registryOf,
+  waitFor,
+} from './registries.js';
 export { LONE_SURROGATES } from './samples.js';
 export { type ValuesOptions, valuesSuite } from './values.js';
 export { type VectorizedOptions, vectorizedSuite } from './vectorized.js';
