@@ -25,8 +25,8 @@ export interface StartWorkerOptions {
 
 export async function startWorker(options: StartWorkerOptions): Promise<WarmWorker> {
   const { key, startupMs, signal } = options;
-  // A file for binary payloads, bounded by the worker's RLIMIT_FSIZE; the driver's
-  // `ready` frame says whether it uses it (see shared-file.ts).
+  // A file for binary payloads, whose result room stays within the worker's
+  // RLIMIT_FSIZE; the driver's `ready` frame says whether it uses it (see shared-file.ts).
   const shared = SharedFile.create(
     sharedDirectory(),
     options.sandbox.limits?.fileSizeBytes ?? DEFAULT_LIMITS.fileSizeBytes,

@@ -236,20 +236,15 @@ export class WarmWorker {
     if (this.#waiting) throw new Error('a worker serves one request at a time');
     const id = this.#nextId++;
     const started = performance.now();
-    const region = payload ? this.#reserve(header, payload) : undefined;
+    let region = payload ? this.#reserve(header, payload) : undefined;
+    // The payload goes into the shared file, the header says where (the pipes when it cannot).
+    if (region && !this.#shared!.writePayload(payload!, region.at)) region = undefined;
     const reply = this.#await(id, options, 'timeout');
     // Header and payload parts as separate writes (no copy of a large payload into
     // one buffer), corked so they leave as one writev: a syscall costs 15–30 µs here.
     if (region) {
-      // The payload goes into the shared file, the header says where.
-      this.#shared!.writePayload(payload!);
-      this.process.stdin.write(
-        encodeFrame({
-          ...header,
-          id,
-          shm: { bytes: region.bytes, out: region.out, room: region.room },
-        }),
-      );
+      const { out, room, at, bytes } = region;
+      this.process.stdin.write(encodeFrame({ ...header, id, shm: { out, room, at, bytes } }));
     } else if (payload) {
       // a Node stream (net.Socket) corks; the public type does not promise it
       const stdin = this.process.stdin as NodeJS.WritableStream & Partial<Corkable>;

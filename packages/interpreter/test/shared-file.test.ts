@@ -18,10 +18,10 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-function fresh(max = 1 << 22): { file: SharedFile; dir: string } {
+function fresh(maxRoom = 1 << 22, max = 1 << 23): { file: SharedFile; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'extfn-shared-test-'));
   dirs.push(dir);
-  const file = SharedFile.create(dir, max);
+  const file = SharedFile.create(dir, maxRoom, max);
   if (!file) throw new Error('no shared file in a fresh directory');
   files.push(file);
   return { file, dir };
@@ -39,25 +39,30 @@ describe('shared file', () => {
     expect(readdirSync(dir)).toEqual([]);
     expect(SharedFile.create(join(dir, 'missing'), 1 << 20)).toBeUndefined();
     expect(SharedFile.create(undefined, 1 << 20)).toBeUndefined();
+    const made = SharedFile.create(dir, 1 << 20); // at most SHARED_FILE_MAX bytes
+    expect(made).toBeDefined();
+    files.push(made!);
+    expect(readdirSync(dir)).toEqual([]);
   });
 
-  test('payload parts go one after another; the result region starts 8-aligned after them', () => {
+  test('the result room comes first; payload parts follow one after another, 8-aligned', () => {
     const { file } = fresh();
-    const region = file.reserve(5, 16)!;
-    expect(region).toEqual({ bytes: 5, out: 8, room: 16 });
-    file.writePayload([Uint8Array.of(1, 2), Uint8Array.of(3, 4, 5)]);
-    expect([...file.read(0, 5, undefined)!]).toEqual([1, 2, 3, 4, 5]);
+    const region = file.reserve(5, 12)!;
+    expect(region).toEqual({ out: 0, room: 12, at: 16, bytes: 5 });
+    expect(file.writePayload([Uint8Array.of(1, 2), Uint8Array.of(3, 4, 5)], region.at)).toBe(true);
+    expect([...file.read(16, 5, undefined)!]).toEqual([1, 2, 3, 4, 5]);
     // read straight into a caller's array when the size matches
     const target = new Uint8Array(5);
-    expect(file.read(0, 5, target)!.buffer).toBe(target.buffer);
+    expect(file.read(16, 5, target)!.buffer).toBe(target.buffer);
     expect([...target]).toEqual([1, 2, 3, 4, 5]);
     expect(file.intact()).toBe(true);
   });
 
-  test('never sized past its bound: a request that does not fit goes on the pipes', () => {
-    const { file } = fresh(1 << 20);
+  test('never sized past its bounds: a request that does not fit goes on the pipes', () => {
+    const { file } = fresh(1 << 19, 1 << 20);
     expect(file.reserve(1 << 19, 1 << 19)).toBeDefined();
-    expect(file.reserve((1 << 19) + 1, 1 << 19)).toBeUndefined();
+    expect(file.reserve((1 << 19) + 1, 1 << 19)).toBeUndefined(); // past the file's bound
+    expect(file.reserve(8, (1 << 19) + 8)).toBeUndefined(); // a result room past RLIMIT_FSIZE
   });
 
   test('a size the host did not set is noticed, and a short file gives no result', () => {

@@ -1111,10 +1111,10 @@ def _shared_view(end):
 
 
 def _shared_payload(shm):
-    """A shared request's payload (a view of the file) and where its result may go."""
-    at, room = int(shm['out']), int(shm['room'])
-    view = _shared_view(at + room)
-    return view[:int(shm['bytes'])], view[at:at + room]
+    """A shared request's payload (a view of the file) and the room its result may go to."""
+    out, room, at, n = int(shm['out']), int(shm['room']), int(shm['at']), int(shm['bytes'])
+    view = _shared_view(max(out + room, at + n))
+    return view[at:at + n], view[out:out + room]
 
 
 _in_buffer = bytearray()

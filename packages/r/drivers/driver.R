@@ -1415,12 +1415,12 @@ function(con, precompiled = NULL) eval(
       }
     } else if (identical(outcome$op, "callf64")) {
       # Binary f64 columns in (column-major, little-endian), binary f64 out.
-      # In the shared file (shm: its payload's bytes, the result's offset and room) or on the pipe.
+      # In the shared file (shm: the result's offset and room, the payload's offset and bytes) or on the pipe.
       shm <- if (!is.null(shared) && is.list(request$shm)) request$shm
       bytes <- if (!is.null(shm)) shm$bytes else if (is.null(request$bytes)) 0 else request$bytes
       n_rows <- if (is.null(request$rows)) 0L else as.integer(request$rows)
       arity <- if (is.null(fn)) 0L else length(fn$argTypes)
-      if (!is.null(shm)) seek(shared, 0, rw = "read")
+      if (!is.null(shm)) seek(shared, shm$at, rw = "read")
       source <- if (is.null(shm)) con else shared
       if (is.null(fn) || !is.numeric(bytes) || bytes != 8 * n_rows * arity || any(unlist(fn$argTypes) != "number")) {
         # read past the payload, so the next frame starts where it should

@@ -43,7 +43,8 @@ export interface SandboxOptions {
    * the descriptor named in IMPROV_EXTFN_SHARED_FD, owned by the tree's uid,
    * so the child may also reopen it through /proc/self/fd. Only warm workers
    * (`launchSandboxed`) take one. What the child can do with it is bounded by
-   * RLIMIT_FSIZE (`limits.fileSizeBytes`): it cannot grow the file past that.
+   * RLIMIT_FSIZE (`limits.fileSizeBytes`): it cannot grow the file past the
+   * larger of that and the size the host gave it.
    */
   sharedFile?: number;
   /** Default `bwrap` on the host PATH. */
