@@ -158,7 +158,18 @@ export async function schedule(
       fn.vectorized === true && perRowMs !== undefined
         ? Math.ceil(VECTORIZED_SHARE_FLOOR_MS / Math.max(perRowMs, 1e-6))
         : Math.ceil(size / 4);
-    const fair = Math.max(Math.ceil((n - next + inFlight) / lanes), Math.min(floor, size));
+    // A vectorized batch's lane that runs alone, with no other lane able to open (no
+    // idle worker, no start that pays), takes the rest at once: halving it for lanes
+    // that never come would only add round trips.
+    const alone =
+      fn.vectorized === true &&
+      inFlight === 0 &&
+      running.size <= 1 &&
+      !(ctx.wouldServe?.(key) ?? true);
+    const fair = Math.max(
+      Math.ceil((n - next + inFlight) / (alone ? 1 : lanes)),
+      Math.min(floor, size),
+    );
     const count = Math.min(Math.max(1, Math.min(size, fair)), n - next);
     const start = next;
     next += count;
