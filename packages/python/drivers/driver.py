@@ -1178,12 +1178,10 @@ def _serve():
             if room is not None and len(data) <= len(room):
                 room[:len(data)] = data  # the result goes where the host reads it
                 response['shm'] = len(data)
-                payload = room = data = None  # no view of the file outlives the request
                 _write(response)
             else:
                 response['bytes'] = len(data)
                 _write(response, data)
-
         elif op == 'callcols':
             n = request['rows']
             data, errors, cells = _callcols(fn, n, payload, request.get('cells'))
