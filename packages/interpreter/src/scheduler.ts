@@ -34,6 +34,12 @@ const MAX_CHUNK = 32_768;
 export const MAX_VECTORIZED_CHUNK = 4_194_304;
 const VECTORIZED_CHUNK_MS = 200;
 /**
+ * A vectorized chunk's share of the last rows is not cut below this many
+ * milliseconds of work (rather than a quarter of a chunk, which for a 200 ms
+ * chunk would keep a 40 ms batch on one lane while a warm worker idles).
+ */
+const VECTORIZED_SHARE_FLOOR_MS = 2;
+/**
  * A failed chunk larger than this is re-run as chunks of this size first, and
  * only the pieces that fail again row by row: isolating one hanging row of a
  * million-row vectorized chunk then costs one more chunk deadline, not a
@@ -148,7 +154,22 @@ export async function schedule(
     // halving again and again would end the batch with a tail of tiny round trips.
     // Rows other lanes are running count as theirs: a lane that opens while the
     // first runs half of a vectorized batch takes the other half, not a quarter.
-    const fair = Math.max(Math.ceil((n - next + inFlight) / lanes), Math.ceil(size / 4));
+    const floor =
+      fn.vectorized === true && perRowMs !== undefined
+        ? Math.ceil(VECTORIZED_SHARE_FLOOR_MS / Math.max(perRowMs, 1e-6))
+        : Math.ceil(size / 4);
+    // A vectorized batch's lane that runs alone, with no other lane able to open (no
+    // idle worker, no start that pays), takes the rest at once: halving it for lanes
+    // that never come would only add round trips.
+    const alone =
+      fn.vectorized === true &&
+      inFlight === 0 &&
+      running.size <= 1 &&
+      !(ctx.wouldServe?.(key) ?? true);
+    const fair = Math.max(
+      Math.ceil((n - next + inFlight) / (alone ? 1 : lanes)),
+      Math.min(floor, size),
+    );
     const count = Math.min(Math.max(1, Math.min(size, fair)), n - next);
     const start = next;
     next += count;

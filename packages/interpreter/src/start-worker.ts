@@ -3,10 +3,11 @@
  * `ready` frame, then `load`. A worker that fails before it is ready is
  * reported as a start failure, so a batch fails once instead of row by row.
  */
-import { launchSandboxed, type SandboxOptions } from '@improv/extfn-sandbox';
+import { DEFAULT_LIMITS, launchSandboxed, type SandboxOptions } from '@improv/extfn-sandbox';
 import { LoadFailure, WorkerFailure } from './failures.js';
 import type { DriverError, FrameHeader } from './frames.js';
 import { controlLimits } from './response-limits.js';
+import { SharedFile, sharedDirectory } from './shared-file.js';
 import { WarmWorker } from './warm-worker.js';
 
 export interface StartWorkerOptions {
@@ -24,9 +25,23 @@ export interface StartWorkerOptions {
 
 export async function startWorker(options: StartWorkerOptions): Promise<WarmWorker> {
   const { key, startupMs, signal } = options;
-  const process = launchSandboxed(options.sandbox);
+  // A file for binary payloads, whose result room stays within the worker's
+  // RLIMIT_FSIZE; the driver's `ready` frame says whether it uses it (see shared-file.ts).
+  const shared = SharedFile.create(
+    sharedDirectory(),
+    options.sandbox.limits?.fileSizeBytes ?? DEFAULT_LIMITS.fileSizeBytes,
+  );
+  let process: ReturnType<typeof launchSandboxed>;
+  try {
+    process = launchSandboxed(
+      shared ? { ...options.sandbox, sharedFile: shared.fd } : options.sandbox,
+    );
+  } catch (error) {
+    shared?.close();
+    throw error;
+  }
   options.onSpawned();
-  const worker = new WarmWorker(key, process, options.driverSource);
+  const worker = new WarmWorker(key, process, options.driverSource, shared);
   try {
     await worker.ready(startupMs, signal);
     const frame = await worker.request(options.load, undefined, {

@@ -23,6 +23,7 @@ import {
   payloadBytes,
 } from './frames.js';
 import type { ResponseLimits } from './response-limits.js';
+import type { SharedFile, SharedRegion } from './shared-file.js';
 
 /** What a Node Writable adds for batching writes into one writev. */
 interface Corkable {
@@ -87,10 +88,19 @@ export class WarmWorker {
   #cpuAtRest: number | undefined;
   /** When `leftWork` last ran (performance.now()). */
   #checkedAt = 0;
+  /** The file shared with the driver for binary payloads, and the ops its `ready` frame said use it. */
+  #shared: SharedFile | undefined;
+  #sharedOps = new Set<string>();
 
-  constructor(key: string, process: SandboxedTree, driverSource: string) {
+  constructor(
+    key: string,
+    process: SandboxedTree,
+    driverSource: string,
+    shared?: SharedFile | undefined,
+  ) {
     this.key = key;
     this.process = process;
+    this.#shared = shared;
     process.stdin.on('error', () => {}); // EPIPE after the worker died: reported through `exited`
     process.stdout.on('data', (chunk: Buffer) => this.#onData(chunk));
     process.exited
@@ -114,6 +124,8 @@ export class WarmWorker {
       .finally(() => {
         if (this.#treeReader instanceof ProcessTreeReader) this.#treeReader.close();
         this.#treeReader = 'closed';
+        this.#shared?.close();
+        this.#shared = undefined;
       });
     process.stdin.write(driverPreamble(driverSource));
   }
@@ -153,6 +165,20 @@ export class WarmWorker {
     }
     const tree = this.#tree();
     if (tree) this.#baseline = { processes: tree.processes.length, threads: tree.threads };
+    // The ops whose payloads the driver takes through the shared file (it mapped or opened it).
+    const ops = frame.header.shared;
+    if (this.#shared && Array.isArray(ops)) {
+      for (const op of ops) if (op === 'callf64') this.#sharedOps.add(op);
+    }
+    if (this.#sharedOps.size === 0) {
+      this.#shared?.close();
+      this.#shared = undefined;
+    }
+  }
+
+  /** Whether requests go through a shared file (docs/protocol.md, "Shared file"). */
+  get sharesMemory(): boolean {
+    return this.#sharedOps.size > 0;
   }
 
   /**
@@ -210,10 +236,16 @@ export class WarmWorker {
     if (this.#waiting) throw new Error('a worker serves one request at a time');
     const id = this.#nextId++;
     const started = performance.now();
+    let region = payload ? this.#reserve(header, payload) : undefined;
+    // The payload goes into the shared file, the header says where (the pipes when it cannot).
+    if (region && !this.#shared!.writePayload(payload!, region.at)) region = undefined;
     const reply = this.#await(id, options, 'timeout');
     // Header and payload parts as separate writes (no copy of a large payload into
     // one buffer), corked so they leave as one writev: a syscall costs 15–30 µs here.
-    if (payload) {
+    if (region) {
+      const { out, room, at, bytes } = region;
+      this.process.stdin.write(encodeFrame({ ...header, id, shm: { out, room, at, bytes } }));
+    } else if (payload) {
       // a Node stream (net.Socket) corks; the public type does not promise it
       const stdin = this.process.stdin as NodeJS.WritableStream & Partial<Corkable>;
       stdin.cork?.();
@@ -227,12 +259,59 @@ export class WarmWorker {
     }
     try {
       const frame = await reply;
+      if (region || frame.header.shm !== undefined) this.#readShared(frame, region, options);
       frame.elapsedMs = performance.now() - started;
       return frame;
     } finally {
       this.busyMs += performance.now() - started;
       this.requests++;
     }
+  }
+
+  /**
+   * Room in the shared file for this request's payload and result, or
+   * undefined to use the pipes (no shared file, an op the driver does not
+   * take that way, or more than the file may hold).
+   */
+  #reserve(header: FrameHeader, payload: Payload): SharedRegion | undefined {
+    if (!this.#shared || !this.#sharedOps.has(header.op as string)) return undefined;
+    const rows = header.rows;
+    if (typeof rows !== 'number') return undefined;
+    return this.#shared.reserve(payloadBytes(payload), 8 * rows); // callf64: one f64 a row
+  }
+
+  /**
+   * A response to a shared request: the file must still have the host's size,
+   * and a result in it (`"shm": n`, n bytes at the region's `out`) must lie
+   * inside the room reserved and the payload limit. It is read into the
+   * caller's column when the size matches (`payloadInto`). Anything else
+   * makes the worker malformed: it is killed, and the request fails.
+   */
+  #readShared(frame: Frame, region: SharedRegion | undefined, options: RequestOptions): void {
+    const shared = this.#shared;
+    const bytes = frame.header.shm;
+    let why: string | undefined;
+    if (!region || !shared) why = 'a shared-file result for a request sent on the pipe';
+    else if (!shared.intact()) why = 'the shared file was resized';
+    else if (bytes !== undefined) {
+      if (frame.payload) why = 'a result both in the shared file and on the pipe';
+      else if (
+        !Number.isSafeInteger(bytes) ||
+        (bytes as number) < 0 ||
+        (bytes as number) > region.room
+      )
+        why = `a shared-file result of ${JSON.stringify(bytes)} bytes, ${region.room} reserved`;
+      else if ((bytes as number) > options.limits.payload) why = 'output too large';
+      else {
+        const payload = shared.read(region.out, bytes as number, options.payloadInto);
+        if (!payload) why = 'the shared file was cut short';
+        else frame.payload = payload;
+      }
+    }
+    this.#reader.payloadTarget = undefined;
+    if (why === undefined) return;
+    this.#fail(new WorkerFailure('malformed', why, this.process.stderrTail()), true);
+    throw this.#failure;
   }
 
   /**

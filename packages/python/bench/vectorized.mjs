@@ -4,7 +4,9 @@
 // vectorized (`np.hypot` on whole numpy columns, one call per chunk). Prints
 // min / median / max of RUNS runs and the load average; `x + y` shows what
 // the frames alone cost; `into` writes into one result column kept across
-// runs (`options.into`, as an engine refreshing a measure). Run: pnpm bench
+// runs (`options.into`, as an engine refreshing a measure); `into, pipes` is
+// the same through a registry whose workers have no shared file
+// (IMPROV_EXTFN_SHM_DIR='', docs/protocol.md "Shared file"). Run: pnpm bench
 import { loadavg } from 'node:os';
 import { Registry } from '@improv/extfn-core';
 import { probeSandbox } from '@improv/extfn-sandbox';
@@ -15,11 +17,14 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const PYTHON = process.env.IMPROV_EXTFN_PYTHON ?? '/usr/bin/python3';
 
 const policy = (await probeSandbox({ policy: 'restricted' })).ok ? 'restricted' : 'trusted';
-const registry = new Registry({
-  runners: [python({ interpreter: PYTHON, policy, packages: 'system' })],
-  cache: false,
-  timeoutMs: 60_000,
-});
+const makeRegistry = () =>
+  new Registry({
+    runners: [python({ interpreter: PYTHON, policy, packages: 'system' })],
+    cache: false,
+    timeoutMs: 60_000,
+  });
+const registry = makeRegistry();
+const piped = makeRegistry();
 const signature = { language: 'python', argTypes: ['number', 'number'], returnType: 'number' };
 registry.register({
   name: 'rows',
@@ -33,6 +38,12 @@ registry.register({
   ...signature,
 });
 
+piped.register({
+  name: 'vector',
+  body: 'import numpy as np\nresult = np.hypot(args[0], args[1])',
+  vectorized: true,
+  ...signature,
+});
 registry.register({
   name: 'plus',
   body: 'result = args[0] + args[1]',
@@ -47,17 +58,17 @@ const fmt = (r) =>
   r >= 1e6 ? `${(r / 1e6).toFixed(1)} M rows/s` : `${(r / 1e3).toFixed(0)} k rows/s`;
 const sorted = (xs) => [...xs].sort((a, b) => a - b);
 
-async function measure(name, rows, into) {
+async function measure(name, rows, into, on = registry) {
   const cx = x.subarray(0, rows);
   const cy = y.subarray(0, rows);
   const options = into ? { into: into.subarray(0, rows) } : {};
   // Warm up at full size, as an engine refreshing a measure is: the workers'
   // heaps have grown to the chunk size and the time per row is known.
-  await registry.evalColumns(name, [cx, cy], options);
+  await on.evalColumns(name, [cx, cy], options);
   const rates = [];
   for (let run = 0; run < RUNS; run++) {
     const start = performance.now();
-    const { errors } = await registry.evalColumns(name, [cx, cy], options);
+    const { errors } = await on.evalColumns(name, [cx, cy], options);
     const ms = performance.now() - start;
     if (errors.size) throw new Error(`${name}: ${errors.values().next().value.message}`);
     rates.push(rows / (ms / 1000));
@@ -79,12 +90,17 @@ const perRowRows = Math.min(ROWS, 400_000);
 const perRow = await measure('rows', perRowRows);
 const vector = await measure('vector', ROWS);
 const vectorInto = await measure('vector', ROWS, new Float64Array(ROWS));
+// Workers read IMPROV_EXTFN_SHM_DIR when they start: all of `piped`'s start in here.
+process.env.IMPROV_EXTFN_SHM_DIR = '';
+const pipedInto = await measure('vector', ROWS, new Float64Array(ROWS), piped);
+delete process.env.IMPROV_EXTFN_SHM_DIR;
 // What bounds np.hypot: x + y is the same frames with almost no numpy work.
 const plus = await measure('plus', ROWS);
 for (const [label, r, rows] of [
   ['per-row math.hypot', perRow, perRowRows],
   ['vectorized np.hypot', vector, ROWS],
   ['np.hypot into', vectorInto, ROWS],
+  ['np.hypot into, pipes', pipedInto, ROWS],
   ['vectorized x + y', plus, ROWS],
 ]) {
   console.log(
@@ -97,3 +113,4 @@ console.log(
     .join(' ')}`,
 );
 await registry.close();
+await piped.close();

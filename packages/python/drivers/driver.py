@@ -1083,6 +1083,40 @@ def _callcols(fn, n, payload, cells_in):
     return data, errors, cells
 
 
+# ---- the shared file (docs/protocol.md, "Shared file") --------------------------------
+# The host may pass a file it shares with this worker (IMPROV_EXTFN_SHARED_FD):
+# a callf64 request then says where its payload is in it and where the result
+# goes, instead of both crossing the pipes. Mapped once (again when the host
+# grows it), so its pages stay touched across requests and a numpy column is
+# a view of it, no copy.
+try:
+    _shared_fd = int(os.environ.pop('IMPROV_EXTFN_SHARED_FD'))
+    import mmap as _mmap
+    os.fstat(_shared_fd)
+except (KeyError, ValueError, ImportError, OSError):
+    _shared_fd = None
+_shared_map = None
+
+
+def _shared_view(end):
+    """The shared file as a writable memoryview of at least `end` bytes."""
+    global _shared_map
+    if _shared_map is None or len(_shared_map) < end:
+        size = os.fstat(_shared_fd).st_size
+        if size < end:
+            raise ValueError('the shared file holds %d bytes, the request needs %d' % (size, end))
+        # A view of the old map may still be alive: it is dropped, never closed.
+        _shared_map = _mmap.mmap(_shared_fd, size)
+    return memoryview(_shared_map)
+
+
+def _shared_payload(shm):
+    """A shared request's payload (a view of the file) and the room its result may go to."""
+    out, room, at, n = int(shm['out']), int(shm['room']), int(shm['at']), int(shm['bytes'])
+    view = _shared_view(max(out + room, at + n))
+    return view[at:at + n], view[out:out + room]
+
+
 _in_buffer = bytearray()
 
 
@@ -1108,14 +1142,22 @@ def _read_exact(n):
 
 def _serve():
     global _max_output
-    _write({'ready': 1, 'protocol': 1, 'version': '%d.%d.%d' % tuple(sys.version_info[:3])})
+    ready = {'ready': 1, 'protocol': 1, 'version': '%d.%d.%d' % tuple(sys.version_info[:3])}
+    if _shared_fd is not None:
+        ready['shared'] = ['callf64']
+    _write(ready)
     fn = None
     while True:
         line = _proto_in.readline()
         if not line:
             return
         request = json.loads(line)
-        payload = _read_exact(request['bytes']) if 'bytes' in request else None
+        shm = request.get('shm')
+        room = None
+        if shm is not None:
+            payload, room = _shared_payload(shm)
+        else:
+            payload = _read_exact(request['bytes']) if 'bytes' in request else None
         op = request.get('op')
         rid = request.get('id')
         # A body may have replaced them; each request starts with the driver's own.
@@ -1130,10 +1172,16 @@ def _serve():
         elif op == 'callf64':
             n = request['rows']
             data, errors = _callf64(fn, n, payload)
-            response = {'id': rid, 'rows': n, 'bytes': len(data)}
+            response = {'id': rid, 'rows': n}
             if errors:
                 response['errors'] = errors
-            _write(response, data)
+            if room is not None and len(data) <= len(room):
+                room[:len(data)] = data  # the result goes where the host reads it
+                response['shm'] = len(data)
+                _write(response)
+            else:
+                response['bytes'] = len(data)
+                _write(response, data)
         elif op == 'callcols':
             n = request['rows']
             data, errors, cells = _callcols(fn, n, payload, request.get('cells'))

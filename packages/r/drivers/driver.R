@@ -50,6 +50,19 @@ function(con, precompiled = NULL) eval(
   binary <- !is.null(out)
   if (!binary) out <- stdout()
 
+  # The file the host shares with this worker (docs/protocol.md, "Shared
+  # file"), reopened read-write: a callf64 request then says where its
+  # columns are in it and where the results go, instead of both crossing the
+  # pipes. Only with a binary stdout (the answer's header still goes there).
+  shared_fd <- Sys.getenv("IMPROV_EXTFN_SHARED_FD", "")
+  Sys.unsetenv("IMPROV_EXTFN_SHARED_FD")
+  shared <- if (binary && grepl("^[0-9]+$", shared_fd)) {
+    tryCatch(
+      suppressWarnings(file(paste0("/proc/self/fd/", shared_fd), "r+b", raw = TRUE)),
+      error = function(e) NULL
+    )
+  }
+
   # Libraries the host chose (r({ libraries: [...] })), bound read-only by the
   # sandbox: searched before R's own, without the site libraries. Unset means
   # R's default (site libraries included).
@@ -1277,9 +1290,16 @@ function(con, precompiled = NULL) eval(
 
   # A callf64 answer: the results as raw little-endian f64 after the header
   # (the value at a failed row is ignored), or as JSON values without a binary stdout.
-  respond_f64 <- function(id, result) {
+  respond_f64 <- function(id, result, shm = NULL) {
     if (!binary) return(respond_call(id, result))
     n <- length(result$ok)
+    if (!is.null(shm) && 8 * n <= shm$room) {
+      # the results where the host reads them, the header on the pipe
+      seek(shared, shm$out, rw = "write")
+      writeBin(result$values, shared, size = 8L, endian = "little")
+      flush(shared)
+      return(frame(paste0('{"id":', id, ',"rows":', n, ',"shm":', sprintf("%.0f", 8 * n), ',"errors":', errors_json(result$errors), "}")))
+    }
     frame(paste0('{"id":', id, ',"rows":', n, ',"bytes":', sprintf("%.0f", 8 * n), ',"errors":', errors_json(result$errors), "}"), result$values)
   }
 
@@ -1344,7 +1364,7 @@ function(con, precompiled = NULL) eval(
   }
   rm(precompiled)
 
-  frame(paste0('{"ready":1,"protocol":1,"version":', json_strings(R.version.string), "}"))
+  frame(paste0('{"ready":1,"protocol":1,"version":', json_strings(R.version.string), if (!is.null(shared)) ',"shared":["callf64"]', "}"))
 
   repeat {
     line <- readLines(con, n = 1L, warn = FALSE)
@@ -1395,17 +1415,23 @@ function(con, precompiled = NULL) eval(
       }
     } else if (identical(outcome$op, "callf64")) {
       # Binary f64 columns in (column-major, little-endian), binary f64 out.
-      bytes <- if (is.null(request$bytes)) 0 else request$bytes
+      # In the shared file (shm: the result's offset and room, the payload's offset and bytes) or on the pipe.
+      shm <- if (!is.null(shared) && is.list(request$shm)) request$shm
+      bytes <- if (!is.null(shm)) shm$bytes else if (is.null(request$bytes)) 0 else request$bytes
       n_rows <- if (is.null(request$rows)) 0L else as.integer(request$rows)
       arity <- if (is.null(fn)) 0L else length(fn$argTypes)
-      if (is.null(fn) || bytes != 8 * n_rows * arity || any(unlist(fn$argTypes) != "number")) {
+      if (!is.null(shm)) seek(shared, shm$at, rw = "read")
+      source <- if (is.null(shm)) con else shared
+      if (is.null(fn) || !is.numeric(bytes) || bytes != 8 * n_rows * arity || any(unlist(fn$argTypes) != "number")) {
         # read past the payload, so the next frame starts where it should
-        if (bytes > 0) readBin(con, "raw", bytes)
+        if (is.null(shm) && bytes > 0) readBin(con, "raw", bytes)
         frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", "callf64 needs a loaded all-number function and rows x arity doubles"), "}"))
       } else {
         # One read per column: no split, no copy.
         columns <- lapply(seq_len(arity), function(a) {
-          column <- readBin(con, "double", n_rows, size = 8L, endian = "little")
+          column <- readBin(source, "double", n_rows, size = 8L, endian = "little")
+          # a shared file the body cut short: the worker stops (the host kills it anyway)
+          if (length(column) != n_rows) stop("the shared file was cut short")
           # Any NaN payload (R's NA among them) is the NaN a JSON row would bring.
           if (anyNA(column)) column[is.na(column)] <- NaN
           column
@@ -1413,7 +1439,7 @@ function(con, precompiled = NULL) eval(
         warm_up(n_rows)
         result <- if (isTRUE(fn$vectorized)) run_vectorized(columns, NULL)
         else run_rows(.mapply(list, columns, NULL), rep(NA_character_, n_rows))
-        respond_f64(id, result)
+        respond_f64(id, result, shm)
         if (isTRUE(fn$vectorized)) {
           rm(columns, result)
           reclaim(n_rows)

@@ -5,6 +5,7 @@
  * lease, cgroup, kill strategies and exit classification.
  */
 import { randomBytes } from 'node:crypto';
+import { fchownSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { ExtFnError } from '@improv/extfn-core';
 import { execa } from 'execa';
@@ -63,6 +64,9 @@ export interface Launched {
 
 let seccompBytes: Uint8Array | undefined;
 
+/** Names the child's descriptor of `sharedFile` (the number depends on the chain). */
+export const SHARED_FD_VARIABLE = 'IMPROV_EXTFN_SHARED_FD';
+
 function sandboxError(message: string, fix: string, functionName: string, cause?: unknown) {
   return ExtFnError.sandbox(message, fix, { functionName, cause });
 }
@@ -105,8 +109,9 @@ function buildChain(
   }
   const leaking = leakingDescriptorsCached();
   if (leaking.length > 0) {
-    if (tools.perl)
-      chain.push(...closeDescriptorsArgs(tools.perl, restricted && seccompArch() ? 3 : 2));
+    // keep the seccomp descriptor (bwrap's) and the shared file, the last of the child's own
+    const keep = sharedFileFd(options, restricted) ?? (restricted && seccompArch() ? 3 : 2);
+    if (tools.perl) chain.push(...closeDescriptorsArgs(tools.perl, keep));
     else if (restricted) {
       throw sandboxError(
         `this process inherited open file descriptors (${leaking.join(', ')}) that every child would see`,
@@ -131,6 +136,12 @@ function buildChain(
   }
   chain.push(command, ...(options.args ?? []));
   return { chain, seccompInput };
+}
+
+/** The child's descriptor for `options.sharedFile`: the first after stdio and bwrap's seccomp one. */
+function sharedFileFd(options: LaunchOptions, restricted: boolean): number | undefined {
+  if (options.sharedFile === undefined) return undefined;
+  return restricted && seccompArch() ? 4 : 3;
 }
 
 function leaseTreeUid(functionName: string): number {
@@ -257,13 +268,16 @@ function startChain(
   env: Record<string, string>,
   uid: number | undefined,
   stdout: number | 'pipe',
+  sharedFile: number | undefined,
 ) {
+  // fd 3 carries the seccomp program to bwrap (read once, then closed by bwrap);
+  // the shared file comes next (sharedFileFd)
+  // (execa's types list only 1 and 2 as fds, but it hands any fd to spawn as is)
+  const stdio: unknown[] = ['pipe', stdout, 'pipe'];
+  if (seccompInput) stdio.push(seccompInput);
+  if (sharedFile !== undefined) stdio.push(sharedFile);
   return execa(chain[0]!, chain.slice(1), {
-    // fd 3 carries the seccomp program to bwrap (read once, then closed by bwrap)
-    // (execa's types list only 1 and 2 as fds, but it hands any fd to spawn as is)
-    stdio: seccompInput
-      ? ['pipe', stdout as 'pipe', 'pipe', seccompInput]
-      : ['pipe', stdout as 'pipe', 'pipe'],
+    stdio: stdio as ['pipe', 'pipe', 'pipe'],
     env,
     extendEnv: false,
     cwd: '/tmp',
@@ -285,12 +299,18 @@ export function launch(options: LaunchOptions): Launched {
   const token = !restricted && uid === undefined ? randomBytes(12).toString('hex') : undefined;
   const env: Record<string, string> = { ...BASE_ENV, ...options.env };
   if (token) env[RUN_TOKEN_VARIABLE] = token;
+  const sharedFd = sharedFileFd(options, restricted);
+  if (sharedFd !== undefined) {
+    env[SHARED_FD_VARIABLE] = String(sharedFd);
+    // the child reopens it through /proc/self/fd (R): it must own it, as its stdout FIFO
+    if (uid !== undefined) fchownSync(options.sharedFile!, uid, uid);
+  }
 
   // stdoutPipe: fd 1 a FIFO the child can reopen (see stdout-pipe.ts); else Node's socket
   const pipe = options.stdoutPipe ? openStdoutPipe(uid) : undefined;
   let child: ExecaChild;
   try {
-    child = startChain(chain, seccompInput, env, uid, pipe?.writeFd ?? 'pipe');
+    child = startChain(chain, seccompInput, env, uid, pipe?.writeFd ?? 'pipe', options.sharedFile);
   } finally {
     pipe?.closeWriteEnd();
   }

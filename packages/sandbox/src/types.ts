@@ -37,6 +37,16 @@ export interface SandboxOptions {
    * host cannot make a FIFO (no `mkfifo`): the child must cope with both.
    */
   stdoutPipe?: boolean;
+  /**
+   * A descriptor the host opened (a file it shares with the child, see
+   * shared-file.ts in @improv/extfn-interpreter): the child inherits it as
+   * the descriptor named in IMPROV_EXTFN_SHARED_FD, owned by the tree's uid,
+   * so the child may also reopen it through /proc/self/fd. Only warm workers
+   * (`launchSandboxed`) take one. What the child can do with it is bounded by
+   * RLIMIT_FSIZE (`limits.fileSizeBytes`): it cannot grow the file past the
+   * larger of that and the size the host gave it.
+   */
+  sharedFile?: number;
   /** Default `bwrap` on the host PATH. */
   bwrapPath?: string;
   /** For error messages. */

@@ -1,0 +1,184 @@
+/**
+ * A file a warm worker shares with the host for binary payloads (docs/protocol.md,
+ * "Shared file"): the host writes a request's payload into it and reads the
+ * result from it, instead of both going through the pipes in 64 KiB pieces.
+ * It lives in /dev/shm (memory), is unlinked as soon as it is open — only the
+ * host's and the worker's descriptors reach it — and keeps its pages across
+ * requests, so a large chunk touches no fresh page on either side.
+ *
+ * Layout of a request: the result region first (offset 0, `room` bytes),
+ * then the payload (8-aligned after it). A driver that writes its result with
+ * write() (R) stays below RLIMIT_FSIZE that way, which the result room never
+ * passes; the payload is only read, and a driver that maps the file (Python)
+ * is not bound by RLIMIT_FSIZE at all.
+ *
+ * The worker can write to it, cut it or grow it. It cannot grow it past the
+ * larger of its size and RLIMIT_FSIZE (the sandbox's `fileSizeBytes`), and
+ * the host never sizes it past SHARED_FILE_MAX, so what it pins is bounded;
+ * the host checks the size after every response (`intact`) and reads only
+ * the byte range the response names inside the room it reserved. A worker
+ * can thereby only spoil its own chunk's results, which its body computes
+ * anyway.
+ */
+
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  fstatSync,
+  ftruncateSync,
+  openSync,
+  readSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import type { Payload } from './frames.js';
+
+/** Where shared files are made: IMPROV_EXTFN_SHM_DIR ('' turns them off), else /dev/shm. */
+export function sharedDirectory(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const dir = env.IMPROV_EXTFN_SHM_DIR ?? '/dev/shm';
+  return dir === '' ? undefined : dir;
+}
+
+/** Sizes are whole multiples of this. */
+const STEP = 1 << 20;
+
+/**
+ * Most bytes a shared file is ever sized to: what one chunk's response may
+ * hold anyway (CHUNK_RESPONSE_CAP). A request that needs more goes on the pipes.
+ */
+export const SHARED_FILE_MAX = 64 * 1024 * 1024;
+
+/** `n` rounded up to a multiple of 8: the payload starts 8-aligned. */
+const aligned = (n: number) => (n + 7) & ~7;
+
+/** Where a request's result and payload go in the file. */
+export interface SharedRegion {
+  /** Offset of the result region: always 0. */
+  out: number;
+  /** Bytes reserved for the result. */
+  room: number;
+  /** Offset of the payload: after the result room, 8-aligned. */
+  at: number;
+  /** Payload bytes. */
+  bytes: number;
+}
+
+export class SharedFile {
+  readonly fd: number;
+  /** The size the host set; any other size after a response means the worker changed it. */
+  #size = 0;
+  /** Most result bytes: what the worker may write with write() (its RLIMIT_FSIZE). */
+  readonly #maxRoom: number;
+  readonly #max: number;
+
+  private constructor(fd: number, maxRoom: number, max: number) {
+    this.fd = fd;
+    this.#maxRoom = maxRoom;
+    this.#max = max;
+  }
+
+  /**
+   * A fresh, empty, unlinked file in `dir`, or undefined where none can be
+   * made (no such directory, not writable): the worker then uses the pipes.
+   * `maxRoom` is the most result bytes a request may reserve (the worker's
+   * RLIMIT_FSIZE), `max` the most the file may ever be sized to.
+   */
+  static create(
+    dir: string | undefined,
+    maxRoom: number,
+    max = SHARED_FILE_MAX,
+  ): SharedFile | undefined {
+    if (!dir || !(maxRoom > 0) || !(max > 0)) return undefined;
+    const path = join(dir, `extfn-${process.pid}-${randomBytes(8).toString('hex')}`);
+    let fd: number;
+    try {
+      fd = openSync(path, 'wx+', 0o600); // O_EXCL: never someone else's file
+    } catch {
+      return undefined;
+    }
+    try {
+      unlinkSync(path);
+    } catch {
+      closeSync(fd);
+      return undefined;
+    }
+    return new SharedFile(fd, maxRoom, max);
+  }
+
+  /**
+   * Reserves room for a result of `room` bytes and a payload of `bytes`,
+   * growing the file when needed; undefined when they do not fit its bounds.
+   */
+  reserve(bytes: number, room: number): SharedRegion | undefined {
+    const at = aligned(room);
+    const need = at + bytes;
+    if (room > this.#maxRoom || need > this.#max) return undefined;
+    if (need > this.#size) {
+      // At least doubled: chunks of a batch grow and vary in size, and every growth
+      // moves the result room's neighbours to pages not touched yet (and Python maps
+      // the file again). Pages are only allocated once written.
+      const size = Math.min(this.#max, Math.max(Math.ceil(need / STEP) * STEP, 2 * this.#size));
+      try {
+        ftruncateSync(this.fd, size);
+      } catch {
+        return undefined;
+      }
+      this.#size = size;
+    }
+    return { out: 0, room, at, bytes };
+  }
+
+  /**
+   * Writes the payload's parts one after another from `at`; false when the
+   * file system refuses (full): the request then goes on the pipes.
+   */
+  writePayload(payload: Payload, start: number): boolean {
+    let at = start;
+    try {
+      for (const part of payload instanceof Uint8Array ? [payload] : payload) {
+        let done = 0;
+        while (done < part.byteLength) {
+          done += writeSync(this.fd, part, done, part.byteLength - done, at + done);
+        }
+        at += part.byteLength;
+      }
+    } catch {
+      return false;
+    }
+    return true;
+  }
+
+  /** Whether the file still has the size the host gave it (a worker that changed it is killed). */
+  intact(): boolean {
+    try {
+      return fstatSync(this.fd).size === this.#size;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Reads `bytes` result bytes at `at` into `target` (or a fresh buffer);
+   * undefined on a short read (the file shrank meanwhile).
+   */
+  read(at: number, bytes: number, target: Uint8Array | undefined): Buffer | undefined {
+    const out =
+      target?.byteLength === bytes
+        ? Buffer.from(target.buffer, target.byteOffset, bytes)
+        : Buffer.allocUnsafe(bytes);
+    let done = 0;
+    while (done < bytes) {
+      const k = readSync(this.fd, out, done, bytes - done, at + done);
+      if (k <= 0) return undefined;
+      done += k;
+    }
+    return out;
+  }
+
+  close(): void {
+    try {
+      closeSync(this.fd);
+    } catch {}
+  }
+}
