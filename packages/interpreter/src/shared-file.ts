@@ -42,6 +42,7 @@ export function sharedDirectory(env: NodeJS.ProcessEnv = process.env): string | 
 
 /** Sizes are whole multiples of this. */
 const STEP = 1 << 20;
+const ZEROS = new Uint8Array(STEP);
 
 /**
  * Most bytes a shared file is ever sized to: what one chunk's response may
@@ -117,11 +118,20 @@ export class SharedFile {
     if (need > this.#size) {
       // At least doubled: chunks of a batch grow and vary in size, and every growth
       // moves the result room's neighbours to pages not touched yet (and Python maps
-      // the file again). Pages are only allocated once written.
+      // the file again).
       const size = Math.min(this.#max, Math.max(Math.ceil(need / STEP) * STEP, 2 * this.#size));
       try {
         ftruncateSync(this.fd, size);
+        // Allocate the new pages here, where a full /dev/shm (a container's
+        // 64 MiB one) is ENOSPC and the pipes, not SIGBUS in a worker that
+        // maps the file and writes its result there.
+        for (let page = this.#size; page < size; page += STEP) {
+          if (writeSync(this.fd, ZEROS, 0, STEP, page) !== STEP) throw new Error('short write');
+        }
       } catch {
+        try {
+          ftruncateSync(this.fd, this.#size);
+        } catch {}
         return undefined;
       }
       this.#size = size;
