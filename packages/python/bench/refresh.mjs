@@ -7,7 +7,8 @@
 //   four   — four functions over ROWS rows each, refreshed concurrently;
 // then the same `one` and `four` again on the same Registry (warm: workers
 // kept). For each: wall time, time to the first results (onProgress), and
-// the interpreters started (runner.stats().started).
+// the interpreters started (runner.stats().started), and this process's own
+// CPU time and minor page faults during it.
 // Prints min/median/max over RUNS and the load average.
 // BENCH_CASES=cold,one,four picks cases (default all); BENCH_SLOTS=2,4 the pool sizes.
 // BENCH_BASE=/path/to/other/python/dist/index.js runs the same cases on that
@@ -15,6 +16,7 @@
 // BENCH_TIMELINE=1 prints, for each refresh of the first run, a timeline per
 // worker: its start, ready, chunks (count, rows, first and last, idle gaps
 // between chunks) and end, in ms from the refresh's start.
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { Registry, Value } from '@improv/extfn-core';
 import { probeSandbox } from '@improv/extfn-sandbox';
@@ -142,9 +144,21 @@ function printTimeline(label, { log, names }, ms) {
   }
 }
 
+/**
+ * This process's minor page faults so far. Every spawn forks the host, which
+ * makes its whole heap copy-on-write until the child execs: each page the
+ * host writes afterwards faults once (tens of µs each on a VM).
+ */
+function hostFaults() {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
+}
+
 /** Refreshes `jobs` ([name, rows] pairs) at once; wall time, first results, starts. */
 async function refresh(runner, registry, jobs, label, clock) {
   const before = runner.stats().started;
+  const faults0 = hostFaults();
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   if (clock) {
     clock.t0 = t0;
@@ -165,7 +179,14 @@ async function refresh(runner, registry, jobs, label, clock) {
     check(results, NAMES.indexOf(jobs[j][0]));
   });
   if (clock) printTimeline(label, clock, ms);
-  return { ms, first, starts: runner.stats().started - before };
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    ms,
+    first,
+    starts: runner.stats().started - before,
+    faults: hostFaults() - faults0,
+    hostCpu: (cpu.user + cpu.system) / 1000,
+  };
 }
 
 const samples = new Map();
@@ -234,7 +255,8 @@ console.log(`policy ${policy}, ${RUNS} runs; ms as min/median/max; starts as see
 for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);
   console.log(
-    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}`,
+    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}` +
+      `  host CPU ${mmm(xs.map((x) => x.hostCpu))} ms, faults ${mmm(xs.map((x) => x.faults))}`,
   );
 }
 const mid = (xs) => sorted(xs)[Math.floor(xs.length / 2)];

@@ -38,7 +38,9 @@ os.dup2(_devnull, 0)  # the body cannot read (and desynchronise) the request str
 os.dup2(2, 1)  # print() and child processes write to stderr from now on
 os.close(_devnull)
 
-import ast
+# `_ast`, not `ast`: the node classes without the module's imports (contextlib, enum…),
+# ~9 ms of every worker start; _ast_parse and _ast_walk are what the driver uses of the rest.
+import _ast as ast
 import builtins
 import json
 import math
@@ -347,9 +349,27 @@ _DYNAMIC_NAMES = frozenset(['locals', 'vars', 'globals', 'exec', 'eval', 'dir', 
 _DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.GeneratorExp)
 
 
+def _ast_parse(source, filename):
+    return compile(source, filename, 'exec', ast.PyCF_ONLY_AST)  # what ast.parse does
+
+
+def _ast_walk(node):
+    """Every node under `node` and itself (in no particular order, as ast.walk promises none)."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        yield node
+        for name in node._fields:
+            field = getattr(node, name, None)
+            if isinstance(field, ast.AST):
+                todo.append(field)
+            elif isinstance(field, list):
+                todo.extend(item for item in field if isinstance(item, ast.AST))
+
+
 def _needs_exec(tree):
     stored = set()
-    for node in ast.walk(tree):
+    for node in _ast_walk(tree):
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             return True
         if isinstance(node, ast.ImportFrom) and (node.module == '__future__' or any(a.name == '*' for a in node.names)):
@@ -365,7 +385,7 @@ def _needs_exec(tree):
     # Names the module level binds: in a function they become locals, which
     # would hide a builtin of the same name before its assignment runs.
     for node in tree.body:
-        for sub in ast.walk(node):
+        for sub in _ast_walk(node):
             if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 stored.add(sub.name)
             elif isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
@@ -384,7 +404,7 @@ class _Body(object):
         import linecache
         lines = source.splitlines(True)
         linecache.cache[self.filename] = (len(source), None, lines, self.filename)
-        tree = ast.parse(source, self.filename, 'exec')
+        tree = _ast_parse(source, self.filename)
         module_code = compile(tree, self.filename, 'exec', dont_inherit=True)  # module-level rules first
         self.globals = {'__builtins__': builtins, '__name__': '__extfn__'}
         self.mode = 'exec' if _needs_exec(tree) else 'function'
@@ -395,11 +415,16 @@ class _Body(object):
         # Wrap the parsed statements (not the text) in a function, so each
         # row is a call, the body's own line numbers stay, and the body text
         # is exactly what the user wrote.
-        last = max([getattr(n, 'end_lineno', None) or getattr(n, 'lineno', 0) for n in ast.walk(tree)] + [len(lines), 1])
-        wrapper = ast.parse('def __extfn__(args):\n    return result\n', self.filename, 'exec')
+        last = max([getattr(n, 'end_lineno', None) or getattr(n, 'lineno', 0) for n in _ast_walk(tree)] + [len(lines), 1])
+        wrapper = _ast_parse('def __extfn__(args):\n    return result\n', self.filename)
         fdef = wrapper.body[0]
         ret = fdef.body[0]
-        ast.increment_lineno(ret, last + 1 - ret.lineno)
+        shift = last + 1 - ret.lineno
+        for node in _ast_walk(ret):  # what ast.increment_lineno does
+            if 'lineno' in node._attributes:
+                node.lineno += shift
+            if getattr(node, 'end_lineno', None) is not None:
+                node.end_lineno += shift
         self.result_line = ret.lineno
         fdef.body = list(tree.body) + [ret]
         code = compile(wrapper, self.filename, 'exec', dont_inherit=True)
