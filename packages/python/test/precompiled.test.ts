@@ -72,11 +72,18 @@ describe.skipIf(!hasPython)('the precompiled driver (no sandbox: frames only)', 
 describe.skipIf(!restrictedOk)(
   `workers started after the first get the precompiled driver${restrictedOk ? '' : ` (${noRestricted})`}`,
   () => {
-    test('a later worker runs the code object: the stub is what it was sent', async () => {
-      const { registry } = registryWith('restricted', {
-        // the driver's globals: the stub leaves `marshal` there, the source does not
-        probe: ['import __main__\nresult = hasattr(__main__, "marshal")', [], 'boolean'],
-      });
+    test.each([
+      ['', {}],
+      [" (a runner with `packages`: 'system')", { packages: 'system' as const }],
+    ])('a later worker runs the code object%s', async (_, options) => {
+      const { registry } = registryWith(
+        'restricted',
+        {
+          // the driver's globals: the stub leaves `marshal` there, the source does not
+          probe: ['import __main__\nresult = hasattr(__main__, "marshal")', [], 'boolean'],
+        },
+        options,
+      );
       try {
         // the first call finds the interpreter and starts compiling; the runner
         // takes the stub once that ends (the same promise, awaited here after it)
