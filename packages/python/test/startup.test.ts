@@ -1,8 +1,10 @@
 /**
- * The driver sent precompiled (bootstrap.ts): the host's interpreter compiles
- * it once, workers load the code object. Spoken to directly (no sandbox:
- * frames only), the stub answers exactly as the source does, falls back to
- * the source on another Python version, and a runner's workers get it.
+ * A worker's start-up. The driver sent precompiled (bootstrap.ts): the
+ * host's interpreter compiles it once, workers load the code object. Spoken
+ * to directly (no sandbox: frames only), the stub answers exactly as the
+ * source does, falls back to the source on another Python version, and a
+ * runner's workers get it. And the driver imports nothing a body may not
+ * need (re, json, linecache, ast) before the body runs.
  */
 import { execFileSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
@@ -56,6 +58,46 @@ describe.skipIf(!hasPython)('the precompiled driver (no sandbox: frames only)', 
     // the row's traceback shows the body's own line
     expect(JSON.stringify(fromSource[1])).toMatch(/ZeroDivisionError.*result = /);
     expect(answers(stub!)).toEqual(fromSource);
+  });
+
+  test('a worker starts without the modules only some bodies need, which a body still gets whole', async () => {
+    const frames = [
+      {
+        op: 'load',
+        id: 1,
+        fn: {
+          name: 'f',
+          body: [
+            'import sys',
+            "loaded = sorted(m for m in ('re', 'json', 'linecache', 'tokenize', 'ast') if type(sys.modules.get(m)).__name__ == 'module')",
+            'import traceback, re, json',
+            'try:',
+            '    1 / 0',
+            'except ZeroDivisionError:',
+            '    shown = traceback.format_exc()',
+            "result = '%s | %s | %s | %s' % (loaded, '1 / 0' in shown, json.dumps({'a': [1.5]}), re.match(r'\\d+', '42x').group())",
+          ].join('\n'),
+          argTypes: [],
+          returnType: 'text',
+        },
+      },
+      { op: 'call', id: 2, rows: [[]] },
+      { op: 'exit' },
+    ];
+    for (const driver of [DRIVER_SOURCE, (await precompiledDriver(PYTHON, DRIVER_SOURCE))!]) {
+      const program = Buffer.from(driver, 'utf8');
+      const out = execFileSync(PYTHON, PYTHON_ARGS, {
+        input: Buffer.concat([
+          Buffer.from(`${program.length}\n`),
+          program,
+          Buffer.from(frames.map((f) => `${JSON.stringify(f)}\n`).join('')),
+        ]),
+        env: { PYTHONHASHSEED: '0' },
+      });
+      const answer = JSON.parse(out.toString().trim().split('\n')[2]!);
+      // nothing of them before the body; the traceback shows the body's own line
+      expect(answer.values).toEqual(['[] | True | {"a": [1.5]} | 42']);
+    }
   });
 
   test('on another Python version the stub compiles the source instead', () => {
