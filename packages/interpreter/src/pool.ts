@@ -547,9 +547,18 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     );
   }
 
-  /** A start has ended (ready or failed): a prestart waiting for its turn may begin. */
+  /**
+   * A start has ended (ready or failed): a prestart waiting for its turn may
+   * begin, on the next turn of the event loop. A real start forks the host,
+   * synchronously (tens of ms with a large heap): begun at once, it would run
+   * before the worker just ready had its first request written.
+   */
   #launched(): void {
     this.#launching--;
+    if (this.#gated.length > 0) setImmediate(() => this.#openGates());
+  }
+
+  #openGates(): void {
     while (this.#gated.length > 0 && this.#launching < this.max) this.#gated.shift()!();
   }
 

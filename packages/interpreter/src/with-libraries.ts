@@ -65,8 +65,8 @@ export function withAllowedLibraries(
   const runner = createInterpreterRunner(
     choice.envVar === undefined
       ? spec
-      : {
-          ...spec,
+      : // the spec's own fields read through (a getter, e.g. Python's driverSource, stays live)
+        Object.assign(Object.create(spec) as InterpreterSpec, {
           resolveInterpreter: async () => {
             const resolved = await resolve();
             if (!resolved) return undefined;
@@ -74,7 +74,7 @@ export function withAllowedLibraries(
             const readOnlyPaths = [...(found.readOnlyPaths ?? []), ...allowed.directories];
             return readOnlyPaths.length ? { ...found, readOnlyPaths } : found;
           },
-        },
+        }),
     options,
   );
   const probe = runner.probe.bind(runner);

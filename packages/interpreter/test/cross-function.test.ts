@@ -232,6 +232,22 @@ describe('scheduling across functions (fake workers)', () => {
     expect(pool.counters().peak).toBe(2);
   });
 
+  test('a start that waited for its turn begins after the worker that ended the wait got its first request', async () => {
+    // A real start forks the host (synchronous, tens of ms with a large heap): begun
+    // before the ready worker's first request is written, it would hold that worker idle.
+    const { pool, ctx, events } = fakeRunner(2, 0.01, 50);
+    const names = ['a', 'b', 'c', 'd'];
+    await Promise.all(names.map((name) => preparedRefresh(pool, ctx, name, 2_000)));
+    for (const waited of ['c', 'd']) {
+      const start = events.indexOf(`start ${waited}`);
+      const opener = events.slice(0, start).findLast((e) => e.startsWith('ready'))!;
+      const readyKey = opener.split(' ')[1]!;
+      const firstRequest = events.indexOf(`request ${readyKey}`);
+      expect(firstRequest, events.join(', ')).toBeGreaterThan(events.indexOf(opener));
+      expect(firstRequest, events.join(', ')).toBeLessThan(start);
+    }
+  });
+
   test('a lane of a function with two busy workers gives its slot to a function with none, whose worker then stays warm beside them', async () => {
     const { pool, ctx, starts, idleSlots } = fakeRunner(2, 0.05, 10);
     let longDone = false;

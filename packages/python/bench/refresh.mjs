@@ -7,7 +7,8 @@
 //   four   — four functions over ROWS rows each, refreshed concurrently;
 // then the same `one` and `four` again on the same Registry (warm: workers
 // kept). For each: wall time, time to the first results (onProgress), and
-// the interpreters started (runner.stats().started).
+// the interpreters started (runner.stats().started), and this process's own
+// CPU time and minor page faults during it, and the workers' CPU time.
 // Prints min/median/max over RUNS and the load average.
 // BENCH_CASES=cold,one,four picks cases (default all); BENCH_SLOTS=2,4 the pool sizes.
 // BENCH_BASE=/path/to/other/python/dist/index.js runs the same cases on that
@@ -15,9 +16,10 @@
 // BENCH_TIMELINE=1 prints, for each refresh of the first run, a timeline per
 // worker: its start, ready, chunks (count, rows, first and last, idle gaps
 // between chunks) and end, in ms from the refresh's start.
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { Registry, Value } from '@improv/extfn-core';
-import { probeSandbox } from '@improv/extfn-sandbox';
+import { probeSandbox, readProcessTree } from '@improv/extfn-sandbox';
 import { python as current } from '../dist/index.js';
 
 const VARIANTS = [['', current]];
@@ -142,9 +144,37 @@ function printTimeline(label, { log, names }, ms) {
   }
 }
 
+/**
+ * This process's minor page faults so far. Every spawn forks the host, which
+ * makes its whole heap copy-on-write until the child execs: each page the
+ * host writes afterwards faults once (tens of µs each on a VM).
+ */
+function hostFaults() {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
+}
+
+/**
+ * CPU seconds of each worker's process tree so far, by pid (the whole chain:
+ * what ran before the interpreter exec'd in the same process). Less
+ * sensitive to other load than wall time: host + workers CPU over the cores
+ * is what a quiet machine's wall time tends to.
+ */
+function workerCpu(runner) {
+  const out = new Map();
+  for (const pid of runner.workerPids()) {
+    const tree = readProcessTree(pid);
+    if (tree) out.set(pid, tree.cpuSeconds);
+  }
+  return out;
+}
+
 /** Refreshes `jobs` ([name, rows] pairs) at once; wall time, first results, starts. */
 async function refresh(runner, registry, jobs, label, clock) {
   const before = runner.stats().started;
+  const workers0 = workerCpu(runner);
+  const faults0 = hostFaults();
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   if (clock) {
     clock.t0 = t0;
@@ -165,7 +195,17 @@ async function refresh(runner, registry, jobs, label, clock) {
     check(results, NAMES.indexOf(jobs[j][0]));
   });
   if (clock) printTimeline(label, clock, ms);
-  return { ms, first, starts: runner.stats().started - before };
+  const cpu = process.cpuUsage(cpu0);
+  let workersCpu = 0;
+  for (const [pid, seconds] of workerCpu(runner)) workersCpu += seconds - (workers0.get(pid) ?? 0);
+  return {
+    ms,
+    first,
+    starts: runner.stats().started - before,
+    faults: hostFaults() - faults0,
+    hostCpu: (cpu.user + cpu.system) / 1000,
+    workersCpu: workersCpu * 1000,
+  };
 }
 
 const samples = new Map();
@@ -234,18 +274,23 @@ console.log(`policy ${policy}, ${RUNS} runs; ms as min/median/max; starts as see
 for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);
   console.log(
-    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}`,
+    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}` +
+      `  CPU ms host ${mmm(xs.map((x) => x.hostCpu))} workers ${mmm(xs.map((x) => x.workersCpu))}, host faults ${mmm(xs.map((x) => x.faults))}`,
   );
 }
 const mid = (xs) => sorted(xs)[Math.floor(xs.length / 2)];
+const cpuOf = (xs) => xs.map((x) => x.hostCpu + x.workersCpu);
 for (const slots of CASES.has('one') && CASES.has('four') ? SLOTS : []) {
   for (const [v] of VARIANTS) {
     for (const warm of ['', ' (warm)']) {
-      const one = samples.get(`${v}${slots} slots: one fn × ${4 * ROWS}${warm}`).map((x) => x.ms);
-      const four = samples.get(`${v}${slots} slots: four fns × ${ROWS}${warm}`).map((x) => x.ms);
+      const one4 = samples.get(`${v}${slots} slots: one fn × ${4 * ROWS}${warm}`);
+      const four4 = samples.get(`${v}${slots} slots: four fns × ${ROWS}${warm}`);
+      const one = one4.map((x) => x.ms);
+      const four = four4.map((x) => x.ms);
       const state = warm ? 'warm' : 'cold';
       console.log(
-        `${v}${slots} slots: four / one (medians, ${state}) = ${(mid(four) / mid(one)).toFixed(2)}`,
+        `${v}${slots} slots: four / one (medians, ${state}) = ${(mid(four) / mid(one)).toFixed(2)}` +
+          `; host + workers CPU ${(mid(cpuOf(four4)) / mid(cpuOf(one4))).toFixed(2)}`,
       );
     }
   }

@@ -38,11 +38,12 @@ os.dup2(_devnull, 0)  # the body cannot read (and desynchronise) the request str
 os.dup2(2, 1)  # print() and child processes write to stderr from now on
 os.close(_devnull)
 
-import ast
+# `_ast`, not `ast`: the node classes without the module's imports (contextlib, enum…),
+# ~9 ms of every worker start; _ast_parse and _ast_walk are what the driver uses of the rest.
+import _ast as ast
+import _json
 import builtins
-import json
 import math
-import re
 from array import array
 from datetime import datetime, timedelta, timezone
 from itertools import accumulate
@@ -54,13 +55,83 @@ _NAN_WIRE = {'NaN': float('nan'), 'Infinity': _INF, '-Infinity': -_INF, '-0': -0
 _ENUM_MAX = 4294967295
 _UTC = timezone.utc
 _EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
-_ISO = re.compile(r'(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})$', re.I)
+
+
+class _LazyPattern(object):
+    """A global pattern compiled on its first use, which puts it in its place:
+    `re` costs ~7 ms of every worker start, and most functions never need it."""
+
+    def __init__(self, name, pattern, ignore_case):
+        self._name, self._pattern, self._ignore_case = name, pattern, ignore_case
+
+    def match(self, text):
+        import re
+        compiled = re.compile(self._pattern, re.I if self._ignore_case else 0)
+        globals()[self._name] = compiled
+        return compiled.match(text)
+
+
+_ISO = _LazyPattern('_ISO', r'(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})$', True)
 _LITTLE = sys.byteorder == 'little'
 _fromiso = datetime.fromisoformat
 
 
+# ---- frames' JSON -------------------------------------------------------------------
+# Through the C accelerator `json` itself uses (`import json` would import `re`
+# and compile a dozen patterns: ~7 ms of every worker start). Whatever it does
+# not take goes to `json`, for json's exact result or error.
+
+class _JsonContext(object):
+    """What json's C scanner reads of a decoder: json.loads' defaults."""
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {'NaN': float('nan'), 'Infinity': _INF, '-Infinity': -_INF}.__getitem__
+
+
+def _json_refused(o):
+    raise TypeError('Object of type %s is not JSON serializable' % (o.__class__.__name__,))
+
+
+def _frame_encoder():
+    """json.dumps(x, separators=(',', ':'), allow_nan=False) as the C encoder json uses for it."""
+    return _json.make_encoder({}, _json_refused, _json.encode_basestring_ascii, None, ':', ',',
+                              False, False, False)
+
+
+try:
+    _scan_json = _json.make_scanner(_JsonContext)
+    if (''.join(_frame_encoder()({'a': [1, 2.5, '\xe9', None, True]}, 0)) != '{"a":[1,2.5,"\\u00e9",null,true]}'
+            or _scan_json('{"a":[1,2.5,"\\u00e9",null,true]}', 0) != ({'a': [1, 2.5, '\xe9', None, True]}, 32)):
+        raise ValueError('not the json this driver knows')
+except Exception:  # another Python's accelerator: json itself
+    _scan_json = None
+
+
+def _dumps_frame(header):
+    if _scan_json is None:
+        import json
+        return json.dumps(header, separators=(',', ':'), allow_nan=False)
+    return ''.join(_frame_encoder()(header, 0))
+
+
+def _loads_frame(line):
+    if _scan_json is not None:
+        try:
+            text = line.decode('utf-8')
+            value, end = _scan_json(text, 0)
+            if not text[end:].strip(' \t\n\r'):
+                return value
+        except Exception:
+            pass
+    import json
+    return json.loads(line)
+
+
 def _write(header, payload=None):
-    data = json.dumps(header, separators=(',', ':'), allow_nan=False).encode('ascii') + b'\n'
+    data = _dumps_frame(header).encode('ascii') + b'\n'
     if payload is not None and len(payload) < 1 << 16:
         data += payload
         payload = None
@@ -233,7 +304,7 @@ def _text_out(x):
     if not isinstance(x, str):
         raise _mismatch('text', x)
     x = str(x)
-    if len(x) * 6 > _max_output and len(json.dumps(x)) > _max_output:
+    if len(x) * 6 > _max_output and len(_json.encode_basestring_ascii(x)) > _max_output:
         raise _OutputTooLarge()
     return x
 
@@ -347,9 +418,27 @@ _DYNAMIC_NAMES = frozenset(['locals', 'vars', 'globals', 'exec', 'eval', 'dir', 
 _DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.GeneratorExp)
 
 
+def _ast_parse(source, filename):
+    return compile(source, filename, 'exec', ast.PyCF_ONLY_AST)  # what ast.parse does
+
+
+def _ast_walk(node):
+    """Every node under `node` and itself (in no particular order, as ast.walk promises none)."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        yield node
+        for name in node._fields:
+            field = getattr(node, name, None)
+            if isinstance(field, ast.AST):
+                todo.append(field)
+            elif isinstance(field, list):
+                todo.extend(item for item in field if isinstance(item, ast.AST))
+
+
 def _needs_exec(tree):
     stored = set()
-    for node in ast.walk(tree):
+    for node in _ast_walk(tree):
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             return True
         if isinstance(node, ast.ImportFrom) and (node.module == '__future__' or any(a.name == '*' for a in node.names)):
@@ -365,7 +454,7 @@ def _needs_exec(tree):
     # Names the module level binds: in a function they become locals, which
     # would hide a builtin of the same name before its assignment runs.
     for node in tree.body:
-        for sub in ast.walk(node):
+        for sub in _ast_walk(node):
             if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 stored.add(sub.name)
             elif isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
@@ -375,16 +464,46 @@ def _needs_exec(tree):
     return any(hasattr(builtins, name) for name in stored)
 
 
+_body_lines = {}
+
+
+class _LinecacheStandIn(type(sys)):
+    """linecache until something reads it: importing it imports tokenize and
+    `re` (~7 ms of every worker start). The first attribute read imports it and
+    gives it the bodies' lines; later reads go to it."""
+
+    def __getattr__(self, name):
+        return getattr(_linecache(), name)
+
+
+def _linecache():
+    if isinstance(sys.modules.get('linecache'), _LinecacheStandIn):
+        del sys.modules['linecache']
+    import linecache
+    linecache.cache.update(_body_lines)
+    return linecache
+
+
+def _remember_lines(filename, entry):
+    _body_lines[filename] = entry
+    module = sys.modules.get('linecache')
+    if module is not None and not isinstance(module, _LinecacheStandIn):
+        module.cache[filename] = entry
+
+
+if 'linecache' not in sys.modules:
+    sys.modules['linecache'] = _LinecacheStandIn('linecache')
+
+
 class _Body(object):
     """A compiled body: `run(args)` returns the result or _UNSET."""
 
     def __init__(self, name, source):
         self.filename = '<%s>' % (name,)
         # linecache lets tracebacks show the body's own lines.
-        import linecache
         lines = source.splitlines(True)
-        linecache.cache[self.filename] = (len(source), None, lines, self.filename)
-        tree = ast.parse(source, self.filename, 'exec')
+        _remember_lines(self.filename, (len(source), None, lines, self.filename))
+        tree = _ast_parse(source, self.filename)
         module_code = compile(tree, self.filename, 'exec', dont_inherit=True)  # module-level rules first
         self.globals = {'__builtins__': builtins, '__name__': '__extfn__'}
         self.mode = 'exec' if _needs_exec(tree) else 'function'
@@ -395,11 +514,16 @@ class _Body(object):
         # Wrap the parsed statements (not the text) in a function, so each
         # row is a call, the body's own line numbers stay, and the body text
         # is exactly what the user wrote.
-        last = max([getattr(n, 'end_lineno', None) or getattr(n, 'lineno', 0) for n in ast.walk(tree)] + [len(lines), 1])
-        wrapper = ast.parse('def __extfn__(args):\n    return result\n', self.filename, 'exec')
+        last = max([getattr(n, 'end_lineno', None) or getattr(n, 'lineno', 0) for n in _ast_walk(tree)] + [len(lines), 1])
+        wrapper = _ast_parse('def __extfn__(args):\n    return result\n', self.filename)
         fdef = wrapper.body[0]
         ret = fdef.body[0]
-        ast.increment_lineno(ret, last + 1 - ret.lineno)
+        shift = last + 1 - ret.lineno
+        for node in _ast_walk(ret):  # what ast.increment_lineno does
+            if 'lineno' in node._attributes:
+                node.lineno += shift
+            if getattr(node, 'end_lineno', None) is not None:
+                node.end_lineno += shift
         self.result_line = ret.lineno
         fdef.body = list(tree.body) + [ret]
         code = compile(wrapper, self.filename, 'exec', dont_inherit=True)
@@ -1151,7 +1275,7 @@ def _serve():
         line = _proto_in.readline()
         if not line:
             return
-        request = json.loads(line)
+        request = _loads_frame(line)
         shm = request.get('shm')
         room = None
         if shm is not None:

@@ -9,7 +9,7 @@ import {
   type InterpreterRunnerOptions,
   resolveExecutable,
 } from '@improv/extfn-interpreter';
-import { PYTHON_ARGS } from './bootstrap.js';
+import { PYTHON_ARGS, precompiledDriver } from './bootstrap.js';
 import { type PythonPackages, withLibraries } from './with-libraries.js';
 
 export { BOOTSTRAP, PYTHON_ARGS } from './bootstrap.js';
@@ -58,21 +58,35 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
     MALLOC_MMAP_THRESHOLD_: '33554432',
     MALLOC_TRIM_THRESHOLD_: '268435456',
   };
+  // What workers get on stdin: the source until this interpreter has
+  // precompiled it (once per host process, in the background).
+  const driver = { source: DRIVER_SOURCE };
+  const find = () =>
+    resolveExecutable({
+      explicit: interpreter,
+      envVar: 'IMPROV_EXTFN_PYTHON',
+      names: ['python3'],
+      realPathArgs: EXECUTABLE_PROBE,
+      // No readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own tree
+      // (pyenv, conda: its prefix, where lib/pythonX.Y lives) and never a home.
+    });
   return withLibraries(
     {
       language: 'python',
       packageName: '@improv/extfn-python',
-      resolveInterpreter: () =>
-        resolveExecutable({
-          explicit: interpreter,
-          envVar: 'IMPROV_EXTFN_PYTHON',
-          names: ['python3'],
-          realPathArgs: EXECUTABLE_PROBE,
-          // No readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own tree
-          // (pyenv, conda: its prefix, where lib/pythonX.Y lives) and never a home.
-        }),
+      resolveInterpreter: async () => {
+        const found = await find();
+        if (found && driver.source === DRIVER_SOURCE) {
+          void precompiledDriver(found.path, DRIVER_SOURCE).then((stub) => {
+            if (stub) driver.source = stub;
+          });
+        }
+        return found;
+      },
       args: PYTHON_ARGS,
-      driverSource: DRIVER_SOURCE,
+      get driverSource() {
+        return driver.source;
+      },
       env,
       f64: true,
       vectorized: true,

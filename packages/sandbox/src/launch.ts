@@ -94,10 +94,12 @@ function buildChain(
     }
     // Non-root: RLIMIT_NPROC counts every process of the host user. Restricted
     // trees get theirs inside the user namespace (innerNprocArgs); unsandboxed
-    // ones may add `processes` to what the user runs now.
-    const nproc = root
-      ? limits
-      : { ...limits, processes: processesOfUid(process.getuid?.() ?? 0) + limits.processes };
+    // ones may add `processes` to what the user runs now (counted by a scan of
+    // all of /proc, ~5 ms: only where the count is used).
+    const nproc =
+      root || restricted
+        ? limits
+        : { ...limits, processes: processesOfUid(process.getuid?.() ?? 0) + limits.processes };
     chain.push(...prlimitArgs(tools.prlimit, nproc, root || !restricted));
   }
   if (!restricted && policy !== 'trusted' && tools.setpriv) {
