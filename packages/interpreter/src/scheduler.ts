@@ -106,10 +106,11 @@ export async function schedule(
   const reliable = perRowMs !== undefined;
   /**
    * Whether `perRowMs` is good enough to judge more workers by: the other lanes start then.
-   * A vectorized function's earlier figure is: its batch is a few large chunks, and
-   * waiting for the first one before opening the other lanes would run it alone.
+   * An earlier batch's figure is: waiting for a first chunk before opening the other
+   * lanes would run it alone (a vectorized batch is a few large chunks, and a warm
+   * per-row batch of 10⁵ rows loses a chunk's time, a tenth of its own).
    */
-  let rampedUp = reliable && fn.vectorized === true;
+  let rampedUp = reliable;
   let chunksDone = 0;
   let sampledRows = 0;
   let sampledMs = 0;
@@ -191,7 +192,7 @@ export async function schedule(
       sampledMs += elapsed;
       cheapestPerRowMs = Math.min(cheapestPerRowMs, elapsed / count);
     }
-    rampedUp ||= reliable || sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS;
+    rampedUp ||= sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS;
     if (rampedUp) grow(); // looked at after every chunk: a slot may have come free
   };
 

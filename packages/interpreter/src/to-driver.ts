@@ -222,7 +222,8 @@ function textChunk(
   cells: Record<string, Json>,
 ): TextChunk {
   const lengths = new Uint32Array(count);
-  const slice = texts.slice(start, start + count);
+  // The whole column (evalBatch's per-chunk columns) is joined as it is: no copy.
+  let slice = start === 0 && count === texts.length ? texts : texts.slice(start, start + count);
   let joined = slice.join('');
   let bytes = Buffer.byteLength(joined, 'utf8');
   if (bytes === joined.length) {
@@ -234,8 +235,9 @@ function textChunk(
   for (let i = 0; i < count; i++) {
     const n = utf8Length(slice[i]!);
     if (n < 0) {
+      if (slice === texts) slice = texts.slice(); // the caller's column stays as it is
       cells[i] = slice[i]!;
-      slice[i] = '';
+      (slice as string[])[i] = '';
       bad = true;
     }
     lengths[i] = Math.max(n, 0);

@@ -127,6 +127,29 @@ describe('scheduler with a fake dispatcher', () => {
     expect(requests.slice(0, 3).map(([, count]) => count)).toEqual([1, 1, 8]);
   });
 
+  test("a warm batch (an earlier batch's time per row) opens every lane at once, not after its first chunk", async () => {
+    const { rows, results } = source(5_000);
+    const { ctx, mostInFlight } = fakeContext();
+    let inFlight = 0;
+    let inFlightAtFirstAnswer: number | undefined;
+    const request = ctx.request;
+    ctx.request = async (f, key, req) => {
+      inFlight++;
+      try {
+        const frame = await request(f, key, req);
+        inFlightAtFirstAnswer ??= inFlight;
+        return frame;
+      } finally {
+        inFlight--;
+      }
+    };
+    ctx.perRowMs.set('k', 0.002); // chunks of 2 500 rows: two of them
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(results).toEqual(Array.from({ length: 5_000 }, (_, i) => i * 2));
+    expect(inFlightAtFirstAnswer).toBe(2);
+    expect(mostInFlight()).toBe(2);
+  });
+
   test('a chunk that times out is re-run row by row: only the hanging row gets Timeout', async () => {
     const { rows, results } = source(200);
     const { ctx, requests } = fakeContext((start, count) =>
