@@ -15,7 +15,12 @@ import {
 } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import type { Frame } from '../src/frames.js';
-import { colsResultsInto, columnValuesInto, ResponseShapeError } from '../src/from-driver.js';
+import {
+  colsResultsInto,
+  colsResultValuesInto,
+  columnValuesInto,
+  ResponseShapeError,
+} from '../src/from-driver.js';
 import { rowsToCols, typedColumnsToCols } from '../src/to-driver.js';
 
 const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
@@ -97,6 +102,38 @@ describe('a text request is one buffer', () => {
     expect(column.text.toString()).toBe('oké');
   });
 
+  test('lone surrogates in a chunk from the middle, or in a whole column: cells by row of the chunk, the caller’s column unchanged', () => {
+    const texts = ['a', 'b', 'ok', '\uD83D', '\uDE00', 'é', 'z'];
+    const before = [...texts];
+    const middle = typedColumnsToCols(fn(['text'], 'text'), [texts], 2, 4);
+    expect(middle.header.cells).toEqual({ 0: { 1: '\uD83D', 2: '\uDE00' } });
+    const column = textColumnAt(Buffer.from(middle.payload[0]!), 0, 4);
+    expect(column.lengths).toEqual([2, 0, 0, 2]);
+    expect(column.text.toString()).toBe('oké');
+    const whole = typedColumnsToCols(fn(['text'], 'text'), [texts], 0, texts.length);
+    expect(whole.header.cells).toEqual({ 0: { 3: '\uD83D', 4: '\uDE00' } });
+    expect(textColumnAt(Buffer.from(whole.payload[0]!), 0, texts.length).text.toString()).toBe(
+      'abokéz',
+    );
+    expect(texts).toEqual(before);
+  });
+
+  test('chunk after chunk of one column (a kept array joins each range): every chunk has its own rows only', () => {
+    const texts = Array.from({ length: 50 }, (_, i) => (i % 7 ? `r${i}` : `é${i}`));
+    for (const [start, count] of [
+      [0, 30],
+      [30, 5],
+      [35, 15],
+      [1, 48],
+    ] as const) {
+      const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
+      const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
+      const want = texts.slice(start, start + count);
+      expect(column.lengths).toEqual(want.map((t) => Buffer.byteLength(t)));
+      expect(column.text.toString()).toBe(want.join(''));
+    }
+  });
+
   test('rows of Values: a datetime column is in the one buffer with its nanoseconds, cells for the years i64 cannot hold', () => {
     const rows = [
       [Value.text('é'), Value.datetime('2020-01-01T00:00:00.000000123Z')],
@@ -157,6 +194,43 @@ describe('reading a text result column', () => {
     const parts = [Buffer.from([0x61, 0xe6, 0x97]), Buffer.from([0xa5, 0x62])]; // 日 split over two rows
     const read = () => colsResultsInto(fn([], 'text'), textResponse(2, parts), 2, ['', ''], 0);
     expect(read).toThrow(/split inside a character/);
+  });
+
+  test('colsResultValuesInto: chunk after chunk of texts as Values at their rows, no text of an earlier chunk left over', () => {
+    const results: unknown[] = new Array(6).fill('keep');
+    const long = ['é1', 'a', 'NUL\0', '😀'];
+    const first = colsResultValuesInto(
+      fn([], 'text'),
+      textResponse(
+        4,
+        long.map((t) => Buffer.from(t)),
+      ),
+      4,
+      results,
+      0,
+    );
+    expect(first).toEqual({ errors: [], cells: [] });
+    const second = colsResultValuesInto(
+      fn([], 'text'),
+      textResponse(2, [Buffer.from(''), Buffer.from('b')]),
+      2,
+      results,
+      4,
+    );
+    expect(second).toEqual({ errors: [], cells: [] });
+    expect(results).toEqual([...long, '', 'b'].map((value) => ({ type: 'text', value })));
+    // A malformed chunk throws and writes no Value.
+    const bad = new Array(2).fill('keep');
+    expect(() =>
+      colsResultValuesInto(
+        fn([], 'text'),
+        textResponse(2, [Buffer.from('x'), Buffer.from([0xc3])]),
+        2,
+        bad,
+        0,
+      ),
+    ).toThrow(ResponseShapeError);
+    expect(bad).toEqual(['keep', 'keep']);
   });
 
   test('columnValuesInto writes one Value per row at the given offset', () => {
