@@ -59,6 +59,14 @@ const CHUNK_DEADLINE_FLOOR_MS = 1_000;
  */
 const RAMP_ROWS = 256;
 const RAMP_MS = 50;
+/**
+ * A chunk held up by the host (a garbage collection pausing the event loop,
+ * another process on the CPU) takes many times its rows' cost; counted in
+ * full it would shrink the next chunks to a few hundred rows, each mostly
+ * round trip. So one chunk moves the time per row up by at most this factor
+ * of the figure so far: a real slowdown still shows within a few chunks.
+ */
+const STALL_FACTOR = 4;
 /** Failures that one of the chunk's rows may have caused: retry the rows one by one. */
 const ROW_FAILURES = new Set(['timeout', 'exited', 'malformed', 'output']);
 
@@ -177,11 +185,13 @@ export async function schedule(
     // Request time only (not waiting for or starting a worker): what a chunk's size controls.
     // Weighted by rows, so a few tiny chunks (whose time is mostly the round
     // trip) do not make the next batch start with tiny chunks.
+    // A chunk counts as at most STALL_FACTOR times the figure so far (see there).
     const elapsed = frame.elapsedMs ?? 0;
     perRowMs =
       perRowMs === undefined || weight === 0
         ? elapsed / count
-        : (perRowMs * weight + elapsed) / (weight + count);
+        : (perRowMs * weight + Math.min(elapsed, STALL_FACTOR * perRowMs * count)) /
+          (weight + count);
     // A cold batch's first chunk is mostly its fresh worker's first request (the body
     // compiled, pages faulted in): the next chunk's figure replaces it rather than
     // averaging with it, so chunks do not stay at one row for a dozen round trips.

@@ -150,6 +150,25 @@ describe('scheduler with a fake dispatcher', () => {
     expect(mostInFlight()).toBe(2);
   });
 
+  test('one chunk held up by the host (100× its cost) does not shrink the next chunk to a few hundred rows', async () => {
+    const { rows, results } = source(20_000);
+    const { ctx, requests } = fakeContext(undefined, 1);
+    const request = ctx.request;
+    ctx.request = async (f, key, req) => {
+      const frame = await request(f, key, req);
+      frame.elapsedMs = 0.002 * req.rows * (requests.length === 2 ? 100 : 1); // the second chunk stalls
+      return frame;
+    };
+    ctx.perRowMs.set('k', 0.002); // 5 ms chunks: 2 500 rows
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(results).toEqual(Array.from({ length: 20_000 }, (_, i) => i * 2));
+    const sizes = requests.map(([, count]) => count);
+    expect(sizes.slice(0, 2)).toEqual([2_500, 2_500]);
+    // Counted in full the stall would make the next chunk 238 rows; at most 4× the figure, 1 000.
+    expect(sizes[2]).toBe(1_000);
+    expect(sizes[3]).toBeGreaterThan(1_000); // and it recovers from there
+  });
+
   test('a chunk that times out is re-run row by row: only the hanging row gets Timeout', async () => {
     const { rows, results } = source(200);
     const { ctx, requests } = fakeContext((start, count) =>
