@@ -369,8 +369,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     return this.pool.trackBacklog(key, estimateMs);
   }
 
-  wouldServe(key: string): boolean {
-    return this.pool.wouldServe(key);
+  wouldServe(key: string, idleOnly?: boolean): boolean {
+    return this.pool.wouldServe(key, idleOnly);
   }
 
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {

@@ -87,8 +87,11 @@ export interface SchedulerContext {
    * has not handed out yet (see Pool.trackBacklog); returns the function that ends it.
    */
   trackBacklog?(key: string, estimateMs: () => number): () => void;
-  /** Whether a request for `key` would get a worker at once (see Pool.wouldServe); without it, every lane opens. */
-  wouldServe?(key: string): boolean;
+  /**
+   * Whether a request for `key` would get a worker at once (see Pool.wouldServe);
+   * with `idleOnly`, an idle worker of its own (no start). Without it, every lane opens.
+   */
+  wouldServe?(key: string, idleOnly?: boolean): boolean;
   /** A failure as the ExtFnError of `fn`. */
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
 }
@@ -114,11 +117,10 @@ export async function schedule(
   const reliable = perRowMs !== undefined;
   /**
    * Whether `perRowMs` is good enough to judge more workers by: the other lanes start then.
-   * An earlier batch's figure is: waiting for a first chunk before opening the other
-   * lanes would run it alone (a vectorized batch is a few large chunks, and a warm
-   * per-row batch of 10⁵ rows loses a chunk's time, a tenth of its own).
+   * A vectorized function's earlier figure is: its batch is a few large chunks, and
+   * waiting for the first one before opening the other lanes would run it alone.
    */
-  let rampedUp = reliable;
+  let rampedUp = reliable && fn.vectorized === true;
   let chunksDone = 0;
   let sampledRows = 0;
   let sampledMs = 0;
@@ -202,7 +204,7 @@ export async function schedule(
       sampledMs += elapsed;
       cheapestPerRowMs = Math.min(cheapestPerRowMs, elapsed / count);
     }
-    rampedUp ||= sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS;
+    rampedUp ||= reliable || sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS;
     if (rampedUp) grow(); // looked at after every chunk: a slot may have come free
   };
 
@@ -276,6 +278,14 @@ export async function schedule(
     // a worker before any gets two.
     spawnLanes(1);
     if (rampedUp) grow();
+    // A warm batch (an earlier figure) also takes its function's idle workers at once:
+    // its first chunk, a tenth of a 10⁵-row batch, would otherwise run alone. Workers
+    // to start still wait for the first results (see send).
+    else if (reliable) {
+      while (running.size < lanes && hasWork() && (ctx.wouldServe?.(key, true) ?? true)) {
+        spawnLanes(running.size + 1);
+      }
+    }
     while (running.size > 0) await Promise.all([...running]);
   } finally {
     untrack?.();

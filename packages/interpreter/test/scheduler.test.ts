@@ -127,9 +127,17 @@ describe('scheduler with a fake dispatcher', () => {
     expect(requests.slice(0, 3).map(([, count]) => count)).toEqual([1, 1, 8]);
   });
 
-  test("a warm batch (an earlier batch's time per row) opens every lane at once, not after its first chunk", async () => {
+  test.each([
+    ['idle workers: every lane at once, not after its first chunk', true, 2],
+    ['workers to start: one lane until its first results', false, 1],
+  ])("a warm batch (an earlier batch's time per row) with %s", async (_, idle, atFirst) => {
     const { rows, results } = source(5_000);
-    const { ctx, mostInFlight } = fakeContext();
+    const { ctx } = fakeContext();
+    const asked: boolean[] = [];
+    ctx.wouldServe = (_key, idleOnly) => {
+      asked.push(idleOnly === true);
+      return idle || idleOnly !== true; // a start is always possible here; idle workers only if `idle`
+    };
     let inFlight = 0;
     let inFlightAtFirstAnswer: number | undefined;
     const request = ctx.request;
@@ -146,8 +154,8 @@ describe('scheduler with a fake dispatcher', () => {
     ctx.perRowMs.set('k', 0.002); // chunks of 2 500 rows: two of them
     await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
     expect(results).toEqual(Array.from({ length: 5_000 }, (_, i) => i * 2));
-    expect(inFlightAtFirstAnswer).toBe(2);
-    expect(mostInFlight()).toBe(2);
+    expect(inFlightAtFirstAnswer).toBe(atFirst);
+    expect(asked[0]).toBe(true); // the first look is for idle workers only
   });
 
   test('one chunk held up by the host (100× its cost) does not shrink the next chunk to a few hundred rows', async () => {
