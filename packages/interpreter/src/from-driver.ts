@@ -11,7 +11,6 @@ import {
   type Column,
   type ExternalFn,
   ExtFnError,
-  newColumn,
   type RowResult,
   type Value,
   type ValueType,
@@ -249,42 +248,6 @@ export function colsResultsInto(
     },
   );
   return { errors, cells };
-}
-
-/**
- * evalBatch's text results, one chunk at a time: read into this array (kept,
- * emptied after each chunk) rather than a new one per chunk, then wrapped as
- * Values. Fewer short-lived objects mean fewer scavenges, and a scavenge
- * during a batch moves the results made so far.
- */
-const textScratch: string[] = [];
-
-/**
- * Reads a `callcols` response for `count` rows as Values written into
- * `results` from `start` (evalBatch), through a column of the return type.
- * Rows in error or given as cells are left to the caller, as colsResultsInto.
- */
-export function colsResultValuesInto(
-  fn: ExternalFn,
-  frame: Frame,
-  count: number,
-  results: unknown[],
-  start: number,
-): ColsResults {
-  const type = fn.returnType;
-  if (type !== 'text') {
-    const column = newColumn(type, count);
-    const out = colsResultsInto(fn, frame, count, column, 0);
-    columnValuesInto(type, column, count, results, start);
-    return out;
-  }
-  try {
-    const out = colsResultsInto(fn, frame, count, textScratch, 0);
-    for (let i = 0; i < count; i++) results[start + i] = { type, value: textScratch[i]! };
-    return out;
-  } finally {
-    textScratch.fill('', 0, Math.min(count, textScratch.length)); // keeps no result alive
-  }
 }
 
 /** A result column's row `i` as the Value `eval` gives (datetimes as a Date plus sub-millisecond nanos). */

@@ -20,7 +20,7 @@ import {
 import { type Frame, type Payload, RawJson } from './frames.js';
 import {
   colsResultsInto,
-  colsResultValuesInto,
+  columnValuesInto,
   f64Results,
   resultsFromF64Frame,
   resultsFromJsonFrame,
@@ -136,7 +136,9 @@ function valueRowsCols(
         for (let k = 0; k < count; k++) results[start + k] = out[k]!;
         return;
       }
-      const { errors, cells } = colsResultValuesInto(fn, frame, count, results, start);
+      const column = newColumn(fn.returnType, count);
+      const { errors, cells } = colsResultsInto(fn, frame, count, column, 0);
+      columnValuesInto(fn.returnType, column, count, results, start);
       for (const [k, cell] of cells) results[start + k] = cell;
       for (const [k, error] of errors) results[start + k] = error;
     },

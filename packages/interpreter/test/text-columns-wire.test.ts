@@ -15,12 +15,7 @@ import {
 } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import type { Frame } from '../src/frames.js';
-import {
-  colsResultsInto,
-  colsResultValuesInto,
-  columnValuesInto,
-  ResponseShapeError,
-} from '../src/from-driver.js';
+import { colsResultsInto, columnValuesInto, ResponseShapeError } from '../src/from-driver.js';
 import { rowsToCols, typedColumnsToCols } from '../src/to-driver.js';
 
 const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
@@ -194,43 +189,6 @@ describe('reading a text result column', () => {
     const parts = [Buffer.from([0x61, 0xe6, 0x97]), Buffer.from([0xa5, 0x62])]; // 日 split over two rows
     const read = () => colsResultsInto(fn([], 'text'), textResponse(2, parts), 2, ['', ''], 0);
     expect(read).toThrow(/split inside a character/);
-  });
-
-  test('colsResultValuesInto: chunk after chunk of texts as Values at their rows, no text of an earlier chunk left over', () => {
-    const results: unknown[] = new Array(6).fill('keep');
-    const long = ['é1', 'a', 'NUL\0', '😀'];
-    const first = colsResultValuesInto(
-      fn([], 'text'),
-      textResponse(
-        4,
-        long.map((t) => Buffer.from(t)),
-      ),
-      4,
-      results,
-      0,
-    );
-    expect(first).toEqual({ errors: [], cells: [] });
-    const second = colsResultValuesInto(
-      fn([], 'text'),
-      textResponse(2, [Buffer.from(''), Buffer.from('b')]),
-      2,
-      results,
-      4,
-    );
-    expect(second).toEqual({ errors: [], cells: [] });
-    expect(results).toEqual([...long, '', 'b'].map((value) => ({ type: 'text', value })));
-    // A malformed chunk throws and writes no Value.
-    const bad = new Array(2).fill('keep');
-    expect(() =>
-      colsResultValuesInto(
-        fn([], 'text'),
-        textResponse(2, [Buffer.from('x'), Buffer.from([0xc3])]),
-        2,
-        bad,
-        0,
-      ),
-    ).toThrow(ResponseShapeError);
-    expect(bad).toEqual(['keep', 'keep']);
   });
 
   test('columnValuesInto writes one Value per row at the given offset', () => {
