@@ -238,11 +238,12 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * function, or a start the pool allows now (nobody waiting, `#mayStart`,
    * and a free slot or an idle worker it may evict). A batch opens another
    * lane only then, so its lanes never queue for their own busy worker.
+   * `idleOnly`: only an idle worker of its function counts (no start).
    */
-  wouldServe(key: string): boolean {
+  wouldServe(key: string, idleOnly = false): boolean {
     if (this.#closed || this.#busy >= this.max) return false;
     if (this.#idle.has(key)) return true;
-    if (this.#queue.length > 0 || !this.#mayStart(key)) return false;
+    if (idleOnly || this.#queue.length > 0 || !this.#mayStart(key)) return false;
     return this.#hasRoom(key) || this.#victim(this.workersOf(key) > 0).victim !== undefined;
   }
 

@@ -157,11 +157,12 @@ function valueRowsCols(
 export function typedColumnRows(
   fn: ExternalFn,
   columns: readonly Column[],
-  values: Column,
+  values: Column | (() => Column),
   errors: Map<number, ExtFnError>,
   cols = false,
 ): RowSource {
   if (cols) return typedColumnRowsCols(fn, columns, values, errors);
+  if (typeof values === 'function') values = values();
   return {
     count: values.length,
     encode: (start, count) => ({
@@ -229,21 +230,26 @@ export function columnRows(
   };
 }
 
-/** Typed columns over callcols: column slices out, the result column read straight into `values`. */
+/**
+ * Typed columns over callcols: column slices out, the result column read
+ * straight into `values` — or into the column `values()` gives when first
+ * needed (the runner makes a text column once the first requests are out).
+ */
 function typedColumnRowsCols(
   fn: ExternalFn,
   columns: readonly Column[],
-  values: Column,
+  given: Column | (() => Column),
   errors: Map<number, ExtFnError>,
 ): RowSource {
+  const column = typeof given === 'function' ? given : () => given;
   // A failed row holds the column's fill (NaN, 0, '', 0 ns), whatever the driver wrote there.
   const fill = newColumn(fn.returnType, 1);
   const fail = (row: number, error: ExtFnError) => {
-    copyCell(fill, 0, values, row);
+    copyCell(fill, 0, column(), row);
     errors.set(row, error);
   };
   return {
-    count: values.length,
+    count: typeof given === 'function' ? (columns[0]?.length ?? 0) : given.length,
     encode: (start, count) => typedColumnsToCols(fn, columns, start, count),
     // A fixed-width result column without padding (8-byte cells, or whole words) is read in place.
     payloadInto:
@@ -251,13 +257,14 @@ function typedColumnRowsCols(
         ? undefined
         : (start, count) => {
             const width = CELL_BYTES[fn.returnType as Exclude<ValueType, 'text'>];
-            const column = values as Float64Array | Uint8Array | Uint32Array | BigInt64Array;
+            const typed = column() as Float64Array | Uint8Array | Uint32Array | BigInt64Array;
             const bytes = count * width;
             return bytes === padded(bytes)
-              ? new Uint8Array(column.buffer, column.byteOffset + start * width, bytes)
+              ? new Uint8Array(typed.buffer, typed.byteOffset + start * width, bytes)
               : undefined;
           },
     decode(frame, start, count) {
+      const values = column();
       if (jsonAnswer(frame)) {
         resultsFromJsonFrame(fn, frame, count).forEach((result, k) => {
           if (ExtFnError.isInstance(result)) fail(start + k, result);

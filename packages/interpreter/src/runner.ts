@@ -326,11 +326,13 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     const n = columns[0]?.length ?? 0;
     await this.#prepare(fn);
     // Every row is written (a failed row gets the fill), so a reused `into` needs no clearing.
-    const values = options.into ?? newColumn(fn.returnType, n);
+    let made = options.into;
+    const column = (): Column => (made ??= newColumn(fn.returnType, n));
     const errors = new Map<number, ExtFnError>();
-    if (n === 0) return { values, errors };
+    if (n === 0) return { values: column(), errors };
     const { mode, key, loadError } = this.#route(fn, options);
     if (mode === 'oneShot' || loadError) {
+      const values = column();
       // Rare paths: a process per row, or every row the same load error.
       const rows = Array.from({ length: n }, (_, i) =>
         columns.map((_, k) => readCell(fn, columns, k, i) as Value),
@@ -345,8 +347,19 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       });
       return { values, errors };
     }
-    await schedule(this, fn, key, typedColumnRows(fn, columns, values, errors, this.cols), options);
-    return { values, errors };
+    // A text result column is an array of n slots whose pages fault in as it is made
+    // (milliseconds at 10⁵ rows): made once the first requests are out, while the
+    // workers run them, or when a chunk needs it first.
+    const lazy = made === undefined && fn.returnType === 'text' && this.cols;
+    if (lazy) setImmediate(column);
+    await schedule(
+      this,
+      fn,
+      key,
+      typedColumnRows(fn, columns, lazy ? column : column(), errors, this.cols),
+      options,
+    );
+    return { values: column(), errors };
   }
 
   async close(): Promise<void> {
@@ -369,8 +382,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     return this.pool.trackBacklog(key, estimateMs);
   }
 
-  wouldServe(key: string): boolean {
-    return this.pool.wouldServe(key);
+  wouldServe(key: string, idleOnly?: boolean): boolean {
+    return this.pool.wouldServe(key, idleOnly);
   }
 
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {

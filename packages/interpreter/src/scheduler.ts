@@ -65,6 +65,14 @@ const CHUNK_DEADLINE_FLOOR_MS = 1_000;
  */
 const RAMP_ROWS = 256;
 const RAMP_MS = 50;
+/**
+ * A chunk held up by the host (a garbage collection pausing the event loop,
+ * another process on the CPU) takes many times its rows' cost; counted in
+ * full it would shrink the next chunks to a few hundred rows, each mostly
+ * round trip. So one chunk moves the time per row up by at most this factor
+ * of the figure so far: a real slowdown still shows within a few chunks.
+ */
+const STALL_FACTOR = 4;
 /** Failures that one of the chunk's rows may have caused: retry the rows one by one. */
 const ROW_FAILURES = new Set(['timeout', 'exited', 'malformed', 'output']);
 
@@ -85,8 +93,11 @@ export interface SchedulerContext {
    * has not handed out yet (see Pool.trackBacklog); returns the function that ends it.
    */
   trackBacklog?(key: string, estimateMs: () => number): () => void;
-  /** Whether a request for `key` would get a worker at once (see Pool.wouldServe); without it, every lane opens. */
-  wouldServe?(key: string): boolean;
+  /**
+   * Whether a request for `key` would get a worker at once (see Pool.wouldServe);
+   * with `idleOnly`, an idle worker of its own (no start). Without it, every lane opens.
+   */
+  wouldServe?(key: string, idleOnly?: boolean): boolean;
   /** A failure as the ExtFnError of `fn`. */
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
 }
@@ -197,11 +208,13 @@ export async function schedule(
     // Request time only (not waiting for or starting a worker): what a chunk's size controls.
     // Weighted by rows, so a few tiny chunks (whose time is mostly the round
     // trip) do not make the next batch start with tiny chunks.
+    // A chunk counts as at most STALL_FACTOR times the figure so far (see there).
     const elapsed = frame.elapsedMs ?? 0;
     perRowMs =
       perRowMs === undefined || weight === 0
         ? elapsed / count
-        : (perRowMs * weight + elapsed) / (weight + count);
+        : (perRowMs * weight + Math.min(elapsed, STALL_FACTOR * perRowMs * count)) /
+          (weight + count);
     // A cold batch's first chunk is mostly its fresh worker's first request (the body
     // compiled, pages faulted in): the next chunk's figure replaces it rather than
     // averaging with it, so chunks do not stay at one row for a dozen round trips.
@@ -286,6 +299,14 @@ export async function schedule(
     // a worker before any gets two.
     spawnLanes(1);
     if (rampedUp) grow();
+    // A warm batch (an earlier figure) also takes its function's idle workers at once:
+    // its first chunk, a tenth of a 10⁵-row batch, would otherwise run alone. Workers
+    // to start still wait for the first results (see send).
+    else if (reliable) {
+      while (running.size < lanes && hasWork() && (ctx.wouldServe?.(key, true) ?? true)) {
+        spawnLanes(running.size + 1);
+      }
+    }
     while (running.size > 0) await Promise.all([...running]);
   } finally {
     untrack?.();

@@ -222,30 +222,48 @@ function textChunk(
   cells: Record<string, Json>,
 ): TextChunk {
   const lengths = new Uint32Array(count);
-  const slice = texts.slice(start, start + count);
-  let joined = slice.join('');
+  let joined = joinRange(texts, start, count);
   let bytes = Buffer.byteLength(joined, 'utf8');
   if (bytes === joined.length) {
     // ASCII only (one byte per unit, nothing to check): lengths are string lengths.
-    for (let i = 0; i < count; i++) lengths[i] = slice[i]!.length;
+    for (let i = 0; i < count; i++) lengths[i] = texts[start + i]!.length;
     return { lengths, joined, bytes };
   }
-  let bad = false;
+  let good: string[] | undefined;
   for (let i = 0; i < count; i++) {
-    const n = utf8Length(slice[i]!);
+    const n = utf8Length(texts[start + i]!);
     if (n < 0) {
-      cells[i] = slice[i]!;
-      slice[i] = '';
-      bad = true;
+      good ??= texts.slice(start, start + count); // the caller's column stays as it is
+      cells[i] = good[i]!;
+      good[i] = '';
     }
     lengths[i] = Math.max(n, 0);
   }
-  if (bad) {
+  if (good) {
     // Without the lone surrogates: joined, two of them could have made a pair.
-    joined = slice.join('');
+    joined = good.join('');
     bytes = Buffer.byteLength(joined, 'utf8');
   }
   return { lengths, joined, bytes };
+}
+
+/** Kept across chunks: a range of a column is joined from here rather than from a slice of its own. */
+const joinScratch: string[] = [];
+
+/**
+ * Rows `start…start+count` of `texts` joined. A whole column (evalBatch's
+ * per-chunk columns) is joined as it is; a range goes through `joinScratch`
+ * (emptied again, so it keeps no text alive): one short-lived array fewer
+ * per chunk, so fewer scavenges during a batch.
+ */
+function joinRange(texts: readonly string[], start: number, count: number): string {
+  if (start === 0 && count === texts.length) return texts.join('');
+  const scratch = joinScratch;
+  scratch.length = count;
+  for (let i = 0; i < count; i++) scratch[i] = texts[start + i]!;
+  const joined = scratch.join('');
+  scratch.fill('');
+  return joined;
 }
 
 /** Bytes of one column of `count` rows in the callcols layout, padding included. */

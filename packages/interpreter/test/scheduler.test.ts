@@ -127,6 +127,56 @@ describe('scheduler with a fake dispatcher', () => {
     expect(requests.slice(0, 3).map(([, count]) => count)).toEqual([1, 1, 8]);
   });
 
+  test.each([
+    ['idle workers: every lane at once, not after its first chunk', true, 2],
+    ['workers to start: one lane until its first results', false, 1],
+  ])("a warm batch (an earlier batch's time per row) with %s", async (_, idle, atFirst) => {
+    const { rows, results } = source(5_000);
+    const { ctx } = fakeContext();
+    const asked: boolean[] = [];
+    ctx.wouldServe = (_key, idleOnly) => {
+      asked.push(idleOnly === true);
+      return idle || idleOnly !== true; // a start is always possible here; idle workers only if `idle`
+    };
+    let inFlight = 0;
+    let inFlightAtFirstAnswer: number | undefined;
+    const request = ctx.request;
+    ctx.request = async (f, key, req) => {
+      inFlight++;
+      try {
+        const frame = await request(f, key, req);
+        inFlightAtFirstAnswer ??= inFlight;
+        return frame;
+      } finally {
+        inFlight--;
+      }
+    };
+    ctx.perRowMs.set('k', 0.002); // chunks of 2 500 rows: two of them
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(results).toEqual(Array.from({ length: 5_000 }, (_, i) => i * 2));
+    expect(inFlightAtFirstAnswer).toBe(atFirst);
+    expect(asked[0]).toBe(true); // the first look is for idle workers only
+  });
+
+  test('one chunk held up by the host (100× its cost) does not shrink the next chunk to a few hundred rows', async () => {
+    const { rows, results } = source(20_000);
+    const { ctx, requests } = fakeContext(undefined, 1);
+    const request = ctx.request;
+    ctx.request = async (f, key, req) => {
+      const frame = await request(f, key, req);
+      frame.elapsedMs = 0.002 * req.rows * (requests.length === 2 ? 100 : 1); // the second chunk stalls
+      return frame;
+    };
+    ctx.perRowMs.set('k', 0.002); // 5 ms chunks: 2 500 rows
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(results).toEqual(Array.from({ length: 20_000 }, (_, i) => i * 2));
+    const sizes = requests.map(([, count]) => count);
+    expect(sizes.slice(0, 2)).toEqual([2_500, 2_500]);
+    // Counted in full the stall would make the next chunk 238 rows; at most 4× the figure, 1 000.
+    expect(sizes[2]).toBe(1_000);
+    expect(sizes[3]).toBeGreaterThan(1_000); // and it recovers from there
+  });
+
   test('a chunk that times out is re-run row by row: only the hanging row gets Timeout', async () => {
     const { rows, results } = source(200);
     const { ctx, requests } = fakeContext((start, count) =>

@@ -97,6 +97,38 @@ describe('a text request is one buffer', () => {
     expect(column.text.toString()).toBe('oké');
   });
 
+  test('lone surrogates in a chunk from the middle, or in a whole column: cells by row of the chunk, the caller’s column unchanged', () => {
+    const texts = ['a', 'b', 'ok', '\uD83D', '\uDE00', 'é', 'z'];
+    const before = [...texts];
+    const middle = typedColumnsToCols(fn(['text'], 'text'), [texts], 2, 4);
+    expect(middle.header.cells).toEqual({ 0: { 1: '\uD83D', 2: '\uDE00' } });
+    const column = textColumnAt(Buffer.from(middle.payload[0]!), 0, 4);
+    expect(column.lengths).toEqual([2, 0, 0, 2]);
+    expect(column.text.toString()).toBe('oké');
+    const whole = typedColumnsToCols(fn(['text'], 'text'), [texts], 0, texts.length);
+    expect(whole.header.cells).toEqual({ 0: { 3: '\uD83D', 4: '\uDE00' } });
+    expect(textColumnAt(Buffer.from(whole.payload[0]!), 0, texts.length).text.toString()).toBe(
+      'abokéz',
+    );
+    expect(texts).toEqual(before);
+  });
+
+  test('chunk after chunk of one column (a kept array joins each range): every chunk has its own rows only', () => {
+    const texts = Array.from({ length: 50 }, (_, i) => (i % 7 ? `r${i}` : `é${i}`));
+    for (const [start, count] of [
+      [0, 30],
+      [30, 5],
+      [35, 15],
+      [1, 48],
+    ] as const) {
+      const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
+      const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
+      const want = texts.slice(start, start + count);
+      expect(column.lengths).toEqual(want.map((t) => Buffer.byteLength(t)));
+      expect(column.text.toString()).toBe(want.join(''));
+    }
+  });
+
   test('rows of Values: a datetime column is in the one buffer with its nanoseconds, cells for the years i64 cannot hold', () => {
     const rows = [
       [Value.text('é'), Value.datetime('2020-01-01T00:00:00.000000123Z')],

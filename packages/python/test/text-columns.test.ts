@@ -65,6 +65,15 @@ const SETS: [string, [string, string][]][] = [
   ],
   ['empty strings', Array.from({ length: 50 }, (): [string, string] => ['', ''])],
   [
+    'NUL characters',
+    [
+      ['a\0b', '\0'],
+      ['\0', ''],
+      ['', '\0\0é'],
+      ['x', 'y'],
+    ],
+  ],
+  [
     'lone surrogates in and out',
     [
       ['a\uD800', 'x'],
@@ -104,10 +113,10 @@ describe.skipIf(!restrictedOk)(
       const overJson = await json.registry.evalBatch('up', rows);
       expect(batch.map(outcome)).toEqual(overJson.map(outcome));
 
-      const typed = await cols.registry.evalColumns<string[]>('up', [
-        pairs.map(([a]) => a),
-        pairs.map(([, b]) => b),
-      ]);
+      const columns = [pairs.map(([a]) => a), pairs.map(([, b]) => b)];
+      const typed = await cols.registry.evalColumns<string[]>('up', columns);
+      // One chunk is the caller's whole column, joined as it is: a lone surrogate leaves it unchanged.
+      expect(columns).toEqual([pairs.map(([a]) => a), pairs.map(([, b]) => b)]);
       const asRows: RowResult[] = typed.values.map(
         (value, i) => typed.errors.get(i) ?? Value.text(value),
       );
