@@ -71,7 +71,7 @@ const LOAD = {
 /** The driver run once over `frames` (header objects, each with its payload if any); its output and exit. */
 function driver(frames: [object, Buffer?][]) {
   const source = Buffer.from(DRIVER_SOURCE, 'utf8');
-  const input = [Buffer.from(`${source.length}\n`), source];
+  const input: Buffer[] = [Buffer.from(`${source.length}\n`), source];
   for (const [header, payload] of [[LOAD] as [object], ...frames, [{ op: 'exit' }] as [object]]) {
     input.push(Buffer.from(`${JSON.stringify(header)}\n`));
     if (payload) input.push(payload);
