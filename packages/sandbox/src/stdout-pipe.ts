@@ -36,6 +36,13 @@ export interface StdoutPipe {
 
 let mkfifo: string | null | undefined;
 
+function mkfifoPath(): string | undefined {
+  if (mkfifo === undefined) {
+    mkfifo = findExecutable('mkfifo', `${process.env.PATH ?? ''}:/usr/bin:/bin`) ?? null;
+  }
+  return mkfifo ?? undefined;
+}
+
 /**
  * A FIFO whose write end only `uid` (the tree's own uid on a root host;
  * otherwise the host's uid, which the child runs as) may reopen, through
@@ -45,17 +52,51 @@ let mkfifo: string | null | undefined;
  * to writing through its stdout as text.
  */
 export function openStdoutPipe(uid: number | undefined): StdoutPipe | undefined {
-  if (mkfifo === undefined) {
-    mkfifo = findExecutable('mkfifo', `${process.env.PATH ?? ''}:/usr/bin:/bin`) ?? null;
+  const bin = mkfifoPath();
+  if (!bin) return undefined;
+  const dir = privateDir();
+  if (!dir) return undefined;
+  try {
+    execFileSync(bin, ['-m', '600', join(dir, 'fifo')], { stdio: 'ignore' });
+  } catch {
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
   }
-  if (!mkfifo) return undefined;
-  let dir: string | undefined;
+  return openMade(dir, uid);
+}
+
+/** As `openStdoutPipe`, with the FIFO made by `make` (the spawner: this process then does not fork). */
+export async function openStdoutPipeWith(
+  uid: number | undefined,
+  make: (mkfifo: string, path: string) => Promise<void>,
+): Promise<StdoutPipe | undefined> {
+  const bin = mkfifoPath();
+  if (!bin) return undefined;
+  const dir = privateDir();
+  if (!dir) return undefined;
+  try {
+    await make(bin, join(dir, 'fifo'));
+  } catch {
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
+  }
+  return openMade(dir, uid);
+}
+
+function privateDir(): string | undefined {
+  try {
+    return mkdtempSync(join(tmpdir(), 'extfn-stdout-')); // 0700
+  } catch {
+    return undefined;
+  }
+}
+
+/** Opens both ends of `dir`/fifo, then removes `dir`: the FIFO is reachable only through the descriptors. */
+function openMade(dir: string, uid: number | undefined): StdoutPipe | undefined {
   let readFd: number | undefined;
   let writeFd: number | undefined;
   try {
-    dir = mkdtempSync(join(tmpdir(), 'extfn-stdout-')); // 0700
     const path = join(dir, 'fifo');
-    execFileSync(mkfifo, ['-m', '600', path], { stdio: 'ignore' });
     // Read end first and non-blocking (an open for reading would wait for a
     // writer); then the write end opens at once. Node opens both O_CLOEXEC,
     // so no other child of this host inherits them.
@@ -68,7 +109,7 @@ export function openStdoutPipe(uid: number | undefined): StdoutPipe | undefined 
     if (writeFd !== undefined) closeSync(writeFd);
     return undefined;
   } finally {
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
   }
   // libuv sees a FIFO as a pipe and reads it like the pipes of process.stdin.
   const stdout = new Socket({ fd: readFd, readable: true, writable: false });
