@@ -125,11 +125,11 @@ export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnErr
 }
 
 /**
- * `isPlainValueOf` for an argument, with the primitive's `typeof` spelt out
+ * `isPlainValueOf` for an argument or a result, with the primitive's `typeof` spelt out
  * per type: a switch V8 compiles to compares, where a lookup of the type's
  * primitive by name costs a generic keyed load per argument.
  */
-function isPlainArgument(arg: unknown, type: ValueType): boolean {
+function isPlainArgument(arg: unknown, type: ValueType): arg is Value {
   if (typeof arg !== 'object' || arg === null || (arg as { type?: unknown }).type !== type) {
     return false;
   }
@@ -338,11 +338,12 @@ export class Registry {
     }
     const todo = pending ? Array.from(pending.subarray(0, count), (i) => rows[i]!) : rows;
     const computed = await runner.callBatch(fn, todo, batchOptions);
-    // Checked in place when they are the results (RunnerHandle made sure of the length).
-    const out = results ?? computed;
+    // Checked in place when they are the results (RunnerHandle made sure of the
+    // length), unless the runner handed back an array that cannot be written.
+    const out = results ?? (Object.isFrozen(computed) ? computed.slice() : computed);
     for (let j = 0; j < count; j++) {
       const value = computed[j];
-      const result = checkResult(fn, value);
+      const result = isPlainArgument(value, fn.returnType) ? value : checkResult(fn, value);
       const row = pending ? pending[j]! : j;
       if (result !== value || pending) out[row] = result;
       if (cache && !ExtFnError.isInstance(result)) cache.set(digest!, keys![j]!, result);

@@ -8,6 +8,7 @@ import {
   evaluate,
   type LanguageRunner,
   Registry,
+  type RowResult,
   readCell,
   Value as V,
   VALUE_TYPES,
@@ -270,6 +271,23 @@ describe('pure-result cache', () => {
       expect((result as ExtFnError).message).toMatch(/result expected number/);
     const echoed = await registry.evalBatch('echo', [[V.text('a')], [V.text('\ud800')]]);
     expect(echoed).toEqual([V.text('a'), V.text('\ud800')]);
+  });
+
+  test('evalBatch checks the results of a runner that returns a frozen array', async () => {
+    const { runner } = fakeRunner();
+    const frozen: LanguageRunner = {
+      ...runner,
+      capabilities: { ...runner.capabilities, batch: true },
+      async callBatch(_fn, rows) {
+        const results: RowResult[] = rows.map((_, i) => (i === 0 ? V.number(1) : V.text('x')));
+        return Object.freeze(results) as RowResult[];
+      },
+    };
+    const registry = new Registry({ runners: [frozen], cache: false });
+    registry.register(fn('f', 'add', ['number'], 'number'));
+    const batch = await registry.evalBatch('f', [[V.number(1)], [V.number(2)]]);
+    expect(batch[0]).toEqual(V.number(1));
+    expect((batch[1] as ExtFnError).message).toMatch(/result expected number, got text/);
   });
 
   test('bounded by entries and bytes, least recently used first', async () => {
