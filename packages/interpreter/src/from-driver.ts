@@ -11,6 +11,7 @@ import {
   type Column,
   type ExternalFn,
   ExtFnError,
+  newColumn,
   type RowResult,
   type Value,
   type ValueType,
@@ -145,16 +146,18 @@ function rowEntries(raw: unknown, count: number): [number, unknown][] {
 
 /**
  * Reads a text result column (`count` u32 byte lengths, then UTF-8 bytes,
- * then zero padding) into `into` at `start`. Every string must be UTF-8 on
- * its own: the whole byte run is validated once and every string must start
- * on a character boundary, so no U+FFFD is ever made up.
+ * then zero padding) into `into` at `start`: the strings, or with `asValues`
+ * text Values of them (evalBatch: no column in between). Every string must be
+ * UTF-8 on its own: the whole byte run is validated once and every string
+ * must start on a character boundary, so no U+FFFD is ever made up.
  */
 function readTexts(
   payload: Buffer,
   count: number,
-  into: string[],
+  into: unknown[],
   start: number,
   fail: (why: string) => Error,
+  asValues: boolean,
 ): void {
   if (payload.length < count * 4) throw fail('shorter than its lengths');
   let lengths: Uint32Array;
@@ -180,7 +183,8 @@ function readTexts(
     // ASCII only: a byte is a unit, and no string can start inside a character.
     for (let i = 0; i < count; i++) {
       const length = lengths[i]!;
-      into[start + i] = whole.slice(at, at + length);
+      const text = whole.slice(at, at + length);
+      into[start + i] = asValues ? { type: 'text', value: text } : text;
       at += length;
     }
     return;
@@ -196,7 +200,8 @@ function readTexts(
       const b = bytes[j]!;
       if ((b & 0xc0) !== 0x80) units += b >= 0xf0 ? 2 : 1; // four bytes: a surrogate pair
     }
-    into[start + i] = whole.slice(at, at + units);
+    const text = whole.slice(at, at + units);
+    into[start + i] = asValues ? { type: 'text', value: text } : text;
     at += units;
     offset = end;
   }
@@ -220,7 +225,7 @@ export function colsResultsInto(
   if (frame.header.rows !== count || !payload) throw fail('no result column');
   const type: ValueType = fn.returnType;
   if (type === 'text') {
-    readTexts(payload, count, values as string[], start, fail);
+    readTexts(payload, count, values as string[], start, fail, false);
   } else {
     const width = CELL_BYTES[type];
     if (payload.length !== padded(count * width)) {
@@ -234,6 +239,39 @@ export function colsResultsInto(
     }
     if (type === 'boolean' && target.some((byte) => byte > 1)) throw fail('a boolean byte above 1');
   }
+  return rowExtras(fn, frame, count);
+}
+
+/**
+ * A `callcols` response for `count` rows as Values (evalBatch) written into
+ * `out` from `at`, then each cell's and failed row's result over its row's.
+ * A text column goes straight to Values; other types through a column.
+ */
+export function colsValuesInto(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+  out: RowResult[],
+  at: number,
+): void {
+  let extras: ColsResults;
+  if (fn.returnType === 'text') {
+    const fail = (why: string) => shapeError(count, frame, why);
+    if (frame.header.rows !== count || !frame.payload) throw fail('no result column');
+    readTexts(frame.payload, count, out, at, fail, true);
+    extras = rowExtras(fn, frame, count);
+  } else {
+    const column = newColumn(fn.returnType, count);
+    extras = colsResultsInto(fn, frame, count, column, 0);
+    columnValuesInto(fn.returnType, column, count, out, at);
+  }
+  for (const [k, cell] of extras.cells) out[at + k] = cell;
+  for (const [k, error] of extras.errors) out[at + k] = error;
+}
+
+/** A callcols response's failed rows and cells (checked with valueFromJson). */
+function rowExtras(fn: ExternalFn, frame: Frame, count: number): ColsResults {
+  const type = fn.returnType;
   const errors: [number, ExtFnError][] = rowEntries(frame.header.errors, count).map(([i, raw]) => [
     i,
     driverErrorToExtFnError(fn, readDriverError(raw)),

@@ -20,7 +20,7 @@ import {
 import { type Frame, type Payload, RawJson } from './frames.js';
 import {
   colsResultsInto,
-  columnValuesInto,
+  colsValuesInto,
   f64Results,
   resultsFromF64Frame,
   resultsFromJsonFrame,
@@ -79,17 +79,19 @@ function jsonCall({ text, plain }: { text: string; plain: boolean }): Record<str
 /**
  * Rows of Values (evalBatch): f64 frames when `f64` (all-number functions),
  * else callcols frames when `cols` (each chunk gathered into columns), else
- * JSON frames.
+ * JSON frames. `results` may be given as a function that makes the array
+ * when first needed (see SubprocessRunner.callBatch).
  */
 export function valueRows(
   fn: ExternalFn,
   rows: readonly (readonly Value[])[],
-  results: RowResult[],
+  results: RowResult[] | (() => RowResult[]),
   f64: boolean,
   cols = false,
 ): RowSource {
   const arity = fn.argTypes.length;
-  if (cols && !f64) return valueRowsCols(fn, rows, results);
+  const out = typeof results === 'function' ? results : () => results;
+  if (cols && !f64) return valueRowsCols(fn, rows, out);
   return {
     count: rows.length,
     encode: (start, count) =>
@@ -101,14 +103,15 @@ export function valueRows(
         : { header: callHeader(rows, start, start + count) },
     decode(frame, start, count) {
       // A driver that reads f64 but writes JSON (f64: 'in') answers with `values`.
-      const out =
+      const part =
         f64 && frame.payload
           ? resultsFromF64Frame(fn, frame, count)
           : resultsFromJsonFrame(fn, frame, count);
-      for (let k = 0; k < count; k++) results[start + k] = out[k]!;
+      const results = out();
+      for (let k = 0; k < count; k++) results[start + k] = part[k]!;
     },
     fail(row, error) {
-      results[row] = error;
+      out()[row] = error;
     },
   };
 }
@@ -125,25 +128,22 @@ function jsonAnswer(frame: Frame): boolean {
 function valueRowsCols(
   fn: ExternalFn,
   rows: readonly (readonly Value[])[],
-  results: RowResult[],
+  results: () => RowResult[],
 ): RowSource {
   return {
     count: rows.length,
     encode: (start, count) => rowsToCols(fn, rows, start, count),
     decode(frame, start, count) {
       if (jsonAnswer(frame)) {
-        const out = resultsFromJsonFrame(fn, frame, count);
-        for (let k = 0; k < count; k++) results[start + k] = out[k]!;
+        const part = resultsFromJsonFrame(fn, frame, count);
+        const out = results();
+        for (let k = 0; k < count; k++) out[start + k] = part[k]!;
         return;
       }
-      const column = newColumn(fn.returnType, count);
-      const { errors, cells } = colsResultsInto(fn, frame, count, column, 0);
-      columnValuesInto(fn.returnType, column, count, results, start);
-      for (const [k, cell] of cells) results[start + k] = cell;
-      for (const [k, error] of errors) results[start + k] = error;
+      colsValuesInto(fn, frame, count, results(), start);
     },
     fail(row, error) {
-      results[row] = error;
+      results()[row] = error;
     },
   };
 }

@@ -9,13 +9,20 @@
 import {
   type Column,
   type ExternalFn,
+  type ExtFnError,
+  type RowResult,
   Value,
   type ValueType,
   valueToJson,
 } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import type { Frame } from '../src/frames.js';
-import { colsResultsInto, columnValuesInto, ResponseShapeError } from '../src/from-driver.js';
+import {
+  colsResultsInto,
+  colsValuesInto,
+  columnValuesInto,
+  ResponseShapeError,
+} from '../src/from-driver.js';
 import { rowsToCols, typedColumnsToCols } from '../src/to-driver.js';
 
 const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
@@ -189,6 +196,32 @@ describe('reading a text result column', () => {
     const parts = [Buffer.from([0x61, 0xe6, 0x97]), Buffer.from([0xa5, 0x62])]; // 日 split over two rows
     const read = () => colsResultsInto(fn([], 'text'), textResponse(2, parts), 2, ['', ''], 0);
     expect(read).toThrow(/split inside a character/);
+  });
+
+  test.each(CHUNKS)('%s: colsValuesInto gives the same strings as text Values', (_, texts) => {
+    const frame = textResponse(
+      texts.length,
+      texts.map((t) => Buffer.from(t, 'utf8')),
+    );
+    const out: RowResult[] = [Value.number(1)];
+    colsValuesInto(fn([], 'text'), frame, texts.length, out, 1);
+    expect(out).toEqual([Value.number(1), ...texts.map((t) => Value.text(t))]);
+  });
+
+  test('colsValuesInto: a failed row and a cell replace their row’s Value', () => {
+    const frame = textResponse(3, [Buffer.from('a'), Buffer.from(''), Buffer.from('')]);
+    frame.header.errors = { 1: { type: 'ValueError', message: 'bad' } };
+    frame.header.cells = { 2: '\ud800' };
+    const out: RowResult[] = [];
+    colsValuesInto(fn([], 'text'), frame, 3, out, 0);
+    expect(out[0]).toEqual(Value.text('a'));
+    expect((out[1] as ExtFnError).message).toMatch(/ValueError: bad/);
+    expect(out[2]).toEqual(Value.text('\ud800'));
+  });
+
+  test('colsValuesInto: text that is not UTF-8 is a malformed response', () => {
+    const frame = textResponse(2, [Buffer.from('ok'), Buffer.from([0xc3])]);
+    expect(() => colsValuesInto(fn([], 'text'), frame, 2, [], 0)).toThrow(ResponseShapeError);
   });
 
   test('columnValuesInto writes one Value per row at the given offset', () => {
