@@ -195,7 +195,8 @@ interface Prepared {
   /** The tree's own uid (root host, confined). */
   uid: number | undefined;
   restricted: boolean;
-  token?: string;
+  /** What marks the tree's processes where no uid or namespace can (non-root, unsandboxed). */
+  token: string | undefined;
 }
 
 /** Everything decided before anything starts; throws (leaving nothing behind) when it cannot be. */
@@ -224,7 +225,9 @@ function prepare(options: LaunchOptions): Prepared {
     const built = buildChain(options, limits, command, cgroup);
     // leased last, so no check above has to hand it back before throwing
     const uid = hostIsRoot() && confined ? leaseTreeUid(functionName) : undefined;
-    return { ...built, limits, cgroup, uid, restricted: policy === 'restricted' };
+    const restricted = policy === 'restricted';
+    const token = !restricted && uid === undefined ? randomBytes(12).toString('hex') : undefined;
+    return { ...built, limits, cgroup, uid, restricted, token };
   } catch (error) {
     void cgroup?.remove();
     throw error;
@@ -333,8 +336,7 @@ function chainSpawn(
   prepared: Prepared,
   stdout: 'pipe' | number,
 ): ChainSpawn {
-  const { chain, seccompInput, uid } = prepared;
-  const token = tokenOf(prepared);
+  const { chain, seccompInput, uid, token } = prepared;
   const env: Record<string, string> = { ...BASE_ENV, ...options.env };
   if (token) env[RUN_TOKEN_VARIABLE] = token;
   const sharedFd = sharedFileFd(options, prepared.restricted);
@@ -395,13 +397,6 @@ export async function launchAsync(options: LaunchOptions): Promise<Launched> {
   return started(options, prepared, pipe, child);
 }
 
-/** A tree's run token (non-root, unsandboxed: what marks its processes), made once. */
-function tokenOf(prepared: Prepared): string | undefined {
-  if (prepared.restricted || prepared.uid !== undefined) return undefined;
-  prepared.token ??= randomBytes(12).toString('hex');
-  return prepared.token;
-}
-
 /** The started tree wired up: the cgroup gate, CPU sampling, stderr head, exit and kill. */
 function started(
   options: LaunchOptions,
@@ -410,8 +405,7 @@ function started(
   child: ChainProcess,
 ): Launched {
   const { policy } = options;
-  const { restricted, limits, cgroup, uid } = prepared;
-  const token = tokenOf(prepared);
+  const { restricted, limits, cgroup, uid, token } = prepared;
   const stdout = pipe?.stdout ?? (child.stdout as Readable);
   const { pid, stdin } = child;
   let gateError: string | undefined;

@@ -36,11 +36,22 @@ export interface StdoutPipe {
 
 let mkfifo: string | null | undefined;
 
-function mkfifoPath(): string | undefined {
-  if (mkfifo === undefined) {
-    mkfifo = findExecutable('mkfifo', `${process.env.PATH ?? ''}:/usr/bin:/bin`) ?? null;
+/** Where the FIFO goes: mkfifo's path and a new private (0700) directory for it; undefined without either. */
+interface FifoPlace {
+  mkfifo: string;
+  dir: string;
+  path: string;
+}
+
+function fifoPlace(): FifoPlace | undefined {
+  mkfifo ??= findExecutable('mkfifo', `${process.env.PATH ?? ''}:/usr/bin:/bin`) ?? null;
+  if (!mkfifo) return undefined;
+  try {
+    const dir = mkdtempSync(join(tmpdir(), 'extfn-stdout-'));
+    return { mkfifo, dir, path: join(dir, 'fifo') };
+  } catch {
+    return undefined;
   }
-  return mkfifo ?? undefined;
 }
 
 /**
@@ -52,17 +63,12 @@ function mkfifoPath(): string | undefined {
  * to writing through its stdout as text.
  */
 export function openStdoutPipe(uid: number | undefined): StdoutPipe | undefined {
-  const bin = mkfifoPath();
-  if (!bin) return undefined;
-  const dir = privateDir();
-  if (!dir) return undefined;
+  const place = fifoPlace();
+  if (!place) return undefined;
   try {
-    execFileSync(bin, ['-m', '600', join(dir, 'fifo')], { stdio: 'ignore' });
-  } catch {
-    rmSync(dir, { recursive: true, force: true });
-    return undefined;
-  }
-  return openMade(dir, uid);
+    execFileSync(place.mkfifo, ['-m', '600', place.path], { stdio: 'ignore' });
+  } catch {} // no FIFO: openMade finds none, cleans up and gives undefined
+  return openMade(place, uid);
 }
 
 /** As `openStdoutPipe`, with the FIFO made by `make` (the spawner: this process then does not fork). */
@@ -70,33 +76,19 @@ export async function openStdoutPipeWith(
   uid: number | undefined,
   make: (mkfifo: string, path: string) => Promise<void>,
 ): Promise<StdoutPipe | undefined> {
-  const bin = mkfifoPath();
-  if (!bin) return undefined;
-  const dir = privateDir();
-  if (!dir) return undefined;
+  const place = fifoPlace();
+  if (!place) return undefined;
   try {
-    await make(bin, join(dir, 'fifo'));
-  } catch {
-    rmSync(dir, { recursive: true, force: true });
-    return undefined;
-  }
-  return openMade(dir, uid);
+    await make(place.mkfifo, place.path);
+  } catch {} // as above
+  return openMade(place, uid);
 }
 
-function privateDir(): string | undefined {
-  try {
-    return mkdtempSync(join(tmpdir(), 'extfn-stdout-')); // 0700
-  } catch {
-    return undefined;
-  }
-}
-
-/** Opens both ends of `dir`/fifo, then removes `dir`: the FIFO is reachable only through the descriptors. */
-function openMade(dir: string, uid: number | undefined): StdoutPipe | undefined {
+/** Opens both ends of the FIFO, then removes its directory: it is reachable only through the descriptors. */
+function openMade({ dir, path }: FifoPlace, uid: number | undefined): StdoutPipe | undefined {
   let readFd: number | undefined;
   let writeFd: number | undefined;
   try {
-    const path = join(dir, 'fifo');
     // Read end first and non-blocking (an open for reading would wait for a
     // writer); then the write end opens at once. Node opens both O_CLOEXEC,
     // so no other child of this host inherits them.
