@@ -132,6 +132,7 @@ export async function dispatch(
         outputBytes,
         payloadInto,
       });
+      ctx.pool.noteWork(key, frame.elapsedMs ?? 0);
       try {
         decode?.(frame);
       } catch (error) {
