@@ -145,11 +145,20 @@ function rowEntries(raw: unknown, count: number): [number, unknown][] {
 }
 
 /**
+ * Most UTF-8 bytes decoded into one string by `readTexts`: even as two-byte
+ * characters that string stays below V8's large-object size (128 KiB), so it
+ * is made in the young generation; a larger one gets fresh pages of its own,
+ * which on a VM costs several times the decoding.
+ */
+const DECODE_BYTES = 32 * 1024;
+
+/**
  * Reads a text result column (`count` u32 byte lengths, then UTF-8 bytes,
  * then zero padding) into `into` at `start`: the strings, or with `asValues`
  * text Values of them (evalBatch: no column in between). Every string must be
  * UTF-8 on its own: the whole byte run is validated once and every string
- * must start on a character boundary, so no U+FFFD is ever made up.
+ * must start on a character boundary, so no U+FFFD is ever made up. The run
+ * is decoded a group of whole strings at a time (DECODE_BYTES), then sliced.
  */
 function readTexts(
   payload: Buffer,
@@ -175,35 +184,45 @@ function readTexts(
   }
   const bytes = payload.subarray(base, base + total);
   if (!isUtf8(bytes)) throw fail('text that is not UTF-8');
-  // One decode for the whole column (no U+FFFD: it is valid UTF-8), then slices of it.
-  const whole = bytes.toString('utf8');
-  let offset = 0;
-  let at = 0;
-  if (whole.length === total) {
-    // ASCII only: a byte is a unit, and no string can start inside a character.
-    for (let i = 0; i < count; i++) {
-      const length = lengths[i]!;
-      const text = whole.slice(at, at + length);
-      into[start + i] = asValues ? { type: 'text', value: text } : text;
-      at += length;
-    }
-    return;
-  }
-  for (let i = 0; i < count; i++) {
-    const end = offset + lengths[i]!;
+  let offset = 0; // bytes of the strings before row `i`
+  let i = 0;
+  while (i < count) {
+    // A group: strings from row `i` up to DECODE_BYTES (at least one string).
+    let end = offset + lengths[i]!;
+    let last = i + 1;
+    while (last < count && end + lengths[last]! - offset <= DECODE_BYTES) end += lengths[last++]!;
+    // Whole strings of a valid run (which starts on a character), up to the next
+    // character or the run's end: valid UTF-8 of its own, decoded with no U+FFFD.
     // 0b10xxxxxx is a continuation byte: a string starting there would split a character.
-    if (end > offset && (bytes[offset]! & 0xc0) === 0x80) {
-      throw fail('text split inside a character');
+    if (end < total && (bytes[end]! & 0xc0) === 0x80) throw fail('text split inside a character');
+    const whole = bytes.toString('utf8', offset, end);
+    let at = 0;
+    if (whole.length === end - offset) {
+      // ASCII only: a byte is a unit, and no string can start inside a character.
+      for (; i < last; i++) {
+        const length = lengths[i]!;
+        const text = whole.slice(at, at + length);
+        into[start + i] = asValues ? { type: 'text', value: text } : text;
+        at += length;
+      }
+      offset = end;
+      continue;
     }
-    let units = 0;
-    for (let j = offset; j < end; j++) {
-      const b = bytes[j]!;
-      if ((b & 0xc0) !== 0x80) units += b >= 0xf0 ? 2 : 1; // four bytes: a surrogate pair
+    for (; i < last; i++) {
+      const stop = offset + lengths[i]!;
+      if (stop > offset && (bytes[offset]! & 0xc0) === 0x80) {
+        throw fail('text split inside a character');
+      }
+      let units = 0;
+      for (let j = offset; j < stop; j++) {
+        const b = bytes[j]!;
+        if ((b & 0xc0) !== 0x80) units += b >= 0xf0 ? 2 : 1; // four bytes: a surrogate pair
+      }
+      const text = whole.slice(at, at + units);
+      into[start + i] = asValues ? { type: 'text', value: text } : text;
+      at += units;
+      offset = stop;
     }
-    const text = whole.slice(at, at + units);
-    into[start + i] = asValues ? { type: 'text', value: text } : text;
-    at += units;
-    offset = end;
   }
 }
 

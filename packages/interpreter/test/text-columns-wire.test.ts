@@ -120,13 +120,80 @@ describe('a text request is one buffer', () => {
     expect(texts).toEqual(before);
   });
 
-  test('chunk after chunk of one column (a kept array joins each range): every chunk has its own rows only', () => {
+  test('chunk after chunk of one column (a kept buffer encodes each range): every chunk has its own rows only', () => {
     const texts = Array.from({ length: 50 }, (_, i) => (i % 7 ? `r${i}` : `é${i}`));
     for (const [start, count] of [
       [0, 30],
       [30, 5],
       [35, 15],
       [1, 48],
+    ] as const) {
+      const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
+      const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
+      const want = texts.slice(start, start + count);
+      expect(column.lengths).toEqual(want.map((t) => Buffer.byteLength(t)));
+      expect(column.text.toString()).toBe(want.join(''));
+    }
+  });
+
+  // Texts are encoded to UTF-8 by the host itself (a loop for short ones, Buffer.write
+  // for long ones): every kind of character, at every width, must come out as Buffer.from makes it.
+  const EDGES = ['\0', '\x7f', '\x80', 'é', '\u07ff', '\u0800', '日', '\ud7ff', '\ue000', '\uffff'];
+  const WIDE = [...EDGES, '😀', '\u{10ffff}', '\u{10000}'];
+  const mixed = (i: number, units: number) => {
+    let text = '';
+    for (let j = 0; text.length < units; j++) text += WIDE[(i + j) % WIDE.length];
+    return text;
+  };
+  test.each([
+    ['short', 10],
+    ['long (the native path)', 200],
+  ])(
+    '%s texts of every character width encode as Buffer.from does, as columns and as rows of Values',
+    (_, units) => {
+      const a = Array.from({ length: 40 }, (_, i) => (i % 9 === 0 ? '' : mixed(i, units)));
+      const b = Array.from(
+        { length: 40 },
+        (_, i) => `r${i}${i % 5 ? '' : '\ud800'}${mixed(i + 3, units)}`,
+      );
+      const f = fn(['text', 'number', 'text'], 'text');
+      const numbers = Float64Array.from(a, (_, i) => i);
+      const fromColumns = typedColumnsToCols(f, [a, numbers, b], 0, a.length);
+      const rows = a.map((t, i) => [Value.text(t), Value.number(i), Value.text(b[i]!)]);
+      const fromRows = rowsToCols(f, rows, 0, rows.length);
+      for (const { header, payload } of [fromColumns, fromRows]) {
+        const bytes = Buffer.from(payload[0]!);
+        const first = textColumnAt(bytes, 0, a.length);
+        expect(first.lengths).toEqual(a.map((t) => Buffer.byteLength(t)));
+        expect(first.text.equals(Buffer.from(a.join('')))).toBe(true);
+        const second = textColumnAt(bytes, first.next + 8 * a.length, a.length);
+        // A lone surrogate (every fifth row) makes the row empty in the column and a cell.
+        const lone = b.map((t, i) => (i % 5 ? t : ''));
+        expect(second.lengths).toEqual(lone.map((t) => Buffer.byteLength(t)));
+        expect(second.text.equals(Buffer.from(lone.join('')))).toBe(true);
+        expect(bytes.length).toBe(second.next);
+        expect([...bytes.subarray(second.end)].every((x) => x === 0)).toBe(true);
+        expect(Object.keys(header.cells?.[2] ?? {})).toEqual([
+          '0',
+          '5',
+          '10',
+          '15',
+          '20',
+          '25',
+          '30',
+          '35',
+        ]);
+        expect(header.cells?.[2]?.[5]).toBe(b[5]);
+      }
+    },
+  );
+
+  test('chunks larger than the kept encoding buffer, one after another, each with its own rows only', () => {
+    const texts = Array.from({ length: 30_000 }, (_, i) => `row${i}-${i % 3 ? 'é' : '日本'}${i}`);
+    for (const [start, count] of [
+      [0, 30_000],
+      [7, 3],
+      [20_000, 10_000],
     ] as const) {
       const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
       const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
@@ -196,6 +263,45 @@ describe('reading a text result column', () => {
     const parts = [Buffer.from([0x61, 0xe6, 0x97]), Buffer.from([0xa5, 0x62])]; // 日 split over two rows
     const read = () => colsResultsInto(fn([], 'text'), textResponse(2, parts), 2, ['', ''], 0);
     expect(read).toThrow(/split inside a character/);
+  });
+
+  // readTexts decodes 32 KiB of strings at a time: these cross several such groups.
+  const LONG: [string, string[]][] = [
+    ['many ASCII rows', Array.from({ length: 9000 }, (_, i) => `row${i}`)],
+    [
+      'many rows, some non-ASCII, some empty, some astral',
+      Array.from({ length: 9000 }, (_, i) =>
+        i % 7 === 0 ? '' : `r${i}-${['é', '日', '😀'][i % 3]}`,
+      ),
+    ],
+    [
+      'rows longer than a group',
+      ['a'.repeat(40_000), 'é'.repeat(20_000), 'b', '日'.repeat(12_000)],
+    ],
+  ];
+  test.each(LONG)('%s: read back exactly, as strings and as Values', (_, texts) => {
+    const frame = textResponse(
+      texts.length,
+      texts.map((t) => Buffer.from(t, 'utf8')),
+    );
+    const values = new Array<string>(texts.length).fill('');
+    colsResultsInto(fn([], 'text'), frame, texts.length, values, 0);
+    expect(values).toEqual(texts);
+    const out: RowResult[] = [];
+    colsValuesInto(fn([], 'text'), frame, texts.length, out, 0);
+    expect(out).toEqual(texts.map((t) => Value.text(t)));
+  });
+
+  test('a character split over two rows where a decoding group ends is malformed', () => {
+    // Row 0 fills one group exactly and ends with the first byte of À (C3 80).
+    const parts = [
+      Buffer.concat([Buffer.from('x'.repeat(32 * 1024 - 1)), Buffer.from([0xc3])]),
+      Buffer.from([0x80, 0x62]),
+    ];
+    const values = ['', ''];
+    const read = () => colsResultsInto(fn([], 'text'), textResponse(2, parts), 2, values, 0);
+    expect(read).toThrow(/split inside a character/);
+    expect(values.some((v) => v.includes('\uFFFD'))).toBe(false);
   });
 
   test.each(CHUNKS)('%s: colsValuesInto gives the same strings as text Values', (_, texts) => {
