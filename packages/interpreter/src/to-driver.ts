@@ -258,17 +258,14 @@ function writeUtf8(text: string, out: Buffer, at: number): number {
 }
 
 /**
- * Rows `start…start+count` of a text column — `column`, or argument `arg`
- * of rows of Values (evalBatch: no column in between) — encoded for the
- * callcols layout: byte lengths into `textLengths` from `lengthsAt`, UTF-8
- * into `textBytes` from `at`. Returns where the bytes end. A text that is
- * not well-formed UTF-16 (a lone surrogate) has no UTF-8 form: it goes
- * empty in the column and as itself in `cells` (JSON escapes it as `\uD800`).
+ * Rows `start…start+count` of a text column encoded for the callcols layout:
+ * byte lengths into `textLengths` from `lengthsAt`, UTF-8 into `textBytes`
+ * from `at`. Returns where the bytes end. A text that is not well-formed
+ * UTF-16 (a lone surrogate) has no UTF-8 form: it goes empty in the column
+ * and as itself in `cells` (JSON escapes it as `\uD800`).
  */
 function encodeTexts(
-  column: readonly string[] | undefined,
-  rows: readonly (readonly Value[])[] | undefined,
-  arg: number,
+  column: readonly string[],
   start: number,
   count: number,
   cells: Record<string, Json>,
@@ -278,7 +275,7 @@ function encodeTexts(
   const lengths = textLengths;
   let out = textBytes;
   for (let i = 0; i < count; i++) {
-    const text = column ? column[start + i]! : (rows![start + i]![arg] as { value: string }).value;
+    const text = column[start + i]!;
     if (at + 3 * text.length > out.length) out = textRoom(at + 3 * text.length, at);
     let end: number;
     if (text.length > NATIVE_UNITS) {
@@ -314,31 +311,14 @@ function cellsView(type: ValueType, column: Column, start: number, count: number
  * Rows `start…start+count` of typed columns (cells checked by core: booleans
  * 0/1, texts strings) as a `callcols` request. Without text the payload is
  * views of the caller's columns (no copy); with text, whose bytes are encoded
- * per chunk anyway, it is one buffer: the texts are written straight into it
- * and the other columns copied, so the request goes out in one write, not
- * one per column part.
+ * per chunk anyway, it is one buffer: the encoded texts and the other columns
+ * copied into it, so the request goes out in one write, not one per column part.
  */
 export function typedColumnsToCols(
   fn: ExternalFn,
   columns: readonly Column[],
   start: number,
   count: number,
-): ColsRequest {
-  return colsRequest(fn, columns, start, count);
-}
-
-/**
- * The callcols request for rows `start…start+count` of `columns`; with
- * `rows`, texts are taken from rows `rowsStart…` of them instead (argument k
- * of each row), with no text column in between.
- */
-function colsRequest(
-  fn: ExternalFn,
-  columns: readonly Column[],
-  start: number,
-  count: number,
-  rows?: readonly (readonly Value[])[],
-  rowsStart = 0,
 ): ColsRequest {
   const types = fn.argTypes;
   const cells: ColsCells = {};
@@ -357,18 +337,7 @@ function colsRequest(
       ends = [];
     }
     const own: Record<string, Json> = {};
-    used = rows
-      ? encodeTexts(undefined, rows, k, rowsStart, count, own, texts * count, used)
-      : encodeTexts(
-          columns[k] as readonly string[],
-          undefined,
-          k,
-          start,
-          count,
-          own,
-          texts * count,
-          used,
-        );
+    used = encodeTexts(columns[k] as readonly string[], start, count, own, texts * count, used);
     ends[k] = used;
     texts++;
     for (const _ in own) {
@@ -443,8 +412,38 @@ export function writeNanos(words: Int32Array, i: number, ms: number, nanos: numb
   return true;
 }
 
-/** The text columns' place in rowsToCols' columns: their texts are read from the rows. */
-const NO_TEXTS: readonly string[] = [];
+/**
+ * Kept across chunks, one per text argument: rowsToCols gathers a chunk's
+ * texts here, every text argument of a row in one pass over the rows (a
+ * row's Values are read once, not once per text argument, and no array of
+ * the chunk's length is made), then empties them again so they keep no text alive.
+ */
+const gathered: string[][] = [];
+
+/** Argument `k` of rows `start…start+count` (texts), for each text argument k, into `gathered`. */
+function gatherTexts(
+  argTypes: readonly ValueType[],
+  rows: readonly (readonly Value[])[],
+  start: number,
+  count: number,
+): string[][] {
+  const args: number[] = [];
+  for (let k = 0; k < argTypes.length; k++) if (argTypes[k] === 'text') args.push(k);
+  while (gathered.length < args.length) gathered.push([]);
+  const into = gathered.slice(0, args.length);
+  if (args.length === 1) {
+    const [k] = args as [number];
+    const texts = into[0]!;
+    for (let i = 0; i < count; i++) texts[i] = (rows[start + i]![k] as { value: string }).value;
+  } else {
+    for (let i = 0; i < count; i++) {
+      const row = rows[start + i]!;
+      for (let t = 0; t < args.length; t++)
+        into[t]![i] = (row[args[t]!] as { value: string }).value;
+    }
+  }
+  return into;
+}
 
 /**
  * Rows `start…start+count` of Values (already checked against the argument
@@ -460,6 +459,8 @@ export function rowsToCols(
   count: number,
 ): ColsRequest {
   const datetimeCells: ColsCells = {};
+  const texts = gatherTexts(fn.argTypes, rows, start, count);
+  let text = 0;
   const columns: Column[] = fn.argTypes.map((type, k): Column => {
     switch (type) {
       case 'number': {
@@ -481,7 +482,7 @@ export function rowsToCols(
         return column;
       }
       case 'text':
-        return NO_TEXTS; // read from the rows by colsRequest
+        return texts[text++]!;
       default: {
         // Filled before the request is made: with a text column, the payload is a copy.
         const column = new BigInt64Array(count);
@@ -499,7 +500,8 @@ export function rowsToCols(
       }
     }
   });
-  const request = colsRequest(fn, columns, 0, count, rows, start);
+  const request = typedColumnsToCols(fn, columns, 0, count);
+  for (const column of texts) column.fill('', 0, count);
   for (const k in datetimeCells) {
     request.header.cells = { ...request.header.cells, [k]: datetimeCells[k]! };
   }
