@@ -152,22 +152,19 @@ function rowEntries(raw: unknown, count: number): [number, unknown][] {
  */
 const DECODE_BYTES = 32 * 1024;
 
+/** A text result column checked by `checkTexts`: its byte lengths and its UTF-8 bytes. */
+interface CheckedTexts {
+  lengths: Uint32Array;
+  bytes: Buffer;
+}
+
 /**
- * Reads a text result column (`count` u32 byte lengths, then UTF-8 bytes,
- * then zero padding) into `into` at `start`: the strings, or with `asValues`
- * text Values of them (evalBatch: no column in between). Every string must be
- * UTF-8 on its own: the whole byte run is validated once and every string
- * must start on a character boundary, so no U+FFFD is ever made up. The run
- * is decoded a group of whole strings at a time (DECODE_BYTES), then sliced.
+ * Checks a text result column (`count` u32 byte lengths, then UTF-8 bytes,
+ * then zero padding). Every string must be UTF-8 on its own: the whole byte
+ * run is validated once and every string must start on a character
+ * boundary, so decoding it (`decodeTexts`) never makes up a U+FFFD.
  */
-function readTexts(
-  payload: Buffer,
-  count: number,
-  into: unknown[],
-  start: number,
-  fail: (why: string) => Error,
-  asValues: boolean,
-): void {
+function checkTexts(payload: Buffer, count: number, fail: (why: string) => Error): CheckedTexts {
   if (payload.length < count * 4) throw fail('shorter than its lengths');
   let lengths: Uint32Array;
   if (payload.byteOffset % 4 === 0) {
@@ -184,21 +181,41 @@ function readTexts(
   }
   const bytes = payload.subarray(base, base + total);
   if (!isUtf8(bytes)) throw fail('text that is not UTF-8');
+  let offset = 0;
+  for (let i = 0; i < count; i++) {
+    // 0b10xxxxxx is a continuation byte: a string starting there would split a character.
+    if (lengths[i]! > 0 && (bytes[offset]! & 0xc0) === 0x80) {
+      throw fail('text split inside a character');
+    }
+    offset += lengths[i]!;
+  }
+  return { lengths, bytes };
+}
+
+/**
+ * Decodes a checked text column into `into` at `start`: the strings, or
+ * with `asValues` text Values of them (evalBatch: no column in between).
+ * The run is decoded a group of whole strings at a time (DECODE_BYTES):
+ * each group is valid UTF-8 of its own, since every string starts on a
+ * character. Its strings are then slices of it.
+ */
+function decodeTexts(
+  { lengths, bytes }: CheckedTexts,
+  into: unknown[],
+  start: number,
+  asValues: boolean,
+): void {
+  const count = lengths.length;
   let offset = 0; // bytes of the strings before row `i`
   let i = 0;
   while (i < count) {
-    // A group: strings from row `i` up to DECODE_BYTES (at least one string).
     let end = offset + lengths[i]!;
     let last = i + 1;
     while (last < count && end + lengths[last]! - offset <= DECODE_BYTES) end += lengths[last++]!;
-    // Whole strings of a valid run (which starts on a character), up to the next
-    // character or the run's end: valid UTF-8 of its own, decoded with no U+FFFD.
-    // 0b10xxxxxx is a continuation byte: a string starting there would split a character.
-    if (end < total && (bytes[end]! & 0xc0) === 0x80) throw fail('text split inside a character');
     const whole = bytes.toString('utf8', offset, end);
     let at = 0;
     if (whole.length === end - offset) {
-      // ASCII only: a byte is a unit, and no string can start inside a character.
+      // ASCII only: a byte is a unit.
       for (; i < last; i++) {
         const length = lengths[i]!;
         const text = whole.slice(at, at + length);
@@ -210,9 +227,6 @@ function readTexts(
     }
     for (; i < last; i++) {
       const stop = offset + lengths[i]!;
-      if (stop > offset && (bytes[offset]! & 0xc0) === 0x80) {
-        throw fail('text split inside a character');
-      }
       let units = 0;
       for (let j = offset; j < stop; j++) {
         const b = bytes[j]!;
@@ -224,6 +238,18 @@ function readTexts(
       offset = stop;
     }
   }
+}
+
+/** Reads a text result column (see checkTexts) into `into` at `start`, as strings or text Values. */
+function readTexts(
+  payload: Buffer,
+  count: number,
+  into: unknown[],
+  start: number,
+  fail: (why: string) => Error,
+  asValues: boolean,
+): void {
+  decodeTexts(checkTexts(payload, count, fail), into, start, asValues);
 }
 
 /**
@@ -286,6 +312,44 @@ export function colsValuesInto(
   }
   for (const [k, cell] of extras.cells) out[at + k] = cell;
   for (const [k, error] of extras.errors) out[at + k] = error;
+}
+
+/**
+ * A text `callcols` response for `count` rows, checked now (it throws
+ * ResponseShapeError as `colsResultsInto` does) and decoded later, when the
+ * returned function is called: into `into` from `at`, as strings or as text
+ * Values; it gives the rows' errors and cells. A batch makes its text results
+ * once it is scheduled, so a scavenge during the batch finds none of them to
+ * move, and results dropped soon after die young. The payload is the frame
+ * reader's own buffer, never written again.
+ */
+export function textResultsLater(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+): (into: unknown[], at: number, asValues: boolean) => ColsResults {
+  const fail = (why: string) => shapeError(count, frame, why);
+  if (frame.header.rows !== count || !frame.payload) throw fail('no result column');
+  const texts = checkTexts(frame.payload, count, fail);
+  const extras = rowExtras(fn, frame, count);
+  return (into, at, asValues) => {
+    decodeTexts(texts, into, at, asValues);
+    return extras;
+  };
+}
+
+/** `textResultsLater` for evalBatch: text Values, then each cell's and failed row's result over its row's. */
+export function textValuesLater(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+): (out: RowResult[], at: number) => void {
+  const write = textResultsLater(fn, frame, count);
+  return (out, at) => {
+    const extras = write(out, at, true);
+    for (const [k, cell] of extras.cells) out[at + k] = cell;
+    for (const [k, error] of extras.errors) out[at + k] = error;
+  };
 }
 
 /** A callcols response's failed rows and cells (checked with valueFromJson). */

@@ -23,6 +23,7 @@ import {
   columnValuesInto,
   ResponseShapeError,
 } from '../src/from-driver.js';
+import { valueRows } from '../src/row-sources.js';
 import { rowsToCols, typedColumnsToCols } from '../src/to-driver.js';
 
 const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
@@ -346,5 +347,58 @@ describe('reading a text result column', () => {
       { type: 'number', value: 1.5 },
       { type: 'number', value: -0 },
     ]);
+  });
+});
+
+describe('evalBatch text results over callcols are made when the batch is scheduled', () => {
+  const f = fn(['text'], 'text');
+  const rows = ['a', 'b', 'c', 'd'].map((t) => [Value.text(t)]);
+  const source = (results: RowResult[]) => valueRows(f, rows, results, false, true);
+  const ok = (texts: string[]) =>
+    textResponse(
+      texts.length,
+      texts.map((t) => Buffer.from(t)),
+    );
+
+  test('a malformed response fails when it comes, not at finish', () => {
+    const bad = textResponse(2, [Buffer.from('ok'), Buffer.from([0xc3])]);
+    expect(() => source([]).decode(bad, 0, 2)).toThrow(ResponseShapeError);
+    const split = textResponse(2, [Buffer.from([0x61, 0xc3]), Buffer.from([0x80])]);
+    expect(() => source([]).decode(split, 0, 2)).toThrow(/split inside a character/);
+  });
+
+  test('after finish: every chunk’s Values, cells and errors, as colsValuesInto writes them', () => {
+    const results: RowResult[] = new Array(4);
+    const rowSource = source(results);
+    const second = ok(['É', '']);
+    second.header.errors = { 1: { type: 'ValueError', message: 'bad' } };
+    second.header.cells = { 0: '\ud800' };
+    rowSource.decode(second, 2, 2);
+    rowSource.decode(ok(['x', 'yé']), 0, 2);
+    rowSource.finish?.();
+    expect(results.slice(0, 3)).toEqual([Value.text('x'), Value.text('yé'), Value.text('\ud800')]);
+    expect((results[3] as ExtFnError).message).toMatch(/ValueError: bad/);
+    const direct: RowResult[] = new Array(4);
+    colsValuesInto(f, second, 2, direct, 2);
+    expect(results[2]).toEqual(direct[2]);
+  });
+
+  test('a row failed after its chunk was read keeps its failure; a later chunk over an earlier one wins', () => {
+    const results: RowResult[] = new Array(4);
+    const rowSource = source(results);
+    rowSource.decode(ok(['a1', 'b1']), 0, 2);
+    const failure = { name: 'ExtFnError', message: 'failed later' } as unknown as ExtFnError;
+    rowSource.fail(1, failure);
+    rowSource.decode(ok(['c1', 'd1']), 2, 2);
+    rowSource.decode(ok(['c2', 'd2']), 2, 2);
+    rowSource.finish?.();
+    expect(results).toEqual([Value.text('a1'), failure, Value.text('c2'), Value.text('d2')]);
+  });
+
+  test('a row failed before any chunk was read is written at once', () => {
+    const results: RowResult[] = new Array(4);
+    const failure = { message: 'at once' } as unknown as ExtFnError;
+    source(results).fail(3, failure);
+    expect(results[3]).toBe(failure);
   });
 });
