@@ -217,6 +217,12 @@ const NATIVE_UNITS = 64;
  */
 let textBytes: Buffer = Buffer.alloc(64 * 1024);
 let textLengths = new Uint32Array(4 * 1024);
+/**
+ * Most bytes, and most rows, kept across requests: a huge chunk (a vectorized
+ * one of millions of rows) is encoded in room of its own, not kept after it.
+ */
+const KEEP_BYTES = 4 * 1024 * 1024;
+const KEEP_ROWS = 64 * 1024;
 
 /** `textBytes` with room for `need` bytes, its first `used` bytes kept. */
 function textRoom(need: number, used: number): Buffer {
@@ -381,6 +387,8 @@ export function typedColumnsToCols(
       out.fill(0, end, at);
     }
     payload.push(out);
+    if (textBytes.length > KEEP_BYTES) textBytes = Buffer.alloc(64 * 1024);
+    if (textLengths.length > KEEP_ROWS) textLengths = new Uint32Array(4 * 1024);
   } else {
     for (let k = 0; k < types.length; k++) {
       const type = types[k]!;
@@ -501,7 +509,10 @@ export function rowsToCols(
     }
   });
   const request = typedColumnsToCols(fn, columns, 0, count);
-  for (const column of texts) column.fill('', 0, count);
+  for (const column of texts) {
+    if (column.length > KEEP_ROWS) column.length = 0;
+    else column.fill('', 0, count);
+  }
   for (const k in datetimeCells) {
     request.header.cells = { ...request.header.cells, [k]: datetimeCells[k]! };
   }

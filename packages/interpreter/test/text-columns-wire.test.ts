@@ -189,6 +189,28 @@ describe('a text request is one buffer', () => {
     },
   );
 
+  test('a chunk past what is kept across requests (rows and bytes), then small ones, from rows of Values', () => {
+    const f = fn(['text', 'text'], 'text');
+    const long = 'é'.repeat(40);
+    const rows = Array.from({ length: 70_000 }, (_, i) => [
+      Value.text(`${i}${long}`),
+      Value.text(`r${i}`),
+    ]);
+    for (const [start, count] of [
+      [0, 70_000],
+      [5, 2],
+      [69_990, 10],
+    ] as const) {
+      const bytes = Buffer.from(rowsToCols(f, rows, start, count).payload[0]!);
+      const want = rows.slice(start, start + count);
+      const first = textColumnAt(bytes, 0, count);
+      expect(first.text.toString()).toBe(want.map((r) => r[0]!.value).join(''));
+      const second = textColumnAt(bytes, first.next, count);
+      expect(second.lengths).toEqual(want.map((r) => Buffer.byteLength(r[1]!.value as string)));
+      expect(second.text.toString()).toBe(want.map((r) => r[1]!.value).join(''));
+    }
+  });
+
   test('chunks larger than the kept encoding buffer, one after another, each with its own rows only', () => {
     const texts = Array.from({ length: 30_000 }, (_, i) => `row${i}-${i % 3 ? 'é' : '日本'}${i}`);
     for (const [start, count] of [
