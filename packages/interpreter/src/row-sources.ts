@@ -122,6 +122,13 @@ export function valueRows(
 }
 
 /**
+ * Most payload bytes of text results held for `finish`: past them the held
+ * results are made at once, so a huge batch does not hold all its payloads
+ * and then all its strings too.
+ */
+const LATER_BYTES = 32 * 1024 * 1024;
+
+/**
  * A callcols answer given as JSON `values`, as for `call`: a driver that
  * cannot write binary (R without a pipe for stdout) answers so.
  */
@@ -142,6 +149,12 @@ function valueRowsCols(
 ): RowSource {
   // Writes put off until `finish`, in the order they came (a row's failure after them too).
   const later: ((out: RowResult[]) => void)[] = [];
+  let laterBytes = 0;
+  const finish = () => {
+    const out = results();
+    for (const write of later.splice(0)) write(out);
+    laterBytes = 0;
+  };
   return {
     count: rows.length,
     encode: (start, count) => rowsToCols(fn, rows, start, count),
@@ -155,16 +168,15 @@ function valueRowsCols(
       if (fn.returnType === 'text') {
         const write = textValuesLater(fn, frame, count);
         later.push((out) => write(out, start));
+        laterBytes += frame.payload!.length;
+        if (laterBytes > LATER_BYTES) finish();
       } else colsValuesInto(fn, frame, count, results(), start);
     },
     fail(row, error) {
       if (later.length > 0) later.push((out) => (out[row] = error));
       else results()[row] = error;
     },
-    finish() {
-      const out = results();
-      for (const write of later.splice(0)) write(out);
-    },
+    finish,
   };
 }
 
@@ -280,6 +292,11 @@ function typedColumnRowsCols(
   };
   // Writes put off until `finish`, in the order they came (a row's failure after them too).
   const later: (() => void)[] = [];
+  let laterBytes = 0;
+  const finish = () => {
+    for (const write of later.splice(0)) write();
+    laterBytes = 0;
+  };
   return {
     count: typeof given === 'function' ? (columns[0]?.length ?? 0) : given.length,
     encode: (start, count) => typedColumnsToCols(fn, columns, start, count),
@@ -309,6 +326,8 @@ function typedColumnRowsCols(
         // Checked now, made at `finish` (see textResultsLater).
         const write = textResultsLater(fn, frame, count);
         later.push(() => extras(start, write(column() as string[], start, false)));
+        laterBytes += frame.payload!.length;
+        if (laterBytes > LATER_BYTES) finish();
         return;
       }
       extras(start, colsResultsInto(fn, frame, count, column(), start));
@@ -317,9 +336,7 @@ function typedColumnRowsCols(
       if (later.length > 0) later.push(() => fail(row, error));
       else fail(row, error);
     },
-    finish() {
-      for (const write of later.splice(0)) write();
-    },
+    finish,
   };
 }
 

@@ -23,7 +23,7 @@ import {
   columnValuesInto,
   ResponseShapeError,
 } from '../src/from-driver.js';
-import { valueRows } from '../src/row-sources.js';
+import { typedColumnRows, valueRows } from '../src/row-sources.js';
 import { rowsToCols, typedColumnsToCols } from '../src/to-driver.js';
 
 const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
@@ -415,6 +415,26 @@ describe('evalBatch text results over callcols are made when the batch is schedu
     rowSource.decode(ok(['c2', 'd2']), 2, 2);
     rowSource.finish?.();
     expect(results).toEqual([Value.text('a1'), failure, Value.text('c2'), Value.text('d2')]);
+  });
+
+  test('past 32 MiB of held payloads the held results are made at once, as Values or into a column', () => {
+    const big = 'a'.repeat(17 * 1024 * 1024);
+    const response = () => ok([big, 'é']);
+    const results: RowResult[] = new Array(4);
+    const rowSource = source(results);
+    rowSource.decode(ok(['x', 'y']), 0, 2);
+    rowSource.decode(response(), 2, 2);
+    expect(results[0]).toBeUndefined(); // held: 17 MiB
+    rowSource.decode(response(), 2, 2);
+    expect(results[0]).toEqual(Value.text('x'));
+    expect(results[3]).toEqual(Value.text('é'));
+    const values = ['', '', '', ''];
+    const columnSource = typedColumnRows(f, [['a', 'b', 'c', 'd']], values, new Map(), true);
+    columnSource.decode(response(), 0, 2);
+    expect(values[1]).toBe(''); // held
+    columnSource.decode(response(), 2, 2);
+    expect(values[0]!.length).toBe(big.length);
+    expect(values[3]).toBe('é');
   });
 
   test('a row failed before any chunk was read is written at once', () => {
