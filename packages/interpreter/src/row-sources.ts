@@ -19,11 +19,14 @@ import {
 } from '@improv/extfn-core';
 import { type Frame, type Payload, RawJson } from './frames.js';
 import {
+  type ColsResults,
   colsResultsInto,
   colsValuesInto,
   f64Results,
   resultsFromF64Frame,
   resultsFromJsonFrame,
+  textResultsLater,
+  textValuesLater,
 } from './from-driver.js';
 import {
   CELL_BYTES,
@@ -59,6 +62,8 @@ export interface RowSource {
   fail(row: number, error: ExtFnError): void;
   /** Where a binary response for rows `start…start+count` may be read straight to. */
   payloadInto?(start: number, count: number): Uint8Array | undefined;
+  /** Called once the batch is scheduled: writes results whose making was put off until then. */
+  finish?(): void;
 }
 
 /** A `call` request for rows, rendered in one pass; `plain` lets a driver skip per-argument conversion. */
@@ -117,6 +122,13 @@ export function valueRows(
 }
 
 /**
+ * Most payload bytes of text results held for `finish`: past them the held
+ * results are made at once, so a huge batch does not hold all its payloads
+ * and then all its strings too.
+ */
+const LATER_BYTES = 32 * 1024 * 1024;
+
+/**
  * A callcols answer given as JSON `values`, as for `call`: a driver that
  * cannot write binary (R without a pipe for stdout) answers so.
  */
@@ -124,12 +136,25 @@ function jsonAnswer(frame: Frame): boolean {
   return !frame.payload && Array.isArray(frame.header.values);
 }
 
-/** Rows of Values over callcols: a chunk's rows become columns, its result column becomes Values. */
+/**
+ * Rows of Values over callcols: a chunk's rows become columns, its result
+ * column becomes Values. Text results are checked as each response comes
+ * and made at `finish` (see textValuesLater): a batch's short texts cost the
+ * host mostly the moving of its results by scavenges during the batch.
+ */
 function valueRowsCols(
   fn: ExternalFn,
   rows: readonly (readonly Value[])[],
   results: () => RowResult[],
 ): RowSource {
+  // Writes put off until `finish`, in the order they came (a row's failure after them too).
+  const later: ((out: RowResult[]) => void)[] = [];
+  let laterBytes = 0;
+  const finish = () => {
+    const out = results();
+    for (const write of later.splice(0)) write(out);
+    laterBytes = 0;
+  };
   return {
     count: rows.length,
     encode: (start, count) => rowsToCols(fn, rows, start, count),
@@ -140,11 +165,18 @@ function valueRowsCols(
         for (let k = 0; k < count; k++) out[start + k] = part[k]!;
         return;
       }
-      colsValuesInto(fn, frame, count, results(), start);
+      if (fn.returnType === 'text') {
+        const write = textValuesLater(fn, frame, count);
+        later.push((out) => write(out, start));
+        laterBytes += frame.payload!.length;
+        if (laterBytes > LATER_BYTES) finish();
+      } else colsValuesInto(fn, frame, count, results(), start);
     },
     fail(row, error) {
-      results()[row] = error;
+      if (later.length > 0) later.push((out) => (out[row] = error));
+      else results()[row] = error;
     },
+    finish,
   };
 }
 
@@ -248,6 +280,23 @@ function typedColumnRowsCols(
     copyCell(fill, 0, column(), row);
     errors.set(row, error);
   };
+  /** A chunk's cells and failed rows, over what its result column holds. */
+  const extras = (start: number, out: ColsResults) => {
+    const values = column();
+    for (const [k, cell] of out.cells) {
+      if (ExtFnError.isInstance(cell)) fail(start + k, cell);
+      // A datetime the column cannot hold (outside 1677–2262), as on the JSON path.
+      else if (!writeCell(values, start + k, cell)) fail(start + k, unrepresentable(fn, cell));
+    }
+    for (const [k, error] of out.errors) fail(start + k, error);
+  };
+  // Writes put off until `finish`, in the order they came (a row's failure after them too).
+  const later: (() => void)[] = [];
+  let laterBytes = 0;
+  const finish = () => {
+    for (const write of later.splice(0)) write();
+    laterBytes = 0;
+  };
   return {
     count: typeof given === 'function' ? (columns[0]?.length ?? 0) : given.length,
     encode: (start, count) => typedColumnsToCols(fn, columns, start, count),
@@ -264,8 +313,8 @@ function typedColumnRowsCols(
               : undefined;
           },
     decode(frame, start, count) {
-      const values = column();
       if (jsonAnswer(frame)) {
+        const values = column();
         resultsFromJsonFrame(fn, frame, count).forEach((result, k) => {
           if (ExtFnError.isInstance(result)) fail(start + k, result);
           else if (!writeCell(values, start + k, result))
@@ -273,15 +322,21 @@ function typedColumnRowsCols(
         });
         return;
       }
-      const out = colsResultsInto(fn, frame, count, values, start);
-      for (const [k, cell] of out.cells) {
-        if (ExtFnError.isInstance(cell)) fail(start + k, cell);
-        // A datetime the column cannot hold (outside 1677–2262), as on the JSON path.
-        else if (!writeCell(values, start + k, cell)) fail(start + k, unrepresentable(fn, cell));
+      if (fn.returnType === 'text') {
+        // Checked now, made at `finish` (see textResultsLater).
+        const write = textResultsLater(fn, frame, count);
+        later.push(() => extras(start, write(column() as string[], start, false)));
+        laterBytes += frame.payload!.length;
+        if (laterBytes > LATER_BYTES) finish();
+        return;
       }
-      for (const [k, error] of out.errors) fail(start + k, error);
+      extras(start, colsResultsInto(fn, frame, count, column(), start));
     },
-    fail,
+    fail(row, error) {
+      if (later.length > 0) later.push(() => fail(row, error));
+      else fail(row, error);
+    },
+    finish,
   };
 }
 

@@ -285,6 +285,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     const results = madeSoon((): RowResult[] => new Array(rows.length));
     const source = valueRows(fn, rows, results, this.f64 && isAllNumbers(fn), this.cols);
     await schedule(this, fn, key, source, options);
+    source.finish?.();
     return results();
   }
 
@@ -363,7 +364,9 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     // A text result column is an array of n slots, made soon rather than now (a fixed-width
     // one is a typed array whose pages the results are read straight into).
     const values = into ?? (fn.returnType === 'text' && this.cols ? madeSoon(fresh) : fresh());
-    await schedule(this, fn, key, typedColumnRows(fn, columns, values, errors, this.cols), options);
+    const source = typedColumnRows(fn, columns, values, errors, this.cols);
+    await schedule(this, fn, key, source, options);
+    source.finish?.();
     return { values: typeof values === 'function' ? values() : values, errors };
   }
 
