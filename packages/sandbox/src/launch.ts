@@ -28,7 +28,7 @@ import {
   FIX_UID_LEASE,
   FIX_UTIL_LINUX,
 } from './fixes.js';
-import { closeDescriptorsArgs, findExecutable, leakingDescriptorsCached } from './host.js';
+import { closeDescriptorsArgs, findExecutableCached, leakingDescriptorsCached } from './host.js';
 import { removeIpcOf } from './ipc.js';
 import {
   BASE_ENV,
@@ -159,7 +159,7 @@ export function buildChain(
   if (!oneShell && leaks.length > 0) chain.push(...closer());
   let seccompInput: Uint8Array | undefined;
   if (restricted) {
-    const bwrap = findExecutable(options.bwrapPath ?? 'bwrap');
+    const bwrap = findExecutableCached(options.bwrapPath ?? 'bwrap');
     if (!bwrap) {
       throw sandboxError('bubblewrap (bwrap) is not installed', FIX_NO_BWRAP, functionName);
     }
@@ -249,7 +249,7 @@ interface Prepared {
 function prepare(options: LaunchOptions, leaks: readonly number[]): Prepared {
   const { policy, functionName } = options;
   const limits = resolveLimits(options.limits, options.timeoutMs);
-  const command = findExecutable(options.command);
+  const command = findExecutableCached(options.command);
   if (!command) {
     throw sandboxError(
       `cannot start ${options.command}: not found on the host PATH or not executable`,
