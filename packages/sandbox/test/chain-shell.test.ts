@@ -6,6 +6,7 @@
  */
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
+import { ExtFnError } from '@improv/extfn-core';
 import { afterEach, describe, expect, test } from 'vitest';
 import { isSystemPath } from '../src/binds.js';
 import {
@@ -16,6 +17,7 @@ import {
   probeChainShell,
   shellExpresses,
 } from '../src/chain-shell.js';
+import { FIX_HARD_LIMIT } from '../src/fixes.js';
 import { findExecutable, leakingDescriptors } from '../src/host.js';
 import { type SandboxPolicy, spawnerReady } from '../src/index.js';
 import { buildChain } from '../src/launch.js';
@@ -78,7 +80,9 @@ function runStage(
 const REPORT = [
   dash ?? '/bin/sh',
   '-c',
-  'for n in 3 4 5 6 7 8 9; do if [ -e /proc/self/fd/$n ]; then echo "open $n"; fi; done; cat /proc/self/limits',
+  // builtins only: a fork could fail under the process limit just set
+  'for n in 3 4 5 6 7 8 9; do if [ -e /proc/self/fd/$n ]; then echo "open $n"; fi; done\n' +
+    'while IFS= read -r l; do echo "$l"; done < /proc/self/limits',
 ];
 
 function limitRow(limits: string, name: string): string | undefined {
@@ -249,6 +253,28 @@ while True:
       },
     );
   }
+});
+
+describe('a limit the host cannot grant', () => {
+  afterEach(() => {
+    delete process.env.IMPROV_EXTFN_SHELL_CHAIN;
+  });
+
+  test.skipIf(!(linux && hasBwrap && hasPython && dash))(
+    'fails the tree before the guest runs, with the fix, through either chain',
+    async () => {
+      for (const shell of ['1', '0']) {
+        process.env.IMPROV_EXTFN_SHELL_CHAIN = shell;
+        // above fs.nr_open: refused even to root
+        const error = await python('print("ran")', {
+          policy: 'restricted',
+          limits: { openFiles: 1 << 30 },
+        }).catch((e: unknown) => e);
+        expect(ExtFnError.isInstance(error) && error.kind, `${shell}: ${error}`).toBe('Sandbox');
+        expect((error as ExtFnError).fix).toBe(FIX_HARD_LIMIT);
+      }
+    },
+  );
 });
 
 describe('which chain a tree gets', () => {
