@@ -10,8 +10,15 @@ import type { Readable, Writable } from 'node:stream';
 import { ExtFnError } from '@improv/extfn-core';
 import { execa } from 'execa';
 import { bwrapArgs, cgroupGateArgs, innerNprocArgs, prlimitArgs } from './args.js';
-import { hostBinds } from './binds.js';
+import { hostBinds, isSystemPath } from './binds.js';
 import { TreeCgroup } from './cgroup.js';
+import {
+  type ChainShellStage,
+  chainShell,
+  chainShellArgs,
+  innerNprocShellArgs,
+  shellExpresses,
+} from './chain-shell.js';
 import { classifyExit, type TreeExit } from './exit.js';
 import {
   FIX_CGROUP,
@@ -21,7 +28,7 @@ import {
   FIX_UID_LEASE,
   FIX_UTIL_LINUX,
 } from './fixes.js';
-import { closeDescriptorsArgs, findExecutable, leakingDescriptorsCached } from './host.js';
+import { closeDescriptorsArgs, findExecutableCached, leakingDescriptorsCached } from './host.js';
 import { removeIpcOf } from './ipc.js';
 import {
   BASE_ENV,
@@ -72,66 +79,100 @@ function sandboxError(message: string, fix: string, functionName: string, cause?
   return ExtFnError.sandbox(message, fix, { functionName, cause });
 }
 
-/** The programs that run before the interpreter, each exec'ing the next. */
-function buildChain(
+/**
+ * The programs that run before the interpreter, each exec'ing the next, for
+ * a tree spawned by a parent that leaks the descriptors `leaks` (the host's,
+ * or the spawner's: none once it closed its own). Exported for tests.
+ */
+export function buildChain(
   options: LaunchOptions,
   limits: SandboxLimits,
   command: string,
   cgroup: TreeCgroup | undefined,
+  leaks: readonly number[],
 ) {
   const { policy, functionName } = options;
   const tools = hostTools();
   const restricted = policy === 'restricted';
+  const confined = policy !== 'trusted';
   const root = hostIsRoot();
-  const chain: string[] = [];
-  if (cgroup) chain.push(...cgroupGateArgs(tools.sh ?? '/bin/sh'));
-  if (policy !== 'trusted') {
-    if (!tools.prlimit || !tools.setpriv) {
-      throw sandboxError(
-        `${tools.prlimit ? 'setpriv' : 'prlimit'} (util-linux) is missing, so the sandbox cannot be set up`,
-        FIX_UTIL_LINUX,
-        functionName,
-      );
-    }
-    // Non-root: RLIMIT_NPROC counts every process of the host user. Restricted
-    // trees get theirs inside the user namespace (innerNprocArgs); unsandboxed
-    // ones may add `processes` to what the user runs now (counted by a scan of
-    // all of /proc, ~5 ms: only where the count is used).
-    const nproc =
-      root || restricted
-        ? limits
-        : { ...limits, processes: processesOfUid(process.getuid?.() ?? 0) + limits.processes };
-    chain.push(...prlimitArgs(tools.prlimit, nproc, root || !restricted));
+  if (confined && (!tools.prlimit || !tools.setpriv)) {
+    throw sandboxError(
+      `${tools.prlimit ? 'setpriv' : 'prlimit'} (util-linux) is missing, so the sandbox cannot be set up`,
+      FIX_UTIL_LINUX,
+      functionName,
+    );
   }
-  if (!restricted && policy !== 'trusted' && tools.setpriv) {
-    // Node's spawn already switched uid/gid and dropped supplementary groups (see
-    // `uid` below); without bwrap nothing else sets no_new_privs, so setuid
-    // binaries (su, mount…) would regain root: forbid that. Under bwrap, bwrap
-    // sets it, and one exec less keeps the cold start short.
-    chain.push(tools.setpriv, '--no-new-privs', '--');
-  }
-  const leaking = leakingDescriptorsCached();
-  if (leaking.length > 0) {
-    // keep the seccomp descriptor (bwrap's) and the shared file, the last of the child's own
-    const keep = sharedFileFd(options, restricted) ?? (restricted && seccompArch() ? 3 : 2);
-    if (tools.perl) chain.push(...closeDescriptorsArgs(tools.perl, keep));
-    else if (restricted) {
+  // keep the seccomp descriptor (bwrap's) and the shared file, the last of the child's own
+  const keep = sharedFileFd(options, restricted) ?? (restricted && seccompArch() ? 3 : 2);
+  // Non-root: RLIMIT_NPROC counts every process of the host user. Restricted
+  // trees get theirs inside the user namespace (innerNprocArgs); unsandboxed
+  // ones may add `processes` to what the user runs now (counted by a scan of
+  // all of /proc, ~5 ms: only where the count is used).
+  const outerNproc = root || !restricted;
+  const processes =
+    root || restricted
+      ? limits.processes
+      : processesOfUid(process.getuid?.() ?? 0) + limits.processes;
+  const closer = (): string[] => {
+    if (tools.perl) return closeDescriptorsArgs(tools.perl, keep);
+    if (restricted) {
       throw sandboxError(
-        `this process inherited open file descriptors (${leaking.join(', ')}) that every child would see`,
+        `this process inherited open file descriptors (${leaks.join(', ')}) that every child would see`,
         FIX_DESCRIPTORS,
         functionName,
       );
     }
+    return []; // as ever: unsandboxed without perl leaves them
+  };
+  const chain: string[] = [];
+  const shell = confined ? chainShell() : undefined;
+  const stage: ChainShellStage = {
+    gate: cgroup !== undefined,
+    memoryBytes: limits.memoryBytes,
+    processes: outerNproc ? processes : undefined,
+    openFiles: limits.openFiles,
+    fileSizeBytes: limits.fileSizeBytes,
+    cpuSeconds: limits.cpuSeconds,
+    keep,
+    refuseHigh: true,
+  };
+  const oneShell = shell !== undefined && shellExpresses(stage);
+  if (oneShell) {
+    // one shell: the gate, every rlimit, descriptors 3–9 closed (chain-shell.ts);
+    // above 9 only Perl can close them
+    const closing = leaks.some((fd) => fd > 9) ? closer() : [];
+    // it refuses one above 9 unless Perl follows (or, as ever, unsandboxed without Perl)
+    stage.refuseHigh = closing.length === 0 && (restricted || tools.perl !== undefined);
+    chain.push(...chainShellArgs(shell, stage), ...closing);
+  } else {
+    if (cgroup) chain.push(...cgroupGateArgs(tools.sh ?? '/bin/sh'));
+    if (confined) chain.push(...prlimitArgs(tools.prlimit!, { ...limits, processes }, outerNproc));
   }
+  if (!restricted && confined) {
+    // Node's spawn already switched uid/gid and dropped supplementary groups (see
+    // `uid` below); without bwrap nothing else sets no_new_privs, so setuid
+    // binaries (su, mount…) would regain root: forbid that. Under bwrap, bwrap
+    // sets it, and one exec less keeps the cold start short.
+    chain.push(tools.setpriv!, '--no-new-privs', '--');
+  }
+  if (!oneShell && leaks.length > 0) chain.push(...closer());
   let seccompInput: Uint8Array | undefined;
   if (restricted) {
-    const bwrap = findExecutable(options.bwrapPath ?? 'bwrap');
+    const bwrap = findExecutableCached(options.bwrapPath ?? 'bwrap');
     if (!bwrap) {
       throw sandboxError('bubblewrap (bwrap) is not installed', FIX_NO_BWRAP, functionName);
     }
     const binds = hostBinds(command, options.readOnlyPaths ?? [], functionName);
     chain.push(bwrap, ...bwrapArgs(limits, binds), '--');
-    if (!root && tools.prlimit) chain.push(...innerNprocArgs(tools.prlimit, limits.processes));
+    if (!root) {
+      // the shell is visible inside only from /usr
+      chain.push(
+        ...(oneShell && isSystemPath(shell)
+          ? innerNprocShellArgs(shell, limits.processes)
+          : innerNprocArgs(tools.prlimit!, limits.processes)),
+      );
+    }
     if (seccompArch()) {
       seccompBytes ??= seccompProgram();
       seccompInput = seccompBytes;
@@ -189,6 +230,8 @@ async function settleStreams(streams: Array<Readable | undefined>): Promise<void
 /** Everything decided before anything starts. */
 interface Prepared {
   chain: string[];
+  /** The interpreter's real path (the chain is rebuilt for another parent from it). */
+  command: string;
   seccompInput: Uint8Array | undefined;
   limits: SandboxLimits;
   cgroup: TreeCgroup | undefined;
@@ -199,11 +242,14 @@ interface Prepared {
   token: string | undefined;
 }
 
-/** Everything decided before anything starts; throws (leaving nothing behind) when it cannot be. */
-function prepare(options: LaunchOptions): Prepared {
+/**
+ * Everything decided before anything starts, for a tree whose parent leaks
+ * `leaks`; throws (leaving nothing behind) when it cannot be.
+ */
+function prepare(options: LaunchOptions, leaks: readonly number[]): Prepared {
   const { policy, functionName } = options;
   const limits = resolveLimits(options.limits, options.timeoutMs);
-  const command = findExecutable(options.command);
+  const command = findExecutableCached(options.command);
   if (!command) {
     throw sandboxError(
       `cannot start ${options.command}: not found on the host PATH or not executable`,
@@ -222,12 +268,12 @@ function prepare(options: LaunchOptions): Prepared {
     throw sandboxError(`cannot create the tree's cgroup (${why})`, FIX_CGROUP, functionName, cause);
   }
   try {
-    const built = buildChain(options, limits, command, cgroup);
+    const built = buildChain(options, limits, command, cgroup, leaks);
     // leased last, so no check above has to hand it back before throwing
     const uid = hostIsRoot() && confined ? leaseTreeUid(functionName) : undefined;
     const restricted = policy === 'restricted';
     const token = !restricted && uid === undefined ? randomBytes(12).toString('hex') : undefined;
-    return { ...built, limits, cgroup, uid, restricted, token };
+    return { ...built, command, limits, cgroup, uid, restricted, token };
   } catch (error) {
     void cgroup?.remove();
     throw error;
@@ -358,7 +404,7 @@ function chainSpawn(
 
 /** Starts one tree from this process (synchronous: `launchSandboxed`). */
 export function launch(options: LaunchOptions): Launched {
-  const prepared = prepare(options);
+  const prepared = prepare(options, leakingDescriptorsCached());
   // stdoutPipe: fd 1 a FIFO the child can reopen (see stdout-pipe.ts); else Node's socket
   const pipe = options.stdoutPipe ? openStdoutPipe(prepared.uid) : undefined;
   let child: ChainProcess;
@@ -378,15 +424,20 @@ export function launch(options: LaunchOptions): Launched {
 export async function launchAsync(options: LaunchOptions): Promise<Launched> {
   const spawner = readySpawner();
   if (!spawner) return launch(options);
-  const prepared = prepare(options);
+  const prepared = prepare(options, spawner.leaks);
   let pipe: StdoutPipe | undefined;
   let child: ChainProcess;
   try {
     pipe = options.stdoutPipe
       ? await openStdoutPipeWith(prepared.uid, (mkfifo, path) => spawner.mkfifo(mkfifo, path))
       : undefined;
-    const spec = chainSpawn(options, prepared, pipe?.writeFd ?? 'pipe');
-    child = await spawner.spawn(spec).catch(() => spawnDirect(spec));
+    const stdout = pipe?.writeFd ?? 'pipe';
+    child = await spawner.spawn(chainSpawn(options, prepared, stdout)).catch(() => {
+      // from this process, whose own inherited descriptors the chain must close
+      const { limits, command, cgroup } = prepared;
+      const direct = buildChain(options, limits, command, cgroup, leakingDescriptorsCached());
+      return spawnDirect(chainSpawn(options, { ...prepared, ...direct }, stdout));
+    });
   } catch (error) {
     pipe?.closeWriteEnd();
     void prepared.cgroup?.remove();

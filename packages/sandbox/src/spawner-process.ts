@@ -14,12 +14,17 @@
  *   when it ends; or `{id, error}` when it could not start.
  * - `{op:'mkfifo', id, path}`: makes a FIFO (Node has no mkfifo); `{id}` or `{id, error}`.
  *
+ * At start it closes the descriptors it inherited without close-on-exec (the
+ * host's leaks: it needs none), so its trees inherit nothing but their stdio;
+ * `{ready, leaks}` names any it could not close.
+ *
  * It ends with its channel: its trees' bwrap dies with it (--die-with-parent),
  * and the host, the only one that holds their pipes, is gone.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import type { Socket } from 'node:net';
+import { leakingDescriptors } from './host.js';
 
 interface SpawnRequest {
   op: 'spawn';
@@ -129,4 +134,9 @@ process.on('message', (message: SpawnRequest | FifoRequest) => {
   else if (message.op === 'mkfifo') makeFifo(message);
 });
 process.on('disconnect', () => process.exit(0));
-void send({ ready: true });
+for (const fd of leakingDescriptors()) {
+  try {
+    closeSync(fd);
+  } catch {}
+}
+void send({ ready: true, leaks: leakingDescriptors() });

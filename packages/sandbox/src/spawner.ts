@@ -18,6 +18,7 @@ import { existsSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { leakingDescriptorsCached } from './host.js';
 
 /** How the direct child of a tree ended, or why it never started. */
 export interface ChainStatus {
@@ -69,6 +70,8 @@ interface Pending {
 type Message = {
   id?: number;
   ready?: boolean;
+  /** With `ready`: descriptors the spawner still has without close-on-exec (it closes what it inherited). */
+  leaks?: number[];
   pid?: number;
   stream?: 'stdout' | 'stderr';
   exit?: { code: number | null; signal: string | null };
@@ -88,6 +91,7 @@ class Spawner {
   readonly #child: ChildProcess;
   #ready = false;
   #gone = false;
+  #leaks: number[] | undefined;
   #nextId = 1;
   readonly #pending = new Map<number, Pending>();
   readonly #fifos = new Map<number, { resolve(): void; reject(error: Error): void }>();
@@ -96,7 +100,10 @@ class Spawner {
 
   constructor(file: string) {
     this.#child = fork(file, [], {
-      execArgv: ['--max-old-space-size=64'],
+      // small and with fewer threads: each fork copies its page tables, and
+      // each page it writes afterwards faults once (a young generation of
+      // 1 MiB keeps reusing the same pages)
+      execArgv: ['--max-old-space-size=64', '--max-semi-space-size=1', '--single-threaded'],
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       serialization: 'json',
     });
@@ -115,6 +122,11 @@ class Spawner {
 
   get pid(): number | undefined {
     return this.#child.pid;
+  }
+
+  /** What every tree it spawns inherits besides its stdio (none, once it closed its own). */
+  get leaks(): readonly number[] {
+    return this.#leaks ?? leakingDescriptorsCached();
   }
 
   spawn(request: ChainSpawn): Promise<ChainProcess> {
@@ -159,6 +171,7 @@ class Spawner {
 
   #onMessage(message: Message, handle: Socket | undefined): void {
     if (message.ready) {
+      this.#leaks = message.leaks;
       this.#ready = true;
       return;
     }
