@@ -128,6 +128,30 @@ export function valueRows(
  */
 const LATER_BYTES = 32 * 1024 * 1024;
 
+/** Result writes put off until `finish`, in the order they came (a row's failure after them too). */
+function deferredWrites() {
+  const later: (() => void)[] = [];
+  let bytes = 0;
+  const finish = () => {
+    for (const write of later.splice(0)) write();
+    bytes = 0;
+  };
+  return {
+    finish,
+    /** Holds `write`, for a response payload of `size` bytes. */
+    hold(write: () => void, size: number): void {
+      later.push(write);
+      bytes += size;
+      if (bytes > LATER_BYTES) finish();
+    },
+    /** Runs `write` now, or after the writes held (a failure must land over its chunk's result). */
+    after(write: () => void): void {
+      if (later.length > 0) later.push(write);
+      else write();
+    },
+  };
+}
+
 /**
  * A callcols answer given as JSON `values`, as for `call`: a driver that
  * cannot write binary (R without a pipe for stdout) answers so.
@@ -147,14 +171,7 @@ function valueRowsCols(
   rows: readonly (readonly Value[])[],
   results: () => RowResult[],
 ): RowSource {
-  // Writes put off until `finish`, in the order they came (a row's failure after them too).
-  const later: ((out: RowResult[]) => void)[] = [];
-  let laterBytes = 0;
-  const finish = () => {
-    const out = results();
-    for (const write of later.splice(0)) write(out);
-    laterBytes = 0;
-  };
+  const deferred = deferredWrites();
   return {
     count: rows.length,
     encode: (start, count) => rowsToCols(fn, rows, start, count),
@@ -167,16 +184,15 @@ function valueRowsCols(
       }
       if (fn.returnType === 'text') {
         const write = textValuesLater(fn, frame, count);
-        later.push((out) => write(out, start));
-        laterBytes += frame.payload!.length;
-        if (laterBytes > LATER_BYTES) finish();
+        deferred.hold(() => write(results(), start), frame.payload!.length);
       } else colsValuesInto(fn, frame, count, results(), start);
     },
     fail(row, error) {
-      if (later.length > 0) later.push((out) => (out[row] = error));
-      else results()[row] = error;
+      deferred.after(() => {
+        results()[row] = error;
+      });
     },
-    finish,
+    finish: deferred.finish,
   };
 }
 
@@ -290,13 +306,7 @@ function typedColumnRowsCols(
     }
     for (const [k, error] of out.errors) fail(start + k, error);
   };
-  // Writes put off until `finish`, in the order they came (a row's failure after them too).
-  const later: (() => void)[] = [];
-  let laterBytes = 0;
-  const finish = () => {
-    for (const write of later.splice(0)) write();
-    laterBytes = 0;
-  };
+  const deferred = deferredWrites();
   return {
     count: typeof given === 'function' ? (columns[0]?.length ?? 0) : given.length,
     encode: (start, count) => typedColumnsToCols(fn, columns, start, count),
@@ -325,18 +335,18 @@ function typedColumnRowsCols(
       if (fn.returnType === 'text') {
         // Checked now, made at `finish` (see textResultsLater).
         const write = textResultsLater(fn, frame, count);
-        later.push(() => extras(start, write(column() as string[], start, false)));
-        laterBytes += frame.payload!.length;
-        if (laterBytes > LATER_BYTES) finish();
+        deferred.hold(
+          () => extras(start, write(column() as string[], start, false)),
+          frame.payload!.length,
+        );
         return;
       }
       extras(start, colsResultsInto(fn, frame, count, column(), start));
     },
     fail(row, error) {
-      if (later.length > 0) later.push(() => fail(row, error));
-      else fail(row, error);
+      deferred.after(() => fail(row, error));
     },
-    finish,
+    finish: deferred.finish,
   };
 }
 

@@ -59,6 +59,17 @@ const CHUNKS: [string, string[]][] = [
   ['empty strings only', ['', '', '']],
 ];
 
+/** Encodes `texts` chunk after chunk (one kept buffer): each request holds its own rows only. */
+function expectChunks(texts: string[], ranges: [start: number, count: number][]): void {
+  for (const [start, count] of ranges) {
+    const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
+    const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
+    const want = texts.slice(start, start + count);
+    expect(column.lengths).toEqual(want.map((t) => Buffer.byteLength(t)));
+    expect(column.text.toString()).toBe(want.join(''));
+  }
+}
+
 describe('a text request is one buffer', () => {
   test.each(CHUNKS)(
     '%s: the texts and their UTF-8 byte lengths, after a number column',
@@ -123,18 +134,12 @@ describe('a text request is one buffer', () => {
 
   test('chunk after chunk of one column (a kept buffer encodes each range): every chunk has its own rows only', () => {
     const texts = Array.from({ length: 50 }, (_, i) => (i % 7 ? `r${i}` : `é${i}`));
-    for (const [start, count] of [
+    expectChunks(texts, [
       [0, 30],
       [30, 5],
       [35, 15],
       [1, 48],
-    ] as const) {
-      const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
-      const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
-      const want = texts.slice(start, start + count);
-      expect(column.lengths).toEqual(want.map((t) => Buffer.byteLength(t)));
-      expect(column.text.toString()).toBe(want.join(''));
-    }
+    ]);
   });
 
   // Texts are encoded to UTF-8 by the host itself (a loop for short ones, Buffer.write
@@ -213,17 +218,11 @@ describe('a text request is one buffer', () => {
 
   test('chunks larger than the kept encoding buffer, one after another, each with its own rows only', () => {
     const texts = Array.from({ length: 30_000 }, (_, i) => `row${i}-${i % 3 ? 'é' : '日本'}${i}`);
-    for (const [start, count] of [
+    expectChunks(texts, [
       [0, 30_000],
       [7, 3],
       [20_000, 10_000],
-    ] as const) {
-      const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
-      const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
-      const want = texts.slice(start, start + count);
-      expect(column.lengths).toEqual(want.map((t) => Buffer.byteLength(t)));
-      expect(column.text.toString()).toBe(want.join(''));
-    }
+    ]);
   });
 
   test('rows of Values: a datetime column is in the one buffer with its nanoseconds, cells for the years i64 cannot hold', () => {

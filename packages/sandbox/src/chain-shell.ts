@@ -143,31 +143,33 @@ function expectedLimits(stage: ChainShellStage): Record<string, string> {
   };
 }
 
-interface ProbeRun {
+export interface ProbeRun {
   code: number | null;
   stdout: string;
   stderr: string;
 }
 
 /**
- * Runs the stage (refusing descriptors above 9 or not) with /dev/null on the
- * descriptors `open`, then `command`. This process's own leaks come along:
- * only the run that refuses them may see them.
+ * Runs `stage` in `shell`, then `command`, with /dev/null on the descriptors
+ * `open` and `stdin` written (the gate's line by default). This process's
+ * own leaks come along: only a run that refuses them may see them. For the
+ * probe and the tests.
  */
-function runStage(
+export function runStage(
   shell: string,
-  refuseHigh: boolean,
-  open: number[],
+  stage: ChainShellStage,
   command: string[],
+  options: { open?: number[]; stdin?: string } = {},
 ): Promise<ProbeRun> {
+  const open = options.open ?? [];
   return new Promise((resolve) => {
     let devnull: number | undefined;
     try {
       devnull = openSync('/dev/null', 'r');
       const stdio: Array<'pipe' | 'ignore' | number> = ['pipe', 'pipe', 'pipe'];
-      for (let fd = 3; fd <= Math.max(...open); fd++)
+      for (let fd = 3; fd <= Math.max(2, ...open); fd++)
         stdio.push(open.includes(fd) ? devnull : 'ignore');
-      const args = chainShellArgs(shell, { ...PROBE, refuseHigh }).slice(1);
+      const args = chainShellArgs(shell, stage).slice(1);
       const child = spawn(shell, [...args, ...command], {
         stdio,
         env: { PATH: '/usr/bin:/bin' },
@@ -182,7 +184,7 @@ function runStage(
         stderr += chunk.toString();
       });
       child.stdin!.on('error', () => {});
-      child.stdin!.end('\n'); // opens the gate
+      child.stdin!.end(options.stdin ?? '\n'); // by default, opens the gate
       child.once('error', (error) => resolve({ code: null, stdout, stderr: error.message }));
       child.once('close', (code) => resolve({ code, stdout, stderr }));
     } catch (error) {
@@ -196,8 +198,8 @@ function runStage(
 /** Why `shell` cannot be the chain's stage, or undefined when it did everything exactly. */
 export async function probeChainShell(shell: string): Promise<string | undefined> {
   const [normal, high] = await Promise.all([
-    runStage(shell, false, [3, 4, 5, 6, 7, 8, 9], [shell, '-c', REPORT]),
-    runStage(shell, true, [10], ['/bin/echo', 'reached']),
+    runStage(shell, PROBE, [shell, '-c', REPORT], { open: [3, 4, 5, 6, 7, 8, 9] }),
+    runStage(shell, { ...PROBE, refuseHigh: true }, ['/bin/echo', 'reached'], { open: [10] }),
   ]);
   if (normal.code !== 0) return `exit ${normal.code}: ${normal.stderr.trim()}`;
   const lines = normal.stdout.split('\n');

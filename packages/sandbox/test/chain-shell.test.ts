@@ -5,16 +5,15 @@
  * limits inside must be the same.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
 import { ExtFnError } from '@improv/extfn-core';
 import { afterEach, describe, expect, test } from 'vitest';
 import { isSystemPath } from '../src/binds.js';
 import {
   type ChainShellStage,
   chainShell,
-  chainShellArgs,
   chainShellReady,
   probeChainShell,
+  runStage as runChainStage,
   shellExpresses,
 } from '../src/chain-shell.js';
 import { FIX_HARD_LIMIT } from '../src/fixes.js';
@@ -40,41 +39,12 @@ const STAGE: ChainShellStage = {
   refuseHigh: false,
 };
 
-/** Runs the stage, then `command`, with /dev/null on the descriptors `open` and `stdin` written. */
-function runStage(
+/** Runs the stage in dash, then `command` (see chain-shell.ts runStage), with no line on stdin unless given. */
+const runStage = (
   stage: ChainShellStage,
   command: string[],
   options: { open?: number[]; stdin?: string } = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const open = options.open ?? [];
-  const devnull = openSync('/dev/null', 'r');
-  try {
-    const stdio: Array<'pipe' | 'ignore' | number> = ['pipe', 'pipe', 'pipe'];
-    for (let fd = 3; fd <= Math.max(2, ...open); fd++) {
-      stdio.push(open.includes(fd) ? devnull : 'ignore');
-    }
-    const args = chainShellArgs(dash!, stage);
-    const child = spawn(args[0]!, [...args.slice(1), ...command], {
-      stdio,
-      env: { PATH: '/usr/bin:/bin' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.stdin!.on('error', () => {});
-    child.stdin!.end(options.stdin ?? '');
-    return new Promise((resolve) => {
-      child.once('close', (code) => resolve({ code, stdout, stderr }));
-    });
-  } finally {
-    closeSync(devnull);
-  }
-}
+) => runChainStage(dash!, stage, command, { stdin: '', ...options });
 
 /** A dash command printing the descriptors it has open (its own directory one excluded) and its limits. */
 const REPORT = [
