@@ -31,10 +31,20 @@ interface Corkable {
   uncork(): void;
 }
 
-/** The bootstrap's stdin preamble: `N\n` then N bytes of driver source. */
+/** The last preamble made: every start of a runner sends the same driver (~180 KB for Python). */
+let lastPreamble: { source: string; bytes: Buffer } | undefined;
+
+/**
+ * The bootstrap's stdin preamble: `N\n` then N bytes of driver source.
+ * Encoded once per driver, not per start; streams never write into a Buffer
+ * they are given, so one may be written to many workers.
+ */
 export function driverPreamble(driverSource: string): Buffer {
+  if (lastPreamble?.source === driverSource) return lastPreamble.bytes;
   const source = Buffer.from(driverSource, 'utf8');
-  return Buffer.concat([Buffer.from(`${source.length}\n`, 'ascii'), source]);
+  const bytes = Buffer.concat([Buffer.from(`${source.length}\n`, 'ascii'), source]);
+  lastPreamble = { source: driverSource, bytes };
+  return bytes;
 }
 
 interface Waiting {
