@@ -7,7 +7,15 @@
 # Frames go out on a private copy of the original stdout; fd 1 and sys.stdout
 # are pointed elsewhere, so nothing the body prints can corrupt a result.
 import sys
-import os
+try:
+    # `posix`, what `os` wraps, comes loaded with the interpreter; `os` imports
+    # stat, posixpath and _collections_abc (~3 ms of every worker start). A
+    # body's own `import os` gets the whole module, its environ made from posix's.
+    import posix as os
+    _PATHSEP, _DEVNULL = ':', '/dev/null'
+except ImportError:  # not a POSIX system
+    import os
+    _PATHSEP, _DEVNULL = os.pathsep, os.devnull
 
 if sys.version_info < (3, 8):
     sys.stderr.write('@improv/extfn-python needs CPython 3.8 or later, this is %s\n' % sys.version.split()[0])
@@ -16,16 +24,30 @@ if sys.version_info < (3, 8):
 if sys.path and sys.path[0] in ('', '.'):
     del sys.path[0]  # never import from the working directory (what -P does on 3.11+)
 
+
+def _env(name, pop=False):
+    """A variable of the environment as os.environ has it, or None; `pop` also
+    takes it out of the environment (os.environ's, and the one children inherit)."""
+    environ = os.environ  # posix's: bytes to bytes on POSIX
+    key = name.encode('ascii') if os.__name__ == 'posix' else name
+    value = environ.pop(key, None) if pop else environ.get(key)
+    if pop and value is not None:
+        os.unsetenv(key)
+    if isinstance(value, bytes):  # decoded as os.environ decodes it
+        value = value.decode(sys.getfilesystemencoding(), 'surrogateescape')
+    return value
+
+
 # The libraries the host allows (python({ packages })), bound read-only by the
 # sandbox: appended after the standard library, so none can shadow it. Their
 # .pth files are not run: nothing executes before the body but the driver.
-for _dir in os.environ.get('IMPROV_EXTFN_PYTHON_PATH', '').split(os.pathsep):
+for _dir in (_env('IMPROV_EXTFN_PYTHON_PATH') or '').split(_PATHSEP):
     if _dir and _dir not in sys.path:
         sys.path.append(_dir)
 
 # The bootstrap read exactly the driver's bytes from fd 0 (os.read, no
 # buffering), so everything after them is the request stream.
-_proto_in = os.fdopen(os.dup(0), 'rb', buffering=1 << 16)
+_proto_in = open(os.dup(0), 'rb', buffering=1 << 16)  # what os.fdopen does
 _proto_out_fd = os.dup(1)
 try:  # larger pipes: a megabyte column moves in a few system calls, not hundreds
     import fcntl
@@ -33,7 +55,7 @@ try:  # larger pipes: a megabyte column moves in a few system calls, not hundred
         fcntl.fcntl(_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
 except (ImportError, AttributeError, OSError):
     pass  # not a pipe, an older Python, or a lower pipe-max-size: the default size works
-_devnull = os.open(os.devnull, os.O_RDWR)
+_devnull = os.open(_DEVNULL, os.O_RDWR)
 os.dup2(_devnull, 0)  # the body cannot read (and desynchronise) the request stream
 os.dup2(2, 1)  # print() and child processes write to stderr from now on
 os.close(_devnull)
@@ -414,7 +436,7 @@ class _Capture(object):
 
 _capture = _Capture()
 sys.stdout = _capture
-_stdin = sys.stdin = open(os.devnull, 'r')
+_stdin = sys.stdin = open(_DEVNULL, 'r')
 
 
 # ---- compiling the body ------------------------------------------------------------
@@ -1267,9 +1289,9 @@ def _callcols(fn, n, payload, cells_in):
 # grows it), so its pages stay touched across requests and a numpy column is
 # a view of it, no copy.
 try:
-    _shared_fd = int(os.environ.pop('IMPROV_EXTFN_SHARED_FD'))
+    _shared_fd = int(_env('IMPROV_EXTFN_SHARED_FD', pop=True))
     os.fstat(_shared_fd)
-except (KeyError, ValueError, OSError):
+except (TypeError, ValueError, OSError):  # unset (None), not a number, not open
     _shared_fd = None
 _shared_map = None
 

@@ -11,7 +11,10 @@
 import { execFile } from 'node:child_process';
 
 export const BOOTSTRAP = [
-  'import os',
+  'try:',
+  '    import posix as os  # loaded with the interpreter; `os` would import stat, posixpath…',
+  'except ImportError:',
+  '    import os',
   'def _extfn_read(n):',
   '    parts = []',
   '    while n:',

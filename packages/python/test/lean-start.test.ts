@@ -1,6 +1,7 @@
 /**
  * What a worker no longer imports at its start, and what it must still do.
  * The driver defers `array`, `itertools` and `mmap` to the paths that use them,
+ * uses `posix` for `os` (and pops the shared-file variable from its environ),
  * takes the datetime classes from `_datetime` (not the `datetime` module), and
  * packs result columns with struct up to _PACK_MAX (8192) values, with array
  * beyond. Spoken to directly (no sandbox: frames only), with the source and
@@ -17,8 +18,16 @@ import { hasPython, PYTHON } from './helpers.js';
 type Frame = [Record<string, unknown>, Buffer?];
 type Answer = { header: Record<string, unknown>; body: Buffer };
 
+/** The `ready` frame of the last run. */
+let lastReady: Record<string, unknown> | undefined;
+
 /** The driver (`program`: the source or the stub) over `frames` after a load of `fn`; its answers after load's. */
-function run(program: string, fn: Record<string, unknown>, frames: Frame[]): Answer[] {
+function run(
+  program: string,
+  fn: Record<string, unknown>,
+  frames: Frame[],
+  env: Record<string, string> = {},
+): Answer[] {
   const bytes = Buffer.from(program, 'utf8');
   const input: Buffer[] = [Buffer.from(`${bytes.length}\n`), bytes];
   const all: Frame[] = [[{ op: 'load', id: 1, fn }], ...frames, [{ op: 'exit' }]];
@@ -28,7 +37,7 @@ function run(program: string, fn: Record<string, unknown>, frames: Frame[]): Ans
   }
   const out = spawnSync(PYTHON, PYTHON_ARGS, {
     input: Buffer.concat(input),
-    env: { PYTHONHASHSEED: '0' },
+    env: { PYTHONHASHSEED: '0', ...env },
     maxBuffer: 64 << 20,
   });
   expect(out.stderr.toString('utf8')).toBe('');
@@ -43,6 +52,7 @@ function run(program: string, fn: Record<string, unknown>, frames: Frame[]): Ans
     at = end + 1 + size;
   }
   expect(answers[0]!.header).toMatchObject({ ready: 1 });
+  lastReady = answers[0]!.header;
   expect(answers[1]!.header).toEqual({ id: 1, ok: true });
   return answers.slice(2);
 }
@@ -104,15 +114,19 @@ describe.skipIf(!hasPython)('a lean worker start (no sandbox: frames only)', asy
   );
 
   test.each(programs)(
-    '%s: the body runs before array, collections, itertools, datetime or mmap are imported, and gets each whole',
+    '%s: the body runs before os, array, collections, itertools, datetime or mmap are imported, and gets each whole',
     (_, program) => {
       const fn = {
         name: 'modules',
         body: [
           'import sys',
-          "before = sorted(m for m in ('array', 'collections', 'itertools', 'datetime', 'mmap') if m in sys.modules)",
-          'import array, collections.abc, datetime, itertools, mmap',
+          "before = sorted(m for m in ('os', 'array', 'collections', 'itertools', 'datetime', 'mmap') if m in sys.modules)",
+          'import array, collections.abc, datetime, itertools, mmap, os, subprocess',
           'checks = [',
+          "    os.path.join('a', 'b'), os.environ.get('PYTHONHASHSEED'),",
+          '    # the shared file descriptor the driver took: gone from os.environ and from what children inherit',
+          "    'IMPROV_EXTFN_SHARED_FD' in os.environ,",
+          "    b'IMPROV_EXTFN_SHARED_FD' in subprocess.run(['/usr/bin/env'], capture_output=True).stdout,",
           "    isinstance(array.array('d'), collections.abc.MutableSequence),",
           '    datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc).isoformat(),',
           '    list(itertools.accumulate([1, 2, 3])),',
@@ -124,10 +138,15 @@ describe.skipIf(!hasPython)('a lean worker start (no sandbox: frames only)', asy
         argTypes: [],
         returnType: 'text',
       };
-      const [answer] = run(program, fn, [[{ op: 'call', id: 2, rows: [[]] }]]);
+      const [answer] = run(program, fn, [[{ op: 'call', id: 2, rows: [[]] }]], {
+        IMPROV_EXTFN_SHARED_FD: '2', // any open descriptor: the driver takes it, maps it on first use
+      });
+      expect(lastReady).toMatchObject({ shared: ['callf64'] });
       expect(answer!.header).toEqual({
         id: 2,
-        values: ["[] [True, '2000-01-01T00:00:00+00:00', [1, 3, 6], [('a', 2)], True]"],
+        values: [
+          "[] ['a/b', '0', False, False, True, '2000-01-01T00:00:00+00:00', [1, 3, 6], [('a', 2)], True]",
+        ],
       });
     },
   );
