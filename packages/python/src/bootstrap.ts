@@ -1,26 +1,34 @@
 /**
  * The constant program on python's command line. It reads `N\n` and then N
- * bytes of driver source from fd 0 with unbuffered `os.read`, so not one byte
- * of the request stream behind the driver is swallowed, and runs the driver.
- * (`python3 -` would wait for EOF before running anything: no stream of calls.)
- * The driver itself is sent precompiled once the host has compiled it (below).
+ * bytes of driver program from fd 0 with unbuffered `os.read`, so not one
+ * byte of the request stream behind the driver is swallowed, and runs the
+ * program. (`python3 -` would wait for EOF before running anything: no
+ * stream of calls.) Only the text before the first NUL is compiled; what
+ * follows is left to it as `_extfn_data` (NUL cannot occur in Python source,
+ * so the driver's own source runs whole). The driver itself is sent
+ * precompiled once the host has compiled it (below).
  */
 import { execFile } from 'node:child_process';
 
 export const BOOTSTRAP = [
-  'import os',
+  'try:',
+  '    import posix as os  # loaded with the interpreter; `os` would import stat, posixpath…',
+  'except ImportError:',
+  '    import os',
   'def _extfn_read(n):',
-  "    b = b''",
-  '    while len(b) < n:',
-  '        c = os.read(0, n - len(b))',
+  '    parts = []',
+  '    while n:',
+  '        c = os.read(0, n)',
   '        if not c:',
   '            raise SystemExit(3)',
-  '        b += c',
-  '    return b',
+  '        parts.append(c)',
+  '        n -= len(c)',
+  "    return b''.join(parts)",
   "_extfn_n = b''",
   "while not _extfn_n.endswith(b'\\n'):",
   '    _extfn_n += _extfn_read(1)',
-  "exec(compile(_extfn_read(int(_extfn_n)), '<extfn-driver>', 'exec'))",
+  "_extfn_program, _, _extfn_data = _extfn_read(int(_extfn_n)).partition(b'\\0')",
+  "exec(compile(_extfn_program, '<extfn-driver>', 'exec'))",
 ].join('\n');
 
 /**
@@ -48,21 +56,27 @@ const PRECOMPILE = [
 /**
  * The driver as a short program that runs its precompiled code object:
  * compiling the 1 100-line driver is ~20 ms of CPU in every worker start, the
- * code object loads in under 1 ms. Code objects are only valid for the
- * version that made them: on any other (the interpreter was upgraded since),
- * the stub compiles the source as before.
+ * code object loads in ~1 ms. Code objects are only valid for the version
+ * that made them: on any other (the interpreter was upgraded since), the stub
+ * compiles the source as before.
+ *
+ * Both travel after a NUL, as the bootstrap's `_extfn_data`, not as literals
+ * of the stub: the bootstrap compiles only the few lines before it, where a
+ * 180 KB literal cost ~2 ms of CPU (tokenizing it, and the memory it
+ * touches) in every start. The code object is base64 (the program is UTF-8
+ * text), the source is its UTF-8, read only on another version.
  */
 export function driverStub(hexversion: number, code: string, source: string): string {
-  // both as base64 bytes: a literal without escapes is the quickest to read (a str literal of the source costs ~3 ms)
-  const text = Buffer.from(source, 'utf8').toString('base64');
   return [
-    'import sys, binascii',
+    'import sys',
     `if sys.hexversion == ${hexversion}:`,
-    '    import marshal',
-    `    exec(marshal.loads(binascii.a2b_base64(b'${code}')))`,
+    '    import binascii, marshal',
+    `    _extfn_code = marshal.loads(binascii.a2b_base64(memoryview(_extfn_data)[:${code.length}]))`,
     'else:',
-    `    exec(compile(binascii.a2b_base64(b'${text}'), '<extfn-driver>', 'exec'))`,
-    '',
+    `    _extfn_code = compile(_extfn_data[${code.length}:], '<extfn-driver>', 'exec')`,
+    'del _extfn_data',
+    'exec(_extfn_code)',
+    `\0${code}${source}`,
   ].join('\n');
 }
 
