@@ -158,7 +158,10 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
         ...(signal ? { signal } : {}),
         onProgress: (done) => {
           const now = performance.now();
-          if (done <= reported || now - lastReport < 100) return;
+          // A chunk's last row is reported by its completion, not a progress event: the engine's
+          // count then never includes rows whose results it does not hold yet, beyond the one
+          // running chunk (progress and completion travel in order on the same Redis stream).
+          if (done <= reported || done >= data.rows || now - lastReport < 100) return;
           reported = done;
           lastReport = now;
           job.updateProgress(done).catch(() => {});

@@ -255,6 +255,8 @@ describe.skipIf(!ready)(
             done = n;
           },
         });
+        // Chunks of 2 rows, one at a time: a running chunk counts at most 1 row in progress,
+        // so 4 rows done means 2 chunks whose results the engine holds.
         expect(
           await waitFor(
             () =>
