@@ -9,6 +9,7 @@ import {
   type InterpreterRunnerOptions,
   resolveExecutable,
 } from '@improv/extfn-interpreter';
+import { zygoteEnabled } from '@improv/extfn-sandbox';
 import { PYTHON_ARGS, precompiledDriver } from './bootstrap.js';
 import { type PythonPackages, withLibraries } from './with-libraries.js';
 
@@ -36,6 +37,21 @@ export const DRIVER_SOURCE: string = readFileSync(
   'utf8',
 );
 
+/**
+ * The zygote's program (drivers/zygote.py after the driver, as one source):
+ * restricted warm workers are cloned from a sandboxed zygote running it
+ * (docs/architecture.md, "Zygote"), unless IMPROV_EXTFN_ZYGOTE=0.
+ */
+export const ZYGOTE_SOURCE: string | undefined = zygoteSource();
+
+function zygoteSource(): string | undefined {
+  try {
+    return `${DRIVER_SOURCE}\n${readFileSync(new URL('../drivers/zygote.py', import.meta.url), 'utf8')}`;
+  } catch {
+    return undefined; // not shipped: every worker starts a tree
+  }
+}
+
 /** Asked of the interpreter found, to see through shims (pyenv's is a script under /root). */
 const EXECUTABLE_PROBE = ['-s', '-S', '-c', 'import sys; print(sys.executable)'];
 
@@ -60,7 +76,7 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
   };
   // What workers get on stdin: the source until this interpreter has
   // precompiled it (once per host process, in the background).
-  const driver = { source: DRIVER_SOURCE };
+  const driver = { source: DRIVER_SOURCE, zygote: ZYGOTE_SOURCE };
   const find = () =>
     resolveExecutable({
       explicit: interpreter,
@@ -81,11 +97,19 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
             if (stub) driver.source = stub;
           });
         }
+        if (found && ZYGOTE_SOURCE && driver.zygote === ZYGOTE_SOURCE && zygoteEnabled()) {
+          void precompiledDriver(found.path, ZYGOTE_SOURCE).then((stub) => {
+            if (stub) driver.zygote = stub;
+          });
+        }
         return found;
       },
       args: PYTHON_ARGS,
       get driverSource() {
         return driver.source;
+      },
+      get zygoteSource() {
+        return driver.zygote;
       },
       env,
       f64: true,
