@@ -77,8 +77,10 @@ async function startOn(options: StartWorkerOptions, zygote: Zygote | undefined) 
   // A file for binary payloads, whose result room stays within the worker's
   // RLIMIT_FSIZE; the driver's `ready` frame says whether it uses it (see shared-file.ts).
   // A zygote's worker opens it in the zygote's directory, so it keeps its name until then.
+  // (IMPROV_EXTFN_SHM_DIR='' turns shared files off for both)
+  const directory = sharedDirectory();
   const shared = SharedFile.create(
-    zygote ? zygote.dir : sharedDirectory(),
+    zygote && directory !== undefined ? zygote.dir : directory,
     options.sandbox.limits?.fileSizeBytes ?? DEFAULT_LIMITS.fileSizeBytes,
     undefined,
     zygote ? { keepName: true, owner: zygote.uid } : undefined,
