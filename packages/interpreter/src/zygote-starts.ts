@@ -5,9 +5,11 @@
  * (interpreter, binds, limits, environment), shared by the runners of this
  * process that have that setting and closed with the last of them.
  *
- * A zygote boots in the background at the first worker start, which goes
- * through a tree meanwhile (so a cold start waits for nothing new); starts
- * use it once it is ready. Its first worker is the probe: if that one does
+ * A zygote boots in the background at a worker start that comes
+ * BOOT_AFTER_MS or more after the runner's first (the workers of a cold
+ * refresh start as trees, which a zygote booting beside them, or waited for,
+ * only slowed down: measured); that start goes through a tree meanwhile,
+ * later ones fork once it is ready. Its first worker is the probe: if that one does
  * not reach its ready frame, or a zygote cannot start, the setting uses trees
  * for the rest of the process. A zygote that dies is replaced at the next
  * start, up to MAX_DEATHS times.
@@ -15,6 +17,8 @@
 import { type SandboxOptions, Zygote } from '@improv/extfn-sandbox';
 
 const MAX_DEATHS = 3;
+/** A zygote boots at a start this long after the runner's first (see `zygoteFor`). */
+export const BOOT_AFTER_MS = 2_000;
 
 interface Entry {
   key: string;
@@ -42,6 +46,7 @@ export interface ZygoteSetting {
 export class ZygoteStarts {
   #entry: Entry | undefined;
   #closed = false;
+  #firstStart: number | undefined;
 
   /** The zygote to fork a worker from now, or undefined (a tree); may start one booting. */
   zygoteFor(setting: ZygoteSetting): Zygote | undefined {
@@ -55,7 +60,13 @@ export class ZygoteStarts {
       if (++entry.deaths >= MAX_DEATHS) entry.off = `the zygote died ${entry.deaths} times`;
       if (entry.off) return undefined;
     }
-    entry.booting ??= this.#boot(entry, setting);
+    // A cold refresh starts its workers at once: a zygote booting beside them
+    // would only compete for the CPU (measured: slower). Boot it for a runner
+    // that still starts workers later (new functions, retired or idle ones).
+    this.#firstStart ??= performance.now();
+    if (performance.now() - this.#firstStart >= BOOT_AFTER_MS) {
+      entry.booting ??= this.#boot(entry, setting);
+    }
     return undefined;
   }
 

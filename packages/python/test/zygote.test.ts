@@ -18,8 +18,18 @@ afterEach(() => {
   else process.env.IMPROV_EXTFN_ZYGOTE = saved;
 });
 
-/** The zygote is ready: later starts come from it (the first started a tree while it booted). */
-async function zygoteReady(runner: { stats(): { zygote?: string } }): Promise<void> {
+/**
+ * Boots the runner's zygote as a sheet's later starts do: a start 2 s
+ * (BOOT_AFTER_MS) after the runner's first boots it, while that start itself
+ * goes through a tree; later starts come from it once it is ready.
+ */
+async function zygoteReady(
+  registry: { eval(name: string, args: never[]): Promise<unknown> },
+  runner: { stats(): { zygote?: string } },
+): Promise<void> {
+  await registry.eval('warm', []);
+  await new Promise((resolve) => setTimeout(resolve, 2_100));
+  await registry.eval('warm2', []);
   expect(await waitFor(() => runner.stats().zygote?.startsWith('ready') === true, 15_000)).toBe(
     true,
   );
@@ -39,6 +49,7 @@ const T = (body: string) => [body, [], 'text'] as [string, [], 'text'];
 
 const ATTEMPTS = {
   warm: T('result = "warm"'),
+  warm2: T('result = "warm2"'),
   // a host file the sandbox does not bind, and one it binds read-only
   readHost: T(
     [
@@ -173,6 +184,7 @@ describe.skipIf(!restrictedOk)(
     test('results equal tree workers for a number, a text and a datetime function; starts come from the zygote', async () => {
       const fns = {
         warm: ['result = 1', [], 'number'],
+        warm2: ['result = 2', [], 'number'],
         num: ['result = args[0] * 2.5 + 1', ['number'], 'number'],
         txt: ['result = args[0].upper() + "!" * 3', ['text'], 'text'],
         when: [
@@ -187,8 +199,7 @@ describe.skipIf(!restrictedOk)(
         await registry.eval('when', [Value.datetime(new Date(Date.UTC(2024, 1, 28, 23, 30)))]),
       ];
       const zyg = scopedRegistry('restricted', fns as never);
-      await zyg.registry.eval('warm', []);
-      await zygoteReady(zyg.runner);
+      await zygoteReady(zyg.registry, zyg.runner);
       const fromZygote = await calls(zyg.registry);
       const stats = zyg.runner.stats();
       expect(stats.zygoteStarts).toBe(3);
@@ -216,8 +227,7 @@ describe.skipIf(!restrictedOk)(
       const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
         maxWorkers: 2,
       });
-      await registry.eval('warm', []);
-      await zygoteReady(runner);
+      await zygoteReady(registry, runner);
       const text = async (name: string) => {
         const value = await registry.eval(name, []);
         expect(value.type).toBe('text');
@@ -260,8 +270,7 @@ describe.skipIf(!restrictedOk)(
       const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
         maxWorkers: 2,
       });
-      await registry.eval('warm', []);
-      await zygoteReady(runner);
+      await zygoteReady(registry, runner);
       const bomb = registry.eval('forkBomb', []);
       const [count, error] = ((await bomb) as { value: string }).value.split(' ');
       expect(error).toBe('BlockingIOError'); // EAGAIN: RLIMIT_NPROC of the worker
@@ -286,8 +295,7 @@ describe.skipIf(!restrictedOk)(
 
     test('the zygote killed: the next call still works (a new zygote, or a tree)', async () => {
       const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never);
-      await registry.eval('warm', []);
-      await zygoteReady(runner);
+      await zygoteReady(registry, runner);
       expect(await registry.eval('readTmp', [])).toEqual(Value.text('empty'));
       const zygotePid = Number(/pid (\d+)/.exec(runner.stats().zygote ?? '')?.[1]);
       expect(zygotePid).toBeGreaterThan(0);
@@ -295,8 +303,11 @@ describe.skipIf(!restrictedOk)(
       expect(await waitFor(() => !runner.stats().zygote?.includes(`pid ${zygotePid}`), 5000)).toBe(
         true,
       );
+      // a tree (its start boots a new zygote)
       expect(await registry.eval('forkTen', [])).toEqual(Value.text('10'));
-      await zygoteReady(runner); // a new one
+      expect(await waitFor(() => runner.stats().zygote?.startsWith('ready') === true, 15_000)).toBe(
+        true,
+      );
       expect(runner.stats().zygote).not.toContain(`pid ${zygotePid})`);
       const before = runner.stats().zygoteStarts ?? 0;
       expect(await registry.eval('writeTmp', [])).toEqual(Value.text('secret-of-writer'));
