@@ -395,10 +395,12 @@ def _zygote(directory):
                 continue
             try:
                 request = _loads_frame(line)
-                op = request.get('op') if isinstance(request, dict) else None
             except Exception as e:
-                _answer({'id': None, 'error': 'not a control line: %s' % (e,)})
+                request = 'not a control line: %s' % (e,)
+            if not isinstance(request, dict):
+                _answer({'id': None, 'error': request if isinstance(request, str) else 'not a JSON object'})
                 continue
+            op = request.get('op')
             if op == 'exit':
                 return None
             if op != 'fork':
