@@ -204,7 +204,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
 
   stats(): InterpreterStats {
     const { live, peak, killed, queued } = this.pool.counters();
-    const zygote = this.#spec.zygoteSource === undefined ? {} : this.#zygotes.stats();
+    const zygote = this.#spec.zygoteProgram === undefined ? {} : this.#zygotes.stats();
     return { started: this.#started, live, peak, killed, queued, ...zygote };
   }
 
@@ -478,12 +478,12 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
 
   /** The zygote a restricted worker starts from, if one is ready (see zygote-starts.ts). */
   #zygoteFor(sandbox: Omit<SandboxOptions, 'timeoutMs'>, startupMs: number) {
-    const source = this.#spec.zygoteSource;
-    if (source === undefined || this.#closed || !zygoteEnabled()) return undefined;
+    const program = this.#spec.zygoteProgram;
+    if (program === undefined || this.#closed || !zygoteEnabled()) return undefined;
     if (this.#policyInForce !== 'restricted' || sandbox.policy !== 'restricted') return undefined;
     return this.#zygotes.zygoteFor({
       sandbox,
-      program: source,
+      program: () => program(sandbox.command),
       maxWorkers: this.pool.maxLive,
       startupMs,
     });

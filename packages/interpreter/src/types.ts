@@ -43,11 +43,12 @@ export interface InterpreterSpec {
   /** The driver program (protocol v1), sent on stdin after the bootstrap starts. */
   readonly driverSource: string;
   /**
-   * A zygote program (the driver with the zygote's loop after it: Python),
-   * sent as the driver is: restricted warm workers are then cloned from a
-   * sandboxed zygote instead of each starting a tree (zygote-starts.ts).
+   * The zygote program for this interpreter (the driver with the zygote's
+   * loop after it: Python), asked for only when a zygote boots: restricted
+   * warm workers are then cloned from a sandboxed zygote instead of each
+   * starting a tree (zygote-starts.ts).
    */
-  readonly zygoteSource?: string;
+  readonly zygoteProgram?: (interpreterPath: string) => Promise<string>;
   /** Determinism variables added to the sandbox's clean environment (e.g. PYTHONHASHSEED=0). */
   readonly env?: Readonly<Record<string, string>>;
   /** Per-language sandbox limits (Julia needs a large address space). */

@@ -37,7 +37,8 @@ const entries = new Map<string, Entry>();
 
 export interface ZygoteSetting {
   sandbox: Omit<SandboxOptions, 'timeoutMs'>;
-  program: string;
+  /** The zygote's program, made when it boots (Python precompiles it then). */
+  program: () => Promise<string>;
   maxWorkers: number;
   startupMs: number;
 }
@@ -126,7 +127,6 @@ export class ZygoteStarts {
       sandbox.readOnlyPaths,
       sandbox.bwrapPath,
       sandbox.limits,
-      setting.program.length,
       setting.maxWorkers,
     ]);
     let entry = entries.get(key);
@@ -151,6 +151,7 @@ export class ZygoteStarts {
   async #boot(entry: Entry, setting: ZygoteSetting): Promise<void> {
     const { sandbox } = setting;
     try {
+      const program = await setting.program();
       const zygote = await Zygote.start({
         command: sandbox.command,
         args: sandbox.args,
@@ -158,7 +159,7 @@ export class ZygoteStarts {
         readOnlyPaths: sandbox.readOnlyPaths,
         bwrapPath: sandbox.bwrapPath,
         limits: sandbox.limits,
-        program: setting.program,
+        program,
         maxWorkers: setting.maxWorkers,
         functionName: sandbox.functionName ?? 'zygote',
         startupMs: setting.startupMs,

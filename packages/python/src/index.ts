@@ -9,7 +9,6 @@ import {
   type InterpreterRunnerOptions,
   resolveExecutable,
 } from '@improv/extfn-interpreter';
-import { zygoteEnabled } from '@improv/extfn-sandbox';
 import { PYTHON_ARGS, precompiledDriver } from './bootstrap.js';
 import { type PythonPackages, withLibraries } from './with-libraries.js';
 
@@ -76,7 +75,7 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
   };
   // What workers get on stdin: the source until this interpreter has
   // precompiled it (once per host process, in the background).
-  const driver = { source: DRIVER_SOURCE, zygote: ZYGOTE_SOURCE };
+  const driver = { source: DRIVER_SOURCE };
   const find = () =>
     resolveExecutable({
       explicit: interpreter,
@@ -97,20 +96,19 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
             if (stub) driver.source = stub;
           });
         }
-        if (found && ZYGOTE_SOURCE && driver.zygote === ZYGOTE_SOURCE && zygoteEnabled()) {
-          void precompiledDriver(found.path, ZYGOTE_SOURCE).then((stub) => {
-            if (stub) driver.zygote = stub;
-          });
-        }
         return found;
       },
       args: PYTHON_ARGS,
       get driverSource() {
         return driver.source;
       },
-      get zygoteSource() {
-        return driver.zygote;
-      },
+      // precompiled (once per interpreter and process) when a zygote boots, not at every cold start
+      ...(ZYGOTE_SOURCE === undefined
+        ? {}
+        : {
+            zygoteProgram: async (path: string) =>
+              (await precompiledDriver(path, ZYGOTE_SOURCE)) ?? ZYGOTE_SOURCE,
+          }),
       env,
       f64: true,
       vectorized: true,
