@@ -213,6 +213,17 @@ describe.skipIf(!restrictedOk)(
         expect(Number(status(ppid).PPid)).toBe(zygotePid); // worker → zygote → bwrap
         expect(status(pid).NSpid?.split(/\s+/).at(-1)).toBe('1');
       }
+      // a root host with cgroups: each worker in a cgroup of its own, not the zygote's
+      const cgroupOf = (pid: number) =>
+        readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+          .split('\n')
+          .filter((line) => /:(memory|pids):/.test(line))
+          .join(' ');
+      if (process.getuid?.() === 0 && cgroupOf(zygotePid).includes('/tree-')) {
+        const groups = new Set(nested.map(cgroupOf));
+        expect(groups.size).toBe(nested.length);
+        expect(groups.has(cgroupOf(zygotePid))).toBe(false);
+      }
 
       process.env.IMPROV_EXTFN_ZYGOTE = '0';
       const trees = scopedRegistry('restricted', fns as never);

@@ -400,7 +400,7 @@ export class Zygote {
     }
     this.forks++;
     return treeOf(
-      this.#worker(hostPid, pending.stdio!, pending.stderr!, childExit, limits, cgroup),
+      this.#worker(hostPid, pending.stdio!, pending.stderr!, childExit, exitWith, limits, cgroup),
       { command: 'python3', policy: 'restricted', functionName },
       'restricted',
       functionName,
@@ -430,6 +430,7 @@ export class Zygote {
     stdio: Socket,
     stderr: Socket,
     childExit: Promise<ChildExit>,
+    settleExit: (how: ChildExit) => void,
     limits: SandboxLimits,
     cgroup: TreeCgroup | undefined,
   ): Launched {
@@ -483,6 +484,10 @@ export class Zygote {
       },
       async kill() {
         if (!ended) killPid(pid); // its pid namespace dies with it
+        // the zygote reports the exit when it reaps it; should it not (wedged), the
+        // pid is gone all the same once SIGKILL has landed
+        await Promise.race([exited, delay(2000)]);
+        if (!ended) settleExit({ signal: constants.signals.SIGKILL });
         await exited;
       },
     };
