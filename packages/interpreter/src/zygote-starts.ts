@@ -30,7 +30,6 @@ interface Entry {
   deaths: number;
   /** Why this setting uses trees for the rest of the process. */
   off: string | undefined;
-  forks: number;
 }
 
 const entries = new Map<string, Entry>();
@@ -48,6 +47,8 @@ export class ZygoteStarts {
   #entry: Entry | undefined;
   #closed = false;
   #firstStart: number | undefined;
+  /** This runner's workers started from a zygote. */
+  #forks = 0;
 
   /** The zygote to fork a worker from now, or undefined (a tree); may start one booting. */
   zygoteFor(setting: ZygoteSetting): Zygote | undefined {
@@ -87,13 +88,13 @@ export class ZygoteStarts {
     const entry = this.#entry;
     if (entry?.zygote !== zygote) return;
     entry.proven = true;
-    entry.forks++;
+    this.#forks++;
   }
 
   /** What `stats()` shows: workers started from zygotes, and why none is used (if so). */
   stats(): { zygoteStarts: number; zygote: string } {
     const entry = this.#entry;
-    if (!entry) return { zygoteStarts: 0, zygote: this.#closed ? 'closed' : 'not used' };
+    if (!entry) return { zygoteStarts: this.#forks, zygote: this.#closed ? 'closed' : 'not used' };
     const state = this.#closed
       ? 'closed'
       : entry.off
@@ -103,7 +104,7 @@ export class ZygoteStarts {
           : entry.booting
             ? 'starting'
             : 'not started';
-    return { zygoteStarts: entry.forks, zygote: state };
+    return { zygoteStarts: this.#forks, zygote: state };
   }
 
   /** Lets go of the zygote; the last runner holding it closes it. */
@@ -139,7 +140,6 @@ export class ZygoteStarts {
         proven: false,
         deaths: 0,
         off: undefined,
-        forks: 0,
       };
       entries.set(key, entry);
     }
