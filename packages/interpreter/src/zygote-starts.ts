@@ -49,6 +49,11 @@ export class ZygoteStarts {
   #firstStart: number | undefined;
   /** This runner's workers started from a zygote. */
   #forks = 0;
+  readonly #bootAfterMs: number;
+
+  constructor(bootAfterMs = BOOT_AFTER_MS) {
+    this.#bootAfterMs = bootAfterMs;
+  }
 
   /** The zygote to fork a worker from now, or undefined (a tree); may start one booting. */
   zygoteFor(setting: ZygoteSetting): Zygote | undefined {
@@ -66,7 +71,7 @@ export class ZygoteStarts {
     // would only compete for the CPU (measured: slower). Boot it for a runner
     // that still starts workers later (new functions, retired or idle ones).
     this.#firstStart ??= performance.now();
-    if (performance.now() - this.#firstStart >= BOOT_AFTER_MS) {
+    if (performance.now() - this.#firstStart >= this.#bootAfterMs) {
       entry.booting ??= this.#boot(entry, setting);
     }
     return undefined;
