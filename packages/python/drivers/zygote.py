@@ -5,7 +5,8 @@
 # mount and clone's namespace flags let through) and with the environment
 # variable IMPROV_EXTFN_ZYGOTE_DIR set (driver.py took it out and left
 # `_zygote_dir`). It then serves no body: it clones workers, each already past
-# the driver's imports, in ~20 ms instead of a new sandbox tree and interpreter.
+# the driver's imports, for a fraction of what a new sandbox tree and
+# interpreter cost.
 #
 # Control (docs/protocol.md, "Zygote (Python)"): JSON lines from the host on
 # stdin, answers on stdout. `{"op":"fork",…}` clones a worker and answers its
@@ -14,8 +15,8 @@
 # namespaces below the zygote's, which the kernel kills with it).
 #
 # A worker goes, in this order, before any body code can run (each step's
-# failure: one line on its stderr and exit 70, which the host reads as "no
-# zygote here"):
+# failure: one line on its stderr, the zygote's before step 3, and exit 70,
+# which the host reads as "no zygote here"):
 #   1. clone() into new user, mount, pid, net, ipc and uts namespaces: pid 1 of
 #      its own, sees no sibling, reaches no sibling's socket;
 #   2. its uid mapped to itself (never root inside), its own /tmp, /dev/shm
@@ -29,9 +30,10 @@
 #   7. the strict seccomp filter stacked on the zygote's relaxed one;
 #   8. only its own descriptors, at 0, 1, 2 (and 3): none of the zygote's
 #      (its control pipes above all) survives;
-#   9. its environment additions, then the driver serves as in a tree.
+#   9. its environment additions, then the driver serves as in a tree, and
+#      the worker ends without the interpreter's finalization (_worker_serve).
 # The zygote never reads what a worker writes, and stays single-threaded: a
-# raw clone() takes none of the locks os.fork() would.
+# clone() copies the calling thread only, so no other may hold a lock then.
 import ctypes
 import fcntl  # noqa: F401 (loaded once here, not by every worker's _setup_io: ~2 ms each)
 import resource
