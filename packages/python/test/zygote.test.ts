@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { ExtFnError, Value } from '@improv/extfn-core';
 import { afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { failure, noRestricted, restrictedOk, scopedRegistry, waitFor } from './helpers.js';
+import { alive, failure, noRestricted, restrictedOk, scopedRegistry, waitFor } from './helpers.js';
 
 const saved = process.env.IMPROV_EXTFN_ZYGOTE;
 afterEach(() => {
@@ -323,6 +323,12 @@ describe.skipIf(!restrictedOk)(
       const before = runner.stats().zygoteStarts ?? 0;
       expect(await registry.eval('writeTmp', [])).toEqual(Value.text('secret-of-writer'));
       expect(runner.stats().zygoteStarts).toBe(before + 1);
+      // closed with the runner: the zygote and its workers are gone
+      const second = Number(/pid (\d+)/.exec(runner.stats().zygote ?? '')?.[1]);
+      const workers = runner.workerPids();
+      await registry.close();
+      expect(runner.stats().zygote).toBe('closed');
+      expect(await waitFor(() => ![second, ...workers].some(alive), 5000)).toBe(true);
     }, 60_000);
   },
 );
