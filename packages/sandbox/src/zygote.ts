@@ -90,6 +90,24 @@ const SIGNAL_NAMES = Object.fromEntries(
 const FIX_ZYGOTE =
   'this host runs each worker in a tree of its own from now on; set IMPROV_EXTFN_ZYGOTE=0 to never use a zygote';
 
+/** Directories of zygotes alive: removed at this process's exit should one not be closed. */
+const liveDirs = new Set<string>();
+let exitHook = false;
+
+function track(dir: string): void {
+  liveDirs.add(dir);
+  if (exitHook) return;
+  exitHook = true;
+  process.once('exit', () => {
+    for (const live of liveDirs) rmSync(live, { recursive: true, force: true });
+  });
+}
+
+function untrack(dir: string): void {
+  liveDirs.delete(dir);
+  rmSync(dir, { recursive: true, force: true });
+}
+
 /** Where zygote directories are made: memory (/dev/shm) where it exists, as shared files are. */
 function zygoteParent(): string {
   try {
@@ -152,6 +170,7 @@ export class Zygote {
   static async start(options: ZygoteOptions): Promise<Zygote> {
     const { functionName } = options;
     const dir = mkdtempSync(join(zygoteParent(), 'extfn-zygote-'));
+    track(dir);
     chmodSync(dir, 0o700);
     writeFileSync(join(dir, 'strict.bpf'), seccompProgram(), { mode: 0o644 });
     const server = createServer({ allowHalfOpen: false });
@@ -184,7 +203,7 @@ export class Zygote {
       });
     } catch (error) {
       server.close();
-      rmSync(dir, { recursive: true, force: true });
+      untrack(dir);
       throw error;
     }
     tree.holdEventLoop(false);
@@ -295,7 +314,7 @@ export class Zygote {
     this.#pending.clear();
     this.#byToken.clear();
     this.#server.close();
-    rmSync(this.dir, { recursive: true, force: true });
+    untrack(this.dir);
   }
 
   /**
