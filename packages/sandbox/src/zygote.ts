@@ -373,6 +373,7 @@ export class Zygote {
     let timer: NodeJS.Timeout | undefined;
     let cgroup: TreeCgroup | undefined;
     let hostPid: number | undefined;
+    let born: number | undefined;
     try {
       await Promise.race([
         connected,
@@ -385,6 +386,7 @@ export class Zygote {
       ]);
       hostPid = this.#hostPid(pending.pid!);
       if (hostPid === undefined) throw new Error(`cannot find worker ${pending.pid} in /proc`);
+      born = startTicks(hostPid);
       if (hostIsRoot()) {
         try {
           cgroup = TreeCgroup.create(limits.memoryBytes + limits.tmpfsBytes, limits.processes);
@@ -398,7 +400,7 @@ export class Zygote {
         }
       }
     } catch (error) {
-      if (hostPid !== undefined) killPid(hostPid);
+      if (hostPid !== undefined) killPid(hostPid, born);
       pending.stdio?.destroy();
       pending.stderr?.destroy();
       this.#byToken.delete(token);
@@ -419,7 +421,16 @@ export class Zygote {
     }
     this.forks++;
     return treeOf(
-      this.#worker(hostPid, pending.stdio!, pending.stderr!, childExit, exitWith, limits, cgroup),
+      this.#worker(
+        hostPid,
+        born,
+        pending.stdio!,
+        pending.stderr!,
+        childExit,
+        exitWith,
+        limits,
+        cgroup,
+      ),
       { command: 'python3', policy: 'restricted', functionName },
       'restricted',
       functionName,
@@ -446,6 +457,7 @@ export class Zygote {
   /** A worker shaped as `launch` shapes a tree. */
   #worker(
     pid: number,
+    born: number | undefined,
     stdio: Socket,
     stderr: Socket,
     childExit: Promise<ChildExit>,
@@ -502,7 +514,7 @@ export class Zygote {
         }
       },
       async kill() {
-        if (!ended) killPid(pid); // its pid namespace dies with it
+        if (!ended) killPid(pid, born); // its pid namespace dies with it
         // the zygote reports the exit when it reaps it; should it not (wedged), the
         // pid is gone all the same once SIGKILL has landed
         await Promise.race([exited, delay(2000)]);
@@ -528,7 +540,23 @@ function describe(how: ChildExit): string {
     : `exit code ${how.code}`;
 }
 
-function killPid(pid: number): void {
+/** When `pid` started (proc(5) stat field 22), or undefined once it is gone. */
+function startTicks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * SIGKILL for a worker the zygote, not this process, reaps: once reaped its
+ * pid may be another process's, so it is killed only while the process
+ * holding it is the one that started at `born`.
+ */
+function killPid(pid: number, born: number | undefined): void {
+  if (born === undefined || startTicks(pid) !== born) return;
   try {
     process.kill(pid, 'SIGKILL');
   } catch {}
