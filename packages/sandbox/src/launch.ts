@@ -88,6 +88,16 @@ function sandboxError(message: string, fix: string, functionName: string, cause?
 }
 
 /**
+ * A chain and the seccomp program for its bwrap. Named, not inferred: an
+ * inferred type would be declared `Uint8Array<ArrayBufferLike>`, which
+ * TypeScript before 5.7 cannot read in our published declarations.
+ */
+export interface BuiltChain {
+  chain: string[];
+  seccompInput: Uint8Array | undefined;
+}
+
+/**
  * The programs that run before the interpreter, each exec'ing the next, for
  * a tree spawned by a parent that leaks the descriptors `leaks` (the host's,
  * or the spawner's: none once it closed its own). Exported for tests.
@@ -98,7 +108,7 @@ export function buildChain(
   command: string,
   cgroup: TreeCgroup | undefined,
   leaks: readonly number[],
-) {
+): BuiltChain {
   const { policy, functionName } = options;
   const tools = hostTools();
   const restricted = policy === 'restricted';
