@@ -35,6 +35,7 @@ import {
   type SandboxLimits,
   type SandboxOptions,
   type SandboxPolicy,
+  zygoteEnabled,
 } from '@improv/extfn-sandbox';
 import {
   type DispatchWorker,
@@ -63,6 +64,7 @@ import type {
   ResolvedInterpreter,
 } from './types.js';
 import type { WarmWorker } from './warm-worker.js';
+import { ZygoteStarts } from './zygote-starts.js';
 
 const DEFAULT_IDLE_MS = 30_000;
 const DEFAULT_STARTUP_MS = 15_000;
@@ -161,6 +163,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   #oneShots = new Set<AbortController>();
   #started = 0;
   #closed = false;
+  /** Where restricted workers are cloned from, when the spec has a zygote program. */
+  #zygotes = new ZygoteStarts();
   /** The policy for which the interpreter was found and the sandbox proved usable. */
   #preparedFor: SandboxPolicy | undefined;
   /** What the sandbox probe says is really in force (the fallback, where it applied). */
@@ -200,7 +204,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
 
   stats(): InterpreterStats {
     const { live, peak, killed, queued } = this.pool.counters();
-    return { started: this.#started, live, peak, killed, queued };
+    const zygote = this.#spec.zygoteProgram === undefined ? {} : this.#zygotes.stats();
+    return { started: this.#started, live, peak, killed, queued, ...zygote };
   }
 
   workerPids(): number[] {
@@ -374,6 +379,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     this.#closed = true;
     for (const controller of this.#oneShots) controller.abort(new Error('the runner is closed'));
     await this.pool.close();
+    await this.#zygotes.close();
   }
 
   // ---- the scheduler's context ---------------------------------------------------
@@ -408,13 +414,17 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     const interpreter = this.#found ?? (await this.#resolve());
     if (!interpreter) throw this.#unavailable(fn);
     const limits = { ...this.#limits(), cpuSeconds: Math.ceil(this.#workerCpuSeconds()) };
+    const sandbox = this.#sandboxOptions(interpreter, fn.name, limits);
+    const startupMs = this.#spec.startupTimeoutMs ?? DEFAULT_STARTUP_MS;
+    const zygote = this.#zygoteFor(sandbox, startupMs);
     try {
       return await startWorker({
         key,
-        sandbox: this.#sandboxOptions(interpreter, fn.name, limits),
+        sandbox,
+        zygote: zygote && { zygote, starts: this.#zygotes },
         driverSource: this.#spec.driverSource,
         load: loadHeader(fn, this.maxOutputBytes),
-        startupMs: this.#spec.startupTimeoutMs ?? DEFAULT_STARTUP_MS,
+        startupMs,
         maxOutputBytes: this.maxOutputBytes,
         signal,
         onSpawned: () => {
@@ -465,6 +475,19 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   }
 
   // ---- helpers ------------------------------------------------------------------
+
+  /** The zygote a restricted worker starts from, if one is ready (see zygote-starts.ts). */
+  #zygoteFor(sandbox: Omit<SandboxOptions, 'timeoutMs'>, startupMs: number) {
+    const program = this.#spec.zygoteProgram;
+    if (program === undefined || this.#closed || !zygoteEnabled()) return undefined;
+    if (this.#policyInForce !== 'restricted' || sandbox.policy !== 'restricted') return undefined;
+    return this.#zygotes.zygoteFor({
+      sandbox,
+      program: () => program(sandbox.command),
+      maxWorkers: this.pool.maxLive,
+      startupMs,
+    });
+  }
 
   /** How a call of `fn` runs: its mode, its worker key, and the load error every call of it gets, if any. */
   #route(

@@ -24,6 +24,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
+  fchownSync,
   fstatSync,
   ftruncateSync,
   openSync,
@@ -73,6 +74,9 @@ export class SharedFile {
   readonly #maxRoom: number;
   readonly #max: number;
 
+  /** Its name while it has one (`keepName`): a zygote's worker opens it by name. */
+  path: string | undefined;
+
   private constructor(fd: number, maxRoom: number, max: number) {
     this.fd = fd;
     this.#maxRoom = maxRoom;
@@ -84,11 +88,14 @@ export class SharedFile {
    * made (no such directory, not writable): the worker then uses the pipes.
    * `maxRoom` is the most result bytes a request may reserve (the worker's
    * RLIMIT_FSIZE), `max` the most the file may ever be sized to.
+   * `keepName`: left linked until `unlink()` (a zygote's worker opens it by
+   * name, as `owner` on a root host).
    */
   static create(
     dir: string | undefined,
     maxRoom: number,
     max = SHARED_FILE_MAX,
+    named?: { keepName: true; owner: number | undefined },
   ): SharedFile | undefined {
     if (!dir || !(maxRoom > 0) || !(max > 0)) return undefined;
     const path = join(dir, `extfn-${process.pid}-${randomBytes(8).toString('hex')}`);
@@ -99,12 +106,27 @@ export class SharedFile {
       return undefined;
     }
     try {
-      unlinkSync(path);
+      if (named?.owner !== undefined) fchownSync(fd, named.owner, named.owner);
+      if (!named) unlinkSync(path);
     } catch {
       closeSync(fd);
+      try {
+        unlinkSync(path);
+      } catch {}
       return undefined;
     }
-    return new SharedFile(fd, maxRoom, max);
+    const file = new SharedFile(fd, maxRoom, max);
+    if (named) file.path = path;
+    return file;
+  }
+
+  /** Takes its name away (`keepName`): only the open descriptors reach it from then on. */
+  unlink(): void {
+    if (this.path === undefined) return;
+    try {
+      unlinkSync(this.path);
+    } catch {}
+    this.path = undefined;
   }
 
   /**
@@ -187,6 +209,7 @@ export class SharedFile {
   }
 
   close(): void {
+    this.unlink();
     try {
       closeSync(this.fd);
     } catch {}

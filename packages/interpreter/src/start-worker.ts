@@ -3,12 +3,20 @@
  * `ready` frame, then `load`. A worker that fails before it is ready is
  * reported as a start failure, so a batch fails once instead of row by row.
  */
-import { DEFAULT_LIMITS, launchSandboxedAsync, type SandboxOptions } from '@improv/extfn-sandbox';
+import { basename } from 'node:path';
+import {
+  DEFAULT_LIMITS,
+  launchSandboxedAsync,
+  type SandboxedTree,
+  type SandboxOptions,
+  type Zygote,
+} from '@improv/extfn-sandbox';
 import { LoadFailure, WorkerFailure } from './failures.js';
 import type { DriverError, FrameHeader } from './frames.js';
 import { controlLimits } from './response-limits.js';
 import { SharedFile, sharedDirectory } from './shared-file.js';
 import { WarmWorker } from './warm-worker.js';
+import type { ZygoteStarts } from './zygote-starts.js';
 
 export interface StartWorkerOptions {
   key: string;
@@ -21,29 +29,78 @@ export interface StartWorkerOptions {
   signal: AbortSignal | undefined;
   /** Called once the process is spawned (the runner counts starts). */
   onSpawned(): void;
+  /**
+   * Fork the worker from this zygote (its driver is loaded already); should
+   * it fail before its ready frame, the worker starts as a tree after all.
+   */
+  zygote?: { zygote: Zygote; starts: ZygoteStarts } | undefined;
 }
 
 export async function startWorker(options: StartWorkerOptions): Promise<WarmWorker> {
+  const { zygote } = options;
+  if (zygote) {
+    try {
+      const worker = await startOn(options, zygote.zygote);
+      zygote.starts.succeeded(zygote.zygote);
+      return worker;
+    } catch (error) {
+      // what a tree would meet too: a body that does not load, an abort, the runner closing
+      if (error instanceof LoadFailure || options.signal?.aborted) throw error;
+      if (error instanceof WorkerFailure && error.reason === 'closed') throw error;
+      zygote.starts.failed(zygote.zygote, error);
+    }
+  }
+  return startOn(options, undefined);
+}
+
+/** Starts the process: a fork of `zygote`, else a tree. */
+async function spawn(
+  options: StartWorkerOptions,
+  zygote: Zygote | undefined,
+  shared: SharedFile | undefined,
+): Promise<SandboxedTree> {
+  const { sandbox } = options;
+  if (!zygote) {
+    return launchSandboxedAsync(shared ? { ...sandbox, sharedFile: shared.fd } : sandbox);
+  }
+  return zygote.fork({
+    functionName: sandbox.functionName ?? 'worker',
+    limits: sandbox.limits,
+    // the worker opens it by name in the zygote's directory (unlinked once it is ready)
+    ...(shared?.path ? { shared: basename(shared.path) } : {}),
+    startupMs: options.startupMs,
+  });
+}
+
+async function startOn(options: StartWorkerOptions, zygote: Zygote | undefined) {
   const { key, startupMs, signal } = options;
   // A file for binary payloads, whose result room stays within the worker's
   // RLIMIT_FSIZE; the driver's `ready` frame says whether it uses it (see shared-file.ts).
+  // A zygote's worker opens it in the zygote's directory, so it keeps its name until then.
+  // (IMPROV_EXTFN_SHM_DIR='' turns shared files off for both)
+  const directory = sharedDirectory();
   const shared = SharedFile.create(
-    sharedDirectory(),
+    zygote && directory !== undefined ? zygote.dir : directory,
     options.sandbox.limits?.fileSizeBytes ?? DEFAULT_LIMITS.fileSizeBytes,
+    undefined,
+    zygote ? { keepName: true, owner: zygote.uid } : undefined,
   );
-  let process: Awaited<ReturnType<typeof launchSandboxedAsync>>;
+  let process: SandboxedTree;
   try {
-    process = await launchSandboxedAsync(
-      shared ? { ...options.sandbox, sharedFile: shared.fd } : options.sandbox,
-    );
+    process = await spawn(options, zygote, shared);
   } catch (error) {
     shared?.close();
     throw error;
   }
   options.onSpawned();
-  const worker = new WarmWorker(key, process, options.driverSource, shared);
+  // a zygote's worker has the driver loaded: nothing to send before the requests
+  const worker = new WarmWorker(key, process, zygote ? undefined : options.driverSource, shared);
   try {
-    await worker.ready(startupMs, signal);
+    try {
+      await worker.ready(startupMs, signal);
+    } finally {
+      shared?.unlink();
+    }
     const frame = await worker.request(options.load, undefined, {
       deadlineMs: startupMs,
       signal,

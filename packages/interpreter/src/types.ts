@@ -42,6 +42,13 @@ export interface InterpreterSpec {
   readonly args: readonly string[];
   /** The driver program (protocol v1), sent on stdin after the bootstrap starts. */
   readonly driverSource: string;
+  /**
+   * The zygote program for this interpreter (the driver with the zygote's
+   * loop after it: Python), asked for only when a zygote boots: restricted
+   * warm workers are then cloned from a sandboxed zygote instead of each
+   * starting a tree (zygote-starts.ts).
+   */
+  readonly zygoteProgram?: (interpreterPath: string) => Promise<string>;
   /** Determinism variables added to the sandbox's clean environment (e.g. PYTHONHASHSEED=0). */
   readonly env?: Readonly<Record<string, string>>;
   /** Per-language sandbox limits (Julia needs a large address space). */
@@ -144,6 +151,10 @@ export interface InterpreterStats {
   readonly killed: number;
   /** Callers waiting for a worker now. */
   readonly queued: number;
+  /** Warm workers started from a zygote (they count in `started` too). */
+  readonly zygoteStarts?: number;
+  /** The zygote's state: not used, starting, ready (its pid), or off and why. */
+  readonly zygote?: string;
 }
 
 /** A LanguageRunner backed by sandboxed interpreter processes. */

@@ -104,7 +104,8 @@ export class WarmWorker {
   constructor(
     key: string,
     process: SandboxedTree,
-    driverSource: string,
+    /** Sent first; undefined for a zygote's worker, whose driver is loaded already. */
+    driverSource: string | undefined,
     shared?: SharedFile | undefined,
   ) {
     this.key = key;
@@ -136,7 +137,7 @@ export class WarmWorker {
         this.#shared?.close();
         this.#shared = undefined;
       });
-    process.stdin.write(driverPreamble(driverSource));
+    if (driverSource !== undefined) process.stdin.write(driverPreamble(driverSource));
   }
 
   get alive(): boolean {

@@ -45,20 +45,37 @@ for _dir in (_env('IMPROV_EXTFN_PYTHON_PATH') or '').split(_PATHSEP):
     if _dir and _dir not in sys.path:
         sys.path.append(_dir)
 
-# The bootstrap read exactly the driver's bytes from fd 0 (os.read, no
-# buffering), so everything after them is the request stream.
-_proto_in = open(os.dup(0), 'rb', buffering=1 << 16)  # what os.fdopen does
-_proto_out_fd = os.dup(1)
-try:  # larger pipes: a megabyte column moves in a few system calls, not hundreds
-    import fcntl
-    for _fd in (_proto_in.fileno(), _proto_out_fd):
-        fcntl.fcntl(_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
-except (ImportError, AttributeError, OSError):
-    pass  # not a pipe, an older Python, or a lower pipe-max-size: the default size works
-_devnull = os.open(_DEVNULL, os.O_RDWR)
-os.dup2(_devnull, 0)  # the body cannot read (and desynchronise) the request stream
-os.dup2(2, 1)  # print() and child processes write to stderr from now on
-os.close(_devnull)
+# A zygote (drivers/zygote.py, which the host appends to this source) defines
+# everything below but serves nothing itself: each worker it clones sets up
+# its own descriptors and then serves. Taken out of the environment at once,
+# so no body sees it.
+_zygote_dir = _env('IMPROV_EXTFN_ZYGOTE_DIR', pop=True)
+
+
+def _setup_io():
+    """Binds the request stream to the driver and fd 0/1 away from the body.
+    On fd 0/1/2 as they are now: at start in a worker tree, after its dup2s
+    in a zygote's worker."""
+    global _proto_in, _proto_out_fd, _stdin
+    # The bootstrap read exactly the driver's bytes from fd 0 (os.read, no
+    # buffering), so everything after them is the request stream.
+    _proto_in = open(os.dup(0), 'rb', buffering=1 << 16)  # what os.fdopen does
+    _proto_out_fd = os.dup(1)
+    try:  # larger pipes: a megabyte column moves in a few system calls, not hundreds
+        import fcntl
+        for fd in (_proto_in.fileno(), _proto_out_fd):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):
+        pass  # not a pipe, an older Python, or a lower pipe-max-size: the default size works
+    devnull = os.open(_DEVNULL, os.O_RDWR)
+    os.dup2(devnull, 0)  # the body cannot read (and desynchronise) the request stream
+    os.dup2(2, 1)  # print() and child processes write to stderr from now on
+    os.close(devnull)
+    _stdin = sys.stdin = open(_DEVNULL, 'r')  # what a body's input() reads
+
+
+if _zygote_dir is None:
+    _setup_io()
 
 # `_ast`, not `ast`: the node classes without the module's imports (contextlib, enum…),
 # ~9 ms of every worker start; _ast_parse and _ast_walk are what the driver uses of the rest.
@@ -436,7 +453,6 @@ class _Capture(object):
 
 _capture = _Capture()
 sys.stdout = _capture
-_stdin = sys.stdin = open(_DEVNULL, 'r')
 
 
 # ---- compiling the body ------------------------------------------------------------
@@ -1288,11 +1304,18 @@ def _callcols(fn, n, payload, cells_in):
 # goes, instead of both crossing the pipes. Mapped once (again when the host
 # grows it), so its pages stay touched across requests and a numpy column is
 # a view of it, no copy.
-try:
-    _shared_fd = int(_env('IMPROV_EXTFN_SHARED_FD', pop=True))
-    os.fstat(_shared_fd)
-except (TypeError, ValueError, OSError):  # unset (None), not a number, not open
-    _shared_fd = None
+def _setup_shared(fd=None):
+    """The shared file's descriptor: `fd`, or the variable's (taken out of
+    the environment). A zygote's worker calls it again with its own."""
+    global _shared_fd
+    try:
+        _shared_fd = int(fd if fd is not None else _env('IMPROV_EXTFN_SHARED_FD', pop=True))
+        os.fstat(_shared_fd)
+    except (TypeError, ValueError, OSError):  # unset (None), not a number, not open
+        _shared_fd = None
+
+
+_setup_shared()
 _shared_map = None
 
 
@@ -1411,4 +1434,5 @@ def _serve():
             _write({'id': rid, 'error': {'type': 'ProtocolError', 'message': 'unknown op %r' % (op,)}})
 
 
-_serve()
+if _zygote_dir is None:  # a zygote's workers serve from drivers/zygote.py
+    _serve()

@@ -80,20 +80,25 @@ export function driverStub(hexversion: number, code: string, source: string): st
   ].join('\n');
 }
 
-/** Stubs by interpreter path, for this process (the stub checks the version it runs on). */
-const stubs = new Map<string, { source: string; stub: Promise<string | undefined> }>();
+/** Stubs by interpreter path and program (driver, zygote), for this process (the stub checks the version it runs on). */
+const stubs = new Map<string, Map<string, Promise<string | undefined>>>();
 
 /**
  * `driverStub` for this interpreter, or undefined when it cannot compile
- * here (the source is used then). Once per interpreter and host process.
+ * here (the source is used then). Once per interpreter, program and host process.
  */
 export function precompiledDriver(python: string, source: string): Promise<string | undefined> {
-  let entry = stubs.get(python);
-  if (entry?.source !== source) {
-    entry = { source, stub: compileWith(python, source) };
-    stubs.set(python, entry);
+  let programs = stubs.get(python);
+  if (!programs) {
+    programs = new Map();
+    stubs.set(python, programs);
   }
-  return entry.stub;
+  let stub = programs.get(source);
+  if (!stub) {
+    stub = compileWith(python, source);
+    programs.set(source, stub);
+  }
+  return stub;
 }
 
 function compileWith(python: string, source: string): Promise<string | undefined> {

@@ -36,6 +36,21 @@ export const DRIVER_SOURCE: string = readFileSync(
   'utf8',
 );
 
+/**
+ * The zygote's program (drivers/zygote.py after the driver, as one source):
+ * restricted warm workers are cloned from a sandboxed zygote running it
+ * (docs/architecture.md, "Zygote"), unless IMPROV_EXTFN_ZYGOTE=0.
+ */
+export const ZYGOTE_SOURCE: string | undefined = zygoteSource();
+
+function zygoteSource(): string | undefined {
+  try {
+    return `${DRIVER_SOURCE}\n${readFileSync(new URL('../drivers/zygote.py', import.meta.url), 'utf8')}`;
+  } catch {
+    return undefined; // not shipped: every worker starts a tree
+  }
+}
+
 /** Asked of the interpreter found, to see through shims (pyenv's is a script under /root). */
 const EXECUTABLE_PROBE = ['-s', '-S', '-c', 'import sys; print(sys.executable)'];
 
@@ -87,6 +102,13 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
       get driverSource() {
         return driver.source;
       },
+      // precompiled (once per interpreter and process) when a zygote boots, not at every cold start
+      ...(ZYGOTE_SOURCE === undefined
+        ? {}
+        : {
+            zygoteProgram: async (path: string) =>
+              (await precompiledDriver(path, ZYGOTE_SOURCE)) ?? ZYGOTE_SOURCE,
+          }),
       env,
       f64: true,
       vectorized: true,

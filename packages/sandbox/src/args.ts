@@ -18,7 +18,18 @@ export function tmpfsSizes(tmpfsBytes: number): { tmp: number; shm: number } {
   return { tmp: tmpfsBytes - shm, shm };
 }
 
-export function bwrapArgs(limits: SandboxLimits, binds: readonly string[]): string[] {
+/** Where a zygote's directory (its socket, the strict filter, shared files) is bound inside. */
+export const ZYGOTE_GUEST_DIR = '/run/extfn-zygote';
+
+/**
+ * `zygoteDir`: a Python zygote's tree (zygote.ts), whose host directory is
+ * bound read-write at ZYGOTE_GUEST_DIR; every other tree passes none.
+ */
+export function bwrapArgs(
+  limits: SandboxLimits,
+  binds: readonly string[],
+  zygoteDir?: string,
+): string[] {
   const sizes = tmpfsSizes(limits.tmpfsBytes);
   const args = [
     '--unshare-all',
@@ -51,6 +62,7 @@ export function bwrapArgs(limits: SandboxLimits, binds: readonly string[]): stri
     '/home',
   ];
   for (const path of binds) args.push('--ro-bind', path, path);
+  if (zygoteDir !== undefined) args.push('--bind', zygoteDir, ZYGOTE_GUEST_DIR);
   // bwrap builds / and /dev on tmpfs without a size and owned by the guest's uid:
   // left writable they would let a body fill the host's memory file by file
   args.push('--remount-ro', '/dev', '--remount-ro', '/');

@@ -35,3 +35,9 @@ export type {
   SandboxOptions,
   SandboxResult,
 } from './types.js';
+export {
+  Zygote,
+  type ZygoteForkOptions,
+  type ZygoteOptions,
+  zygoteEnabled,
+} from './zygote.js';

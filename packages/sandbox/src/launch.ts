@@ -5,7 +5,7 @@
  * lease, cgroup, kill strategies and exit classification.
  */
 import { randomBytes } from 'node:crypto';
-import { fchownSync } from 'node:fs';
+import { chownSync, fchownSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { ExtFnError } from '@improv/extfn-core';
 import { execa } from 'execa';
@@ -54,6 +54,11 @@ export type LaunchOptions = Omit<SandboxOptions, 'timeoutMs' | 'policy' | 'signa
   /** The policy in force (after any fallback the probe allowed). */
   policy: SandboxPolicy;
   functionName: string;
+  /**
+   * A Python zygote's tree (zygote.ts): this host directory bound read-write
+   * at /run/extfn-zygote, the relaxed seccomp program. Only under `restricted`.
+   */
+  zygoteDir?: string;
 };
 
 /** A started tree: the raw pipes plus the means to end it. */
@@ -68,15 +73,28 @@ export interface Launched {
   limits: SandboxLimits;
   /** Whether the child and its pipes keep the host's event loop alive (Node's ref/unref). */
   holdEventLoop(hold: boolean): void;
+  /** The tree's own uid (root host, confined): what owns the files it opens (zygote.ts). */
+  uid?: number;
 }
 
 let seccompBytes: Uint8Array | undefined;
+let zygoteSeccompBytes: Uint8Array | undefined;
 
 /** Names the child's descriptor of `sharedFile` (the number depends on the chain). */
 export const SHARED_FD_VARIABLE = 'IMPROV_EXTFN_SHARED_FD';
 
 function sandboxError(message: string, fix: string, functionName: string, cause?: unknown) {
   return ExtFnError.sandbox(message, fix, { functionName, cause });
+}
+
+/**
+ * A chain and the seccomp program for its bwrap. Named, not inferred: an
+ * inferred type would be declared `Uint8Array<ArrayBufferLike>`, which
+ * TypeScript before 5.7 cannot read in our published declarations.
+ */
+export interface BuiltChain {
+  chain: string[];
+  seccompInput: Uint8Array | undefined;
 }
 
 /**
@@ -90,7 +108,7 @@ export function buildChain(
   command: string,
   cgroup: TreeCgroup | undefined,
   leaks: readonly number[],
-) {
+): BuiltChain {
   const { policy, functionName } = options;
   const tools = hostTools();
   const restricted = policy === 'restricted';
@@ -164,7 +182,7 @@ export function buildChain(
       throw sandboxError('bubblewrap (bwrap) is not installed', FIX_NO_BWRAP, functionName);
     }
     const binds = hostBinds(command, options.readOnlyPaths ?? [], functionName);
-    chain.push(bwrap, ...bwrapArgs(limits, binds), '--');
+    chain.push(bwrap, ...bwrapArgs(limits, binds, options.zygoteDir), '--');
     if (!root) {
       // the shell is visible inside only from /usr
       chain.push(
@@ -174,8 +192,13 @@ export function buildChain(
       );
     }
     if (seccompArch()) {
-      seccompBytes ??= seccompProgram();
-      seccompInput = seccompBytes;
+      if (options.zygoteDir !== undefined) {
+        zygoteSeccompBytes ??= seccompProgram({ zygote: true });
+        seccompInput = zygoteSeccompBytes;
+      } else {
+        seccompBytes ??= seccompProgram();
+        seccompInput = seccompBytes;
+      }
     }
   }
   chain.push(command, ...(options.args ?? []));
@@ -391,6 +414,8 @@ function chainSpawn(
     // the child reopens it through /proc/self/fd (R): it must own it, as its stdout FIFO
     if (uid !== undefined) fchownSync(options.sharedFile!, uid, uid);
   }
+  // a zygote's directory: its own (0700), where it reads the filter and dials the socket
+  if (options.zygoteDir !== undefined && uid !== undefined) chownSync(options.zygoteDir, uid, uid);
   return {
     file: chain[0]!,
     args: chain.slice(1),
@@ -521,6 +546,7 @@ function started(
     stderr,
     exited,
     limits,
+    ...(uid === undefined ? {} : { uid }),
     holdEventLoop(hold) {
       for (const stream of [stdin, stdout, stderr]) {
         const handle = stream as unknown as { ref?(): void; unref?(): void } | null;

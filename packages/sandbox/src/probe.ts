@@ -239,7 +239,9 @@ async function runProbe(
         ]
       : ['no namespaces: the host filesystem and network are visible'];
   parts.push(
-    hostIsRoot() ? `a uid of its own per process (e.g. ${probe.uid})` : `uid ${probe.uid}`,
+    hostIsRoot()
+      ? `a uid of its own per tree (e.g. ${probe.uid}; workers cloned from a zygote share its uid, each in a user namespace of its own)`
+      : `uid ${probe.uid}`,
     'rlimits (memory, CPU, processes, files)',
     cgroup.version
       ? `a cgroup ${cgroup.version} per tree (memory without swap, processes)`

@@ -77,7 +77,7 @@ function longLivedPolicy(options: LongLivedOptions): { policy: SandboxPolicy; na
   return { policy: known?.policy ?? requested, name };
 }
 
-function treeOf(
+export function treeOf(
   launched: Launched,
   options: LongLivedOptions,
   policy: SandboxPolicy,

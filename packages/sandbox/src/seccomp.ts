@@ -118,16 +118,26 @@ const jump = (code: number, k: number, jt: number | string, jf: number | string)
   k,
 });
 
-function archBlock(arch: SeccompArch): Array<Instruction | string> {
+/**
+ * What the zygote's relaxed program lets through (see `seccompProgram`):
+ * it makes each worker's namespaces, mounts its /tmp and /proc there, and
+ * then stacks the strict program in the worker before any body runs.
+ */
+const ZYGOTE_ALLOWED = new Set(['unshare', 'mount']);
+
+function archBlock(arch: SeccompArch, zygote: boolean): Array<Instruction | string> {
   const deny = `${arch}:deny`;
   const out: Array<Instruction | string> = [`${arch}:start`, stmt(LD_W_ABS, OFFSET_NR)];
   if (arch === 'x86_64') out.push(jump(JMP_JGE_K, X32_SYSCALL_BIT, `${arch}:kill`, 0));
-  for (const numbers of Object.values(DENIED)) out.push(jump(JMP_JEQ_K, numbers[arch], deny, 0));
+  for (const [name, numbers] of Object.entries(DENIED)) {
+    if (!(zygote && ZYGOTE_ALLOWED.has(name))) out.push(jump(JMP_JEQ_K, numbers[arch], deny, 0));
+  }
   out.push(jump(JMP_JEQ_K, CLONE3[arch], `${arch}:enosys`, 0));
   for (const numbers of Object.values(UNAVAILABLE))
     out.push(jump(JMP_JEQ_K, numbers[arch], `${arch}:enosys`, 0));
   out.push(jump(JMP_JEQ_K, IOCTL[arch], `${arch}:ioctl`, 0));
-  out.push(jump(JMP_JEQ_K, CLONE[arch], `${arch}:clone`, 0));
+  // the zygote's clone may create namespaces: no flag check
+  if (!zygote) out.push(jump(JMP_JEQ_K, CLONE[arch], `${arch}:clone`, 0));
   out.push(stmt(RET_K, RET_ALLOW));
   // ioctl(fd, request): the kernel compares the request as 32 bits, so do we
   out.push(`${arch}:ioctl`, stmt(LD_W_ABS, offsetArgLow(1)));
@@ -135,9 +145,11 @@ function archBlock(arch: SeccompArch): Array<Instruction | string> {
   out.push(jump(JMP_JEQ_K, TIOCLINUX, deny, 0));
   out.push(stmt(RET_K, RET_ALLOW));
   // clone(flags, …) on both architectures: no new namespaces
-  out.push(`${arch}:clone`, stmt(LD_W_ABS, offsetArgLow(0)));
-  out.push(jump(JMP_JSET_K, CLONE_NAMESPACE_FLAGS, deny, 0));
-  out.push(stmt(RET_K, RET_ALLOW));
+  if (!zygote) {
+    out.push(`${arch}:clone`, stmt(LD_W_ABS, offsetArgLow(0)));
+    out.push(jump(JMP_JSET_K, CLONE_NAMESPACE_FLAGS, deny, 0));
+    out.push(stmt(RET_K, RET_ALLOW));
+  }
   // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to clone;
   // SysV IPC and memfds: see UNAVAILABLE
   out.push(`${arch}:enosys`, stmt(RET_K, RET_ERRNO | ENOSYS));
@@ -146,15 +158,22 @@ function archBlock(arch: SeccompArch): Array<Instruction | string> {
   return out;
 }
 
-/** The program as `struct sock_filter[]` bytes, in host byte order. */
-export function seccompProgram(): Uint8Array {
+/**
+ * The program as `struct sock_filter[]` bytes, in host byte order.
+ * `zygote: true` is the relaxed program of a Python zygote (zygote.ts):
+ * `unshare`, `mount` and clone's namespace flags let through, everything
+ * else as strict. It never runs a body: every worker it clones stacks the
+ * strict program (which the zygote reads from its directory) on top.
+ */
+export function seccompProgram(options: { zygote?: boolean } = {}): Uint8Array {
+  const zygote = options.zygote === true;
   const items: Array<Instruction | string> = [
     stmt(LD_W_ABS, OFFSET_ARCH),
     jump(JMP_JEQ_K, AUDIT_ARCH.x86_64, 'x86_64:start', 0),
     jump(JMP_JEQ_K, AUDIT_ARCH.aarch64, 'aarch64:start', 0),
     stmt(RET_K, RET_KILL_PROCESS),
-    ...archBlock('x86_64'),
-    ...archBlock('aarch64'),
+    ...archBlock('x86_64', zygote),
+    ...archBlock('aarch64', zygote),
   ];
   const labels = new Map<string, number>();
   const program: Instruction[] = [];

@@ -1,0 +1,86 @@
+// Later worker starts of a long-lived runner, against dist/: the first call
+// of a new function (a worker start, its `load` and the call) in a runner
+// that has refreshed before, with the zygote (IMPROV_EXTFN_ZYGOTE unset) and
+// with a tree per worker (IMPROV_EXTFN_ZYGOTE=0), rounds interleaved.
+// Run: node packages/python/bench/later-starts.mjs
+// Prints, per side, min/median/max over rounds of each round's median, the
+// host CPU per start, the zygote starts per round, and the load average.
+import { loadavg } from 'node:os';
+import { Registry, Value } from '@improv/extfn-core';
+import { python } from '../dist/index.js';
+
+const N = Number(process.env.BENCH_STARTS ?? 10);
+const ROUNDS = Number(process.env.BENCH_RUNS ?? 3);
+const PYTHON = process.env.IMPROV_EXTFN_PYTHON ?? '/usr/bin/python3';
+
+async function round(zygote) {
+  // read at each start (zygoteEnabled), so one process can measure both sides
+  if (zygote) delete process.env.IMPROV_EXTFN_ZYGOTE;
+  else process.env.IMPROV_EXTFN_ZYGOTE = '0';
+  const runner = python({
+    interpreter: PYTHON,
+    policy: 'restricted',
+    maxWorkers: 2,
+    maxLiveWorkers: N + 4,
+  });
+  const registry = new Registry({ runners: [runner], cache: false, timeoutMs: 30_000 });
+  for (let k = 0; k < N + 2; k++) {
+    registry.register({
+      name: `f${k}`,
+      language: 'python',
+      body: `result = args[0] + ${k}`,
+      argTypes: ['number'],
+      returnType: 'number',
+      pure: true,
+    });
+  }
+  // the runner's first refresh, then a start 2 s later: the zygote boots then (zygote-starts.ts)
+  await registry.eval('f0', [Value.number(1)]);
+  await new Promise((resolve) => setTimeout(resolve, 2100));
+  await registry.eval('f1', [Value.number(1)]);
+  if (zygote) {
+    for (let i = 0; i < 500 && !runner.stats().zygote?.startsWith('ready'); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+  const times = [];
+  const cpu0 = process.cpuUsage();
+  for (let k = 2; k < N + 2; k++) {
+    const t0 = performance.now();
+    const value = await registry.eval(`f${k}`, [Value.number(1)]);
+    if (value.value !== 1 + k) throw new Error(`f${k}: wrong result ${JSON.stringify(value)}`);
+    times.push(performance.now() - t0);
+  }
+  const cpu = process.cpuUsage(cpu0);
+  const { zygoteStarts } = runner.stats();
+  await registry.close();
+  times.sort((a, b) => a - b);
+  return { median: times[N >> 1], hostCpu: (cpu.user + cpu.system) / 1000 / N, zygoteStarts };
+}
+
+const sides = { zygote: [], trees: [] };
+const before = loadavg();
+for (let r = 0; r < ROUNDS; r++) {
+  sides.trees.push(await round(false));
+  sides.zygote.push(await round(true));
+}
+const spread = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s
+    .map((x) => x.toFixed(1))
+    .filter((_, i) => i === 0 || i === s.length >> 1 || i === s.length - 1)
+    .join('/');
+};
+const load = (l) => l.map((x) => x.toFixed(2)).join(' ');
+console.log(
+  `later starts: the first call of a new function in a warm runner; ${N} per round, ${ROUNDS} rounds interleaved; ms as min/median/max of the rounds' medians`,
+);
+for (const [name, rows] of Object.entries(sides)) {
+  console.log(
+    `  ${name.padEnd(7)} ${spread(rows.map((x) => x.median))} ms; host CPU per start ${spread(rows.map((x) => x.hostCpu))} ms; zygote starts ${rows.map((x) => x.zygoteStarts ?? 0).join(',')}`,
+  );
+}
+const z = sides.zygote.map((x) => x.median).sort((a, b) => a - b)[ROUNDS >> 1];
+const t = sides.trees.map((x) => x.median).sort((a, b) => a - b)[ROUNDS >> 1];
+console.log(`  trees / zygote (medians) = ${(t / z).toFixed(2)}`);
+console.log(`  load average before ${load(before)}, after ${load(loadavg())}`);

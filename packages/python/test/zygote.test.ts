@@ -1,0 +1,334 @@
+/**
+ * Restricted Python workers cloned from a sandboxed zygote (docs/architecture.md,
+ * "Zygote"), end to end through the runner: the same results as tree
+ * workers, starts that really come from the zygote, the sandbox of each
+ * worker tested by real attempts from bodies (host files, network, a sibling
+ * worker's processes and /tmp, new namespaces, fork bomb, memory, deadline,
+ * descriptors), a zygote that dies, and IMPROV_EXTFN_ZYGOTE=0.
+ * Restricted sandbox, /usr/bin/python3.
+ */
+import { readFileSync } from 'node:fs';
+import { ExtFnError, Value } from '@improv/extfn-core';
+import { afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { alive, failure, noRestricted, restrictedOk, scopedRegistry, waitFor } from './helpers.js';
+
+const saved = process.env.IMPROV_EXTFN_ZYGOTE;
+afterEach(() => {
+  if (saved === undefined) delete process.env.IMPROV_EXTFN_ZYGOTE;
+  else process.env.IMPROV_EXTFN_ZYGOTE = saved;
+});
+
+/**
+ * Boots the runner's zygote as a sheet's later starts do: a start 2 s
+ * (BOOT_AFTER_MS) after the runner's first boots it, while that start itself
+ * goes through a tree; later starts come from it once it is ready.
+ */
+async function zygoteReady(
+  registry: { eval(name: string, args: never[]): Promise<unknown> },
+  runner: { stats(): { zygote?: string } },
+): Promise<void> {
+  await registry.eval('warm', []);
+  await new Promise((resolve) => setTimeout(resolve, 2_100));
+  await registry.eval('warm2', []);
+  expect(await waitFor(() => runner.stats().zygote?.startsWith('ready') === true, 15_000)).toBe(
+    true,
+  );
+}
+
+/** Fields of /proc/PID/status. */
+function status(pid: number): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of readFileSync(`/proc/${pid}/status`, 'utf8').split('\n')) {
+    const at = line.indexOf(':');
+    if (at > 0) out[line.slice(0, at)] = line.slice(at + 1).trim();
+  }
+  return out;
+}
+
+const T = (body: string) => [body, [], 'text'] as [string, [], 'text'];
+
+const ATTEMPTS = {
+  warm: T('result = "warm"'),
+  warm2: T('result = "warm2"'),
+  // a host file the sandbox does not bind, and one it binds read-only
+  readHost: T(
+    [
+      'out = []',
+      'for p in ("/etc/shadow", "/root", "/work", "/home/extfnci"):',
+      '    try:',
+      '        open(p).read(); out.append(p + ":read")',
+      '    except OSError as e:',
+      '        out.append(p + ":" + type(e).__name__)',
+      'result = " ".join(out)',
+    ].join('\n'),
+  ),
+  network: T(
+    [
+      'import errno, socket',
+      'out = []',
+      'for addr in (("1.1.1.1", 53), ("127.0.0.1", 22)):',
+      '    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)',
+      '    s.settimeout(2)',
+      '    try:',
+      '        s.connect(addr); out.append("connected")',
+      '    except OSError as e:',
+      '        out.append(errno.errorcode.get(e.errno, str(e)))',
+      '    s.close()',
+      'result = " ".join(out)',
+    ].join('\n'),
+  ),
+  // what a worker sees of other processes: /proc, and signals to every pid
+  siblings: T(
+    [
+      'import os',
+      'procs = sorted(int(n) for n in os.listdir("/proc") if n.isdigit())',
+      'seen = []',
+      'for pid in range(2, 5000):',
+      '    try:',
+      '        os.kill(pid, 0); seen.append(pid)',
+      '    except OSError:',
+      '        pass',
+      'try:',
+      '    os.kill(-1, 9); killall = "sent"',
+      'except OSError as e:',
+      '    killall = type(e).__name__',
+      'result = "pid=%d procs=%s seen=%s ppid=%d killall=%s" % (os.getpid(), procs, seen, os.getppid(), killall)',
+    ].join('\n'),
+  ),
+  writeTmp: T(
+    'open("/tmp/secret-of-writer", "w").write("x")\nimport os\nresult = " ".join(sorted(os.listdir("/tmp")))',
+  ),
+  readTmp: T('import os\nresult = " ".join(sorted(os.listdir("/tmp"))) or "empty"'),
+  namespaces: T(
+    [
+      'import ctypes, os',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      'out = []',
+      'rc = libc.unshare(0x10000000)',
+      'out.append("unshare=%d/%d" % (rc, ctypes.get_errno()))',
+      'rc = libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, None)',
+      'out.append("mount=%d/%d" % (rc, ctypes.get_errno()))',
+      'status = open("/proc/self/status").read()',
+      'for key in ("CapEff", "CapBnd", "NoNewPrivs", "Seccomp"):',
+      '    out.append([l for l in status.splitlines() if l.startswith(key + ":")][0].replace("\\t", ""))',
+      'result = " ".join(out)',
+    ].join('\n'),
+  ),
+  forkBomb: T(
+    [
+      'import os, time',
+      'n = 0',
+      'kids = []',
+      'try:',
+      '    for _ in range(500):',
+      '        pid = os.fork()',
+      '        if pid == 0:',
+      '            time.sleep(30); os._exit(0)',
+      '        kids.append(pid); n += 1',
+      'except OSError as e:',
+      '    err = type(e).__name__',
+      'else:',
+      '    err = "none"',
+      'for pid in kids:',
+      '    os.kill(pid, 9); os.waitpid(pid, 0)',
+      'result = "%d %s" % (n, err)',
+    ].join('\n'),
+  ),
+  forkTen: T(
+    [
+      'import os',
+      'n = 0',
+      'for _ in range(10):',
+      '    pid = os.fork()',
+      '    if pid == 0:',
+      '        os._exit(0)',
+      '    os.waitpid(pid, 0); n += 1',
+      'result = str(n)',
+    ].join('\n'),
+  ),
+  memory: T('x = bytearray(3 << 30)\nresult = "allocated"'),
+  spin: T('while True:\n    pass'),
+  descriptors: T(
+    [
+      'import os, stat',
+      'out = []',
+      'for fd in range(0, 1024):',
+      '    try:',
+      '        st = os.fstat(fd)',
+      '    except OSError:',
+      '        continue',
+      '    kind = "sock" if stat.S_ISSOCK(st.st_mode) else "reg" if stat.S_ISREG(st.st_mode) else "chr" if stat.S_ISCHR(st.st_mode) else "fifo" if stat.S_ISFIFO(st.st_mode) else "other"',
+      '    out.append("%d:%s:%d" % (fd, kind, st.st_nlink))',
+      'result = " ".join(out)',
+    ].join('\n'),
+  ),
+  redial: T(
+    [
+      'import socket, os',
+      's = socket.socket(socket.AF_UNIX)',
+      'try:',
+      '    s.connect("/run/extfn-zygote/s"); result = "connected"',
+      'except OSError as e:',
+      '    result = type(e).__name__',
+    ].join('\n'),
+  ),
+};
+
+describe.skipIf(!restrictedOk)(
+  `python workers from a zygote ${restrictedOk ? '' : noRestricted}`,
+  () => {
+    beforeAll(() => {
+      delete process.env.IMPROV_EXTFN_ZYGOTE;
+    });
+
+    test('results equal tree workers for a number, a text and a datetime function; starts come from the zygote', async () => {
+      const fns = {
+        warm: ['result = 1', [], 'number'],
+        warm2: ['result = 2', [], 'number'],
+        num: ['result = args[0] * 2.5 + 1', ['number'], 'number'],
+        txt: ['result = args[0].upper() + "!" * 3', ['text'], 'text'],
+        when: [
+          'from datetime import timedelta\nresult = args[0] + timedelta(days=1, hours=2)',
+          ['datetime'],
+          'datetime',
+        ],
+      } as const;
+      const calls = async (registry: ReturnType<typeof scopedRegistry>['registry']) => [
+        await registry.eval('num', [Value.number(4.2)]),
+        await registry.eval('txt', [Value.text('héllo')]),
+        await registry.eval('when', [Value.datetime(new Date(Date.UTC(2024, 1, 28, 23, 30)))]),
+      ];
+      const zyg = scopedRegistry('restricted', fns as never);
+      await zygoteReady(zyg.registry, zyg.runner);
+      const fromZygote = await calls(zyg.registry);
+      const stats = zyg.runner.stats();
+      expect(stats.zygoteStarts).toBe(3);
+      // the worker is a child of the zygote, pid 1 of its own pid namespace below bwrap's
+      const zygotePid = Number(/pid (\d+)/.exec(stats.zygote ?? '')?.[1]);
+      const workers = zyg.runner.workerPids();
+      const nested = workers.filter((pid) => status(pid).NSpid?.split(/\s+/).length === 3);
+      expect(nested.length).toBe(3);
+      for (const pid of nested) {
+        const ppid = Number(status(pid).PPid);
+        expect(Number(status(ppid).PPid)).toBe(zygotePid); // worker → zygote → bwrap
+        expect(status(pid).NSpid?.split(/\s+/).at(-1)).toBe('1');
+      }
+      // a root host with cgroups: each worker in a cgroup of its own, not the zygote's
+      const cgroupOf = (pid: number) =>
+        readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+          .split('\n')
+          .filter((line) => /:(memory|pids):/.test(line))
+          .join(' ');
+      if (process.getuid?.() === 0 && cgroupOf(zygotePid).includes('/tree-')) {
+        const groups = new Set(nested.map(cgroupOf));
+        expect(groups.size).toBe(nested.length);
+        expect(groups.has(cgroupOf(zygotePid))).toBe(false);
+      }
+
+      process.env.IMPROV_EXTFN_ZYGOTE = '0';
+      const trees = scopedRegistry('restricted', fns as never);
+      const fromTrees = await calls(trees.registry);
+      expect(trees.runner.stats().zygoteStarts).toBe(0);
+      expect(trees.runner.stats().zygote).toBe('not used');
+      expect(fromZygote).toEqual(fromTrees);
+      expect(fromZygote[0]).toEqual(Value.number(11.5));
+    }, 60_000);
+
+    test('a body in a zygote worker: no host files, no network, no sibling, no new namespaces', async () => {
+      const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
+        maxWorkers: 2,
+      });
+      await zygoteReady(registry, runner);
+      const text = async (name: string) => {
+        const value = await registry.eval(name, []);
+        expect(value.type).toBe('text');
+        return (value as { value: string }).value;
+      };
+      expect(await text('readHost')).toBe(
+        '/etc/shadow:FileNotFoundError /root:FileNotFoundError /work:FileNotFoundError /home/extfnci:FileNotFoundError',
+      );
+      // its own network namespace: nothing outside, loopback up and empty as in a tree
+      expect(await text('network')).toBe('ENETUNREACH ECONNREFUSED');
+      // the writer keeps its worker (and /tmp) alive while the reader looks
+      expect(await text('writeTmp')).toBe('secret-of-writer');
+      expect(await text('readTmp')).toBe('empty');
+      const siblings = await text('siblings');
+      expect(siblings).toBe('pid=1 procs=[1] seen=[] ppid=0 killall=ProcessLookupError');
+      // kill(-1) inside its namespace finds nobody (ESRCH): the writer's worker still serves
+      expect(await text('writeTmp')).toBe('secret-of-writer');
+      expect(await text('namespaces')).toBe(
+        'unshare=-1/1 mount=-1/1 CapEff:0000000000000000 CapBnd:0000000000000000 NoNewPrivs:1 Seccomp:2',
+      );
+      expect(await text('redial')).toMatch(/PermissionError|FileNotFoundError/);
+      // the same descriptors as a tree worker's (the driver's streams, /dev/null, the
+      // unlinked shared file), none more: nothing of the zygote's survives in a worker
+      const kinds = (list: string) =>
+        list
+          .split(' ')
+          .map((fd) => fd.split(':').slice(1).join(':'))
+          .sort();
+      const fromZygote = await text('descriptors');
+      process.env.IMPROV_EXTFN_ZYGOTE = '0';
+      const trees = scopedRegistry('restricted', ATTEMPTS as never);
+      const fromTree = (await trees.registry.eval('descriptors', [])) as { value: string };
+      expect(trees.runner.stats().zygoteStarts).toBe(0);
+      expect(kinds(fromZygote)).toEqual(kinds(fromTree.value));
+      expect(fromZygote.split(' ').slice(0, 3)).toEqual(['0:chr:1', '1:sock:1', '2:sock:1']);
+      expect(runner.stats().zygoteStarts).toBeGreaterThanOrEqual(8);
+    }, 90_000);
+
+    test('fork bomb bounded per worker, memory and deadline: typed errors, the next call works', async () => {
+      const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
+        maxWorkers: 2,
+      });
+      await zygoteReady(registry, runner);
+      const bomb = registry.eval('forkBomb', []);
+      const [count, error] = ((await bomb) as { value: string }).value.split(' ');
+      expect(error).toBe('BlockingIOError'); // EAGAIN: RLIMIT_NPROC of the worker
+      expect(Number(count)).toBeGreaterThan(10);
+      expect(Number(count)).toBeLessThan(64);
+      expect(await registry.eval('forkTen', [])).toEqual(Value.text('10'));
+
+      const memory = await failure(registry.eval('memory', []));
+      expect(ExtFnError.isInstance(memory)).toBe(true);
+      expect(memory.message).toMatch(/MemoryError|memory/);
+      expect(memory.functionName).toBe('memory');
+      expect(await registry.eval('warm', [])).toEqual(Value.text('warm'));
+
+      const spin = await failure(registry.eval('spin', [], { timeoutMs: 1500 }));
+      expect(spin.kind).toBe('Timeout');
+      expect(await registry.eval('spin', [], { timeoutMs: 1500 }).catch((e) => e.kind)).toBe(
+        'Timeout',
+      );
+      expect(await registry.eval('readTmp', [])).toEqual(Value.text('empty'));
+      expect(runner.stats().zygoteStarts).toBeGreaterThanOrEqual(5);
+    }, 90_000);
+
+    test('the zygote killed: the next call still works (a new zygote, or a tree)', async () => {
+      const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never);
+      await zygoteReady(registry, runner);
+      expect(await registry.eval('readTmp', [])).toEqual(Value.text('empty'));
+      const zygotePid = Number(/pid (\d+)/.exec(runner.stats().zygote ?? '')?.[1]);
+      expect(zygotePid).toBeGreaterThan(0);
+      process.kill(zygotePid, 'SIGKILL');
+      expect(await waitFor(() => !runner.stats().zygote?.includes(`pid ${zygotePid}`), 5000)).toBe(
+        true,
+      );
+      // a tree (its start boots a new zygote)
+      expect(await registry.eval('forkTen', [])).toEqual(Value.text('10'));
+      expect(await waitFor(() => runner.stats().zygote?.startsWith('ready') === true, 15_000)).toBe(
+        true,
+      );
+      expect(runner.stats().zygote).not.toContain(`pid ${zygotePid})`);
+      const before = runner.stats().zygoteStarts ?? 0;
+      expect(await registry.eval('writeTmp', [])).toEqual(Value.text('secret-of-writer'));
+      expect(runner.stats().zygoteStarts).toBe(before + 1);
+      // closed with the runner: the zygote and its workers are gone
+      const second = Number(/pid (\d+)/.exec(runner.stats().zygote ?? '')?.[1]);
+      const workers = runner.workerPids();
+      await registry.close();
+      expect(runner.stats().zygote).toBe('closed');
+      expect(await waitFor(() => ![second, ...workers].some(alive), 5000)).toBe(true);
+    }, 60_000);
+  },
+);

@@ -1,0 +1,109 @@
+/**
+ * The host side of a zygote (zygote.ts) with stand-in zygote programs, no
+ * driver: the tree it runs in (the relaxed filter lets the zygote unshare,
+ * its directory is bound read-write), and its failures: a zygote that never
+ * gets ready, and one that dies with a start in flight, fail with a typed
+ * Sandbox error naming the function. The real zygote (drivers/zygote.py) is
+ * tested end to end in packages/python/test/zygote.test.ts.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { ExtFnError } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import { probeSandbox } from '../src/index.js';
+import { seccompArch, seccompProgram } from '../src/seccomp.js';
+import { Zygote } from '../src/zygote.js';
+import { hasBwrap, hasPython, linux, PYTHON } from './helpers.js';
+
+const probe =
+  linux && hasBwrap && hasPython ? await probeSandbox({ policy: 'restricted' }) : undefined;
+const available = probe?.ok === true && seccompArch() !== undefined;
+const why = `skipped: no restricted sandbox with seccomp here (${probe?.problem ?? 'no bwrap/python3'})`;
+
+/** Reads `N\n` and N bytes of program from stdin, as Python's bootstrap does, and runs it. */
+const BOOT = [
+  'import os, sys',
+  "n = b''",
+  "while not n.endswith(b'\\n'):",
+  '    n += os.read(0, 1)',
+  "p = b''",
+  'while len(p) < int(n):',
+  '    p += os.read(0, int(n) - len(p))',
+  'exec(p)',
+].join('\n');
+
+function start(program: string, startupMs = 10_000) {
+  return Zygote.start({
+    command: PYTHON,
+    args: ['-s', '-S', '-B', '-c', BOOT],
+    program,
+    maxWorkers: 2,
+    functionName: 'zyg_fn',
+    startupMs,
+  });
+}
+
+describe.skipIf(!available)(`zygote host side ${available ? '' : why}`, () => {
+  test('the tree: relaxed filter (it may unshare), its directory read-write, the strict filter there', async () => {
+    const program = [
+      'import ctypes, json, os',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      // CLONE_NEWUSER, refused under the strict filter; in a child, so the zygote stays as it is
+      'pid = os.fork()',
+      'if pid == 0:',
+      '    os._exit(0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno())',
+      'rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])',
+      "d = os.environ.get('IMPROV_EXTFN_ZYGOTE_DIR')",
+      "size = os.path.getsize(d + '/strict.bpf')",
+      "open(d + '/facts', 'w').write(json.dumps([rc, d, size, sorted(os.listdir(d))]))",
+      "print(json.dumps({'zygote': 'ready'}), flush=True)",
+      'import sys; sys.stdin.readline()',
+    ].join('\n');
+    const zygote = await start(program);
+    try {
+      expect(zygote.alive).toBe(true);
+      // written from inside: unshare(CLONE_NEWUSER) allowed, the strict program and the socket there
+      const facts = JSON.parse(readFileSync(`${zygote.dir}/facts`, 'utf8'));
+      expect(facts).toEqual([
+        0,
+        '/run/extfn-zygote',
+        seccompProgram().length,
+        ['facts', 's', 'strict.bpf'],
+      ]);
+    } finally {
+      await zygote.close();
+    }
+    expect(zygote.alive).toBe(false);
+    expect(existsSync(zygote.dir)).toBe(false); // removed with it
+  });
+
+  test('a zygote that never gets ready: a Sandbox error naming the function', async () => {
+    const error = await start('import time\ntime.sleep(30)', 1500).catch((e) => e);
+    expect(ExtFnError.isInstance(error)).toBe(true);
+    expect(error.kind).toBe('Sandbox');
+    expect(error.message).toContain('function zyg_fn:');
+    expect(error.message).toMatch(/did not start.*no ready line/);
+  });
+
+  test('a zygote that dies with a start in flight: that start fails with a Sandbox error naming its function', async () => {
+    const program = [
+      'import json, os, sys',
+      "print(json.dumps({'zygote': 'ready'}), flush=True)",
+      'sys.stdin.readline()',
+      "sys.stderr.write('stand-in zygote: gone\\n')",
+      'os._exit(9)',
+    ].join('\n');
+    const zygote = await start(program);
+    const error = await zygote
+      .fork({ functionName: 'worker_fn', startupMs: 10_000 })
+      .catch((e) => e);
+    expect(ExtFnError.isInstance(error)).toBe(true);
+    expect(error.kind).toBe('Sandbox');
+    expect(error.message).toContain('function worker_fn:');
+    expect(error.message).toContain('exited (code 9)');
+    expect(zygote.alive).toBe(false);
+    const again = await zygote.fork({ functionName: 'next_fn', startupMs: 1000 }).catch((e) => e);
+    expect(again.kind).toBe('Sandbox');
+    expect(again.message).toContain('function next_fn:');
+    await zygote.close();
+  });
+});
