@@ -225,8 +225,7 @@ async function attempts(
 export function mayQueue(ctx: DispatchContext, key: string, lease: Lease): boolean {
   const worker = lease.worker;
   return (
-    worker !== undefined &&
-    worker.alive &&
+    worker?.alive === true &&
     worker.inFlight?.() === 1 &&
     worker.sharesMemory !== true &&
     (lease.requests ?? 0) === 1 &&
