@@ -37,12 +37,10 @@ export interface DispatchWorker extends PooledWorker {
   /** Whether it worked while idle (see WarmWorker.idleWork). */
   idleWork?(): string | undefined;
   /**
-   * Requests sent and not answered yet. A worker that has it takes a second
-   * request while one runs (see WarmWorker.request); one without never gets one.
+   * Whether it takes a second request queued behind the one it runs now
+   * (see WarmWorker.takesQueued); a worker without it never gets one.
    */
-  inFlight?(): number;
-  /** Whether its requests go through a shared file: then one at a time (a queued one would take the pipes). */
-  readonly sharesMemory?: boolean;
+  takesQueued?(): boolean;
 }
 
 /** One request for `dispatch`. */
@@ -216,8 +214,8 @@ async function attempts(
 
 /**
  * Whether a batch lane may send its next request behind the one running on
- * its worker now: the worker takes it (`inFlight`; not one that shares a file)
- * and runs only that one, and
+ * its worker now: the worker takes it (`takesQueued`: it runs only that one,
+ * not through the shared file), and
  * the worker would stay the lane's after it (not due for retiring, not wanted
  * elsewhere, tree checked within HELD_CHECK_MS — otherwise the lane waits, so
  * the check finds the worker idle).
@@ -225,9 +223,7 @@ async function attempts(
 export function mayQueue(ctx: DispatchContext, key: string, lease: Lease): boolean {
   const worker = lease.worker;
   return (
-    worker?.alive === true &&
-    worker.inFlight?.() === 1 &&
-    worker.sharesMemory !== true &&
+    worker?.takesQueued?.() === true &&
     (lease.requests ?? 0) === 1 &&
     worker.busyMs < ctx.retireAfterBusyMs &&
     !ctx.pool.shouldYield(key) &&

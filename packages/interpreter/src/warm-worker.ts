@@ -86,6 +86,8 @@ export class WarmWorker {
   #reader = new FrameReader();
   #waiting: Waiting | undefined;
   #queued: Queued | undefined;
+  /** Whether the request running now (not queued) went through the shared file. */
+  #runningShared = false;
   #failure: WorkerFailure | undefined;
   #nextId = 1;
   #killing: Promise<void> | undefined;
@@ -240,6 +242,15 @@ export class WarmWorker {
   }
 
   /**
+   * Whether it takes a request queued behind the one it runs now: exactly
+   * one runs, and on the pipes (requests through the shared file, `callf64`,
+   * go one at a time: a queued one would take the pipes, slower for them).
+   */
+  takesQueued(): boolean {
+    return this.alive && this.inFlight() === 1 && !this.#runningShared;
+  }
+
+  /**
    * Sends one request and waits for its response. One more may be sent
    * while a request runs: it is written at once (the driver reads it from
    * the pipe when it has answered the one before), and its deadline, output
@@ -260,6 +271,7 @@ export class WarmWorker {
     let region = payload && !queued ? this.#reserve(header, payload) : undefined;
     // The payload goes into the shared file, the header says where (the pipes when it cannot).
     if (region && !this.#shared!.writePayload(payload!, region.at)) region = undefined;
+    if (!queued) this.#runningShared = region !== undefined;
     const reply = queued ? this.#queue(id, options, timing) : this.#await(id, options, 'timeout');
     // Header and payload parts as separate writes (no copy of a large payload into
     // one buffer), corked so they leave as one writev: a syscall costs 15–30 µs here.
