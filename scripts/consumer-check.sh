@@ -120,6 +120,13 @@ const probe = await probeSandbox({ policy: 'restricted' });
 console.log(probe.ok ? 'ok' : `the Restricted sandbox is unavailable here (${probe.problem ?? probe.summary})`);
 TS
 
+# Trees start from the spawner (packages/sandbox/src/spawner.ts); it must start from the installed files.
+cat >src/spawner-ok.ts <<'TS'
+import { spawnerPid, spawnerReady } from '@improv/extfn-sandbox';
+
+console.log((await spawnerReady()) && spawnerPid() !== process.pid ? 'spawner ok' : 'no spawner');
+TS
+
 cat >tsconfig.json <<'JSON'
 {
   "compilerOptions": {
@@ -148,6 +155,9 @@ done
 step "running the core README's example (Wasm) and the result checks"
 "$NODE" out/wasm-example.js || fail "the core README's example failed"
 "$NODE" out/check.js || fail "the Wasm results differ from what the README says"
+
+step "starting the sandbox's spawner from the installed package"
+[ "$("$NODE" out/spawner-ok.js)" = "spawner ok" ] || fail "the installed @improv/extfn-sandbox could not start its spawner (dist/spawner-process.js)"
 
 export IMPROV_EXTFN_PYTHON="${IMPROV_EXTFN_PYTHON:-/usr/bin/python3}"
 sandbox="$("$NODE" out/sandbox-ok.js)"

@@ -2,10 +2,11 @@
 // temporary directory, a server listening only on a unix socket in that
 // directory (no TCP), psql helpers, and a synchronous stop-and-delete that is
 // safe to call from finally, signal and exit handlers alike.
-import { execFile, spawn, spawnSync } from 'node:child_process';
+import { execFile, fork, spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
 const { env } = process;
@@ -80,9 +81,11 @@ export function startCluster() {
   let started = false;
   const data = join(dir, 'data');
   let identity = { user: undefined, wrap: (argv) => argv };
+  let spawner;
   const stop = () => {
     if (stopped) return;
     stopped = true;
+    spawner?.kill();
     if (started) {
       // immediate: nothing in a throwaway cluster is worth a checkpoint.
       const stopArgv = [bin.pg_ctl, '-D', data, ...'-m immediate -w stop'.split(' ')];
@@ -103,6 +106,8 @@ export function startCluster() {
     const log = join(dir, 'server.log');
     const startArgv = [bin.pg_ctl, '-D', data, '-l', log, '-w', '-t', '60', '-o', options, 'start'];
     runSync(identity.wrap(startArgv), 'pg_ctl start');
+    // psql runs from a helper forked now, before anything of ours is timed (psql-spawner.mjs).
+    if (env.PEERS_PSQL !== 'inline') spawner = startSpawner();
   } catch (error) {
     stop();
     throw error;
@@ -119,15 +124,28 @@ export function startCluster() {
     user: identity.user ?? env.USER ?? `uid ${process.getuid?.()}`,
     /** Runs statements in one new session; resolves to the non-empty output lines. */
     async psql(statements) {
+      if (spawner) {
+        const { code, stdout, stderr } = await spawner.run([bin.psql, ...argvFor(statements)]);
+        if (code !== 0) throw new Error(`psql failed (exit ${code}): ${stderr}`);
+        return lines(stdout);
+      }
       try {
         const { stdout } = await run(bin.psql, argvFor(statements), { maxBuffer: 64 << 20 });
-        return stdout.split('\n').filter((line) => line !== '');
+        return lines(stdout);
       } catch (error) {
         throw new Error(`psql failed: ${error.stderr || error.message}`);
       }
     },
     /** Same, timed from spawning psql to its exit: a fresh session from the client's view. */
     timedPsql(statements) {
+      if (spawner) {
+        return spawner
+          .run([bin.psql, ...argvFor(statements)])
+          .then(({ code, ms, stdout, stderr }) => {
+            if (code !== 0) throw new Error(`psql failed (exit ${code}): ${stderr}`);
+            return { ms, lines: lines(stdout) };
+          });
+      }
       return new Promise((resolve, reject) => {
         const t0 = performance.now();
         const child = spawn(bin.psql, argvFor(statements), { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -143,10 +161,49 @@ export function startCluster() {
         child.on('close', (code) => {
           const ms = performance.now() - t0;
           if (code !== 0) reject(new Error(`psql failed (exit ${code}): ${stderr}`));
-          else resolve({ ms, lines: stdout.split('\n').filter((line) => line !== '') });
+          else resolve({ ms, lines: lines(stdout) });
         });
       });
     },
     stop,
+  };
+}
+
+const lines = (stdout) => stdout.split('\n').filter((line) => line !== '');
+
+/**
+ * The psql helper process (psql-spawner.mjs): `run(argv)` resolves to
+ * psql's exit code, output and time from spawn to exit.
+ */
+function startSpawner() {
+  const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'psql-spawner.mjs'), [], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  child.unref();
+  child.channel?.unref();
+  const pending = new Map();
+  let next = 0;
+  child.on('message', ({ id, error, ...answer }) => {
+    const { resolve, reject } = pending.get(id);
+    pending.delete(id);
+    if (pending.size === 0) child.channel?.unref();
+    if (error) reject(new Error(`psql could not start: ${error}`));
+    else resolve(answer);
+  });
+  child.on('exit', (code) => {
+    for (const { reject } of pending.values())
+      reject(new Error(`the psql helper exited (${code})`));
+    pending.clear();
+  });
+  return {
+    run(argv) {
+      const id = next++;
+      child.channel?.ref(); // an answer is awaited: keep the process alive for it
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        child.send({ id, argv });
+      });
+    },
+    kill: () => child.kill(),
   };
 }

@@ -25,7 +25,7 @@ const basePython = env.PEERS_BASE ? (await import(env.PEERS_BASE)).python : unde
 const PEER_WARM =
   'PostgreSQL — inside the server (clock_timestamp() around SELECT sum(f(x, y)) FROM a prepared unlogged table), one backend, a session warmed up on 1,000 rows first';
 const OURS_WARM =
-  'ours — from the call to the results in hand, on a registry whose workers a first untimed run started';
+  'ours — from the call to the results in hand, on a warm registry: 3 untimed runs first, more until one starts no worker (the workers a function refreshed again and again keeps)';
 
 /** The workloads at a scale: `size(n)` is n rows scaled, at least 100. */
 export function workloads(scale) {

@@ -36,7 +36,7 @@ import {
   unrepresentable,
   writeCell,
 } from './typed-columns.js';
-import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
+import { describeValue, isValueOf, type Value, type ValueType } from './value.js';
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
 export { MAX_TIMEOUT_MS };
@@ -113,7 +113,7 @@ export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnErr
   for (let i = 0; i < args.length; i++) {
     const expected = fn.argTypes[i]!;
     const arg = args[i];
-    if (isPlainValueOf(arg, expected)) continue; // the hot path: numbers, booleans, text
+    if (isPlainArgument(arg, expected)) continue; // the hot path: numbers, booleans, text
     if (!isValueOf(arg, expected)) {
       const got = isValueOf(arg)
         ? describeValue(arg)
@@ -122,6 +122,28 @@ export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnErr
     }
   }
   return undefined;
+}
+
+/**
+ * `isPlainValueOf` for an argument or a result, with the primitive's `typeof` spelt out
+ * per type: a switch V8 compiles to compares, where a lookup of the type's
+ * primitive by name costs a generic keyed load per argument.
+ */
+function isPlainArgument(arg: unknown, type: ValueType): arg is Value {
+  if (typeof arg !== 'object' || arg === null || (arg as { type?: unknown }).type !== type) {
+    return false;
+  }
+  const value = (arg as { value?: unknown }).value;
+  switch (type) {
+    case 'text':
+      return typeof value === 'string';
+    case 'number':
+      return typeof value === 'number';
+    case 'boolean':
+      return typeof value === 'boolean';
+    default:
+      return false;
+  }
 }
 
 /** True when every argument and the result are numbers: the columnar (f64) paths apply. */
@@ -264,7 +286,6 @@ export class Registry {
     const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
     const runner = this.#runnerFor(fn);
     const total = rows.length;
-    const results: RowResult[] = new Array(total);
     const salted = this.#cacheDigest(entry, runner, options);
     const digest = typeof salted === 'object' ? await salted : salted;
     const cache = digest === undefined ? undefined : this.cache;
@@ -278,44 +299,56 @@ export class Registry {
       const preparing = runner.prepare(fn, options.mode);
       if (preparing) await preparing;
     }
-    // Typed arrays, not push(): this loop runs once per cell of a refresh.
-    const pending = new Int32Array(total);
+    // The common batch sends every row: then the runner's array is the result
+    // and nothing else of the batch's length is made (a fresh array's pages
+    // fault in, which on a VM costs more than the loop). `results` and
+    // `pending` (typed, not push(): this loop runs once per cell of a refresh)
+    // are made at the first row settled here, an invalid one or a cache hit.
+    let results: RowResult[] | undefined;
+    let pending: Int32Array | undefined;
     const keys: ArgumentsKey[] | undefined = cache ? new Array(total) : undefined;
     let count = 0;
     for (let i = 0; i < total; i++) {
       const args = rows[i]!;
-      const invalid = checkArguments(fn, args);
-      if (invalid) {
-        results[i] = invalid;
+      let settled: RowResult | undefined = checkArguments(fn, args);
+      if (settled === undefined && cache) {
+        const key = argumentsKey(args);
+        settled = cache.get(digest!, key);
+        if (settled === undefined) keys![count] = key;
+      }
+      if (settled === undefined) {
+        if (pending) pending[count] = i;
+        count++;
         continue;
       }
-      if (cache) {
-        const key = argumentsKey(args);
-        const hit = cache.get(digest!, key);
-        if (hit !== undefined) {
-          results[i] = hit;
-          continue;
-        }
-        keys![count] = key;
+      if (!pending) {
+        results = new Array(total);
+        pending = new Int32Array(total);
+        for (let j = 0; j < count; j++) pending[j] = j; // every row before this one is pending
       }
-      pending[count++] = i;
+      results![i] = settled;
     }
     const settled = total - count;
     options.onProgress?.(settled, total);
-    if (count === 0) return results;
+    if (count === 0) return results ?? [];
     const batchOptions: BatchOptions = { ...options, timeoutMs };
     if (options.onProgress) {
       const report = options.onProgress;
       batchOptions.onProgress = (done) => report(settled + done, total);
     }
-    const todo = count === total ? rows : Array.from(pending.subarray(0, count), (i) => rows[i]!);
+    const todo = pending ? Array.from(pending.subarray(0, count), (i) => rows[i]!) : rows;
     const computed = await runner.callBatch(fn, todo, batchOptions);
+    // Checked in place when they are the results (RunnerHandle made sure of the
+    // length), unless the runner handed back an array that cannot be written.
+    const out = results ?? (Object.isFrozen(computed) ? computed.slice() : computed);
     for (let j = 0; j < count; j++) {
-      const result = checkResult(fn, computed[j]);
-      results[pending[j]!] = result;
+      const value = computed[j];
+      const result = isPlainArgument(value, fn.returnType) ? value : checkResult(fn, value);
+      const row = pending ? pending[j]! : j;
+      if (result !== value || pending) out[row] = result;
       if (cache && !ExtFnError.isInstance(result)) cache.set(digest!, keys![j]!, result);
     }
-    return results;
+    return out;
   }
 
   /**

@@ -8,6 +8,7 @@ import {
   evaluate,
   type LanguageRunner,
   Registry,
+  type RowResult,
   readCell,
   Value as V,
   VALUE_TYPES,
@@ -237,6 +238,56 @@ describe('pure-result cache', () => {
     const again = await registry.evalBatch('add', rows);
     expect(calls).toHaveLength(10);
     expect(again[9]).toEqual(V.number(10));
+  });
+
+  test('evalBatch puts each result at its row when rows settle here mid-batch', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number', true));
+    // Rows 4 and 6 are cached; rows 2 and 7 are invalid; the rest go to the runner.
+    await registry.evalBatch('add', [
+      [V.number(4), V.number(1)],
+      [V.number(6), V.number(1)],
+    ]);
+    const rows: Value[][] = Array.from({ length: 9 }, (_, i) => [V.number(i), V.number(1)]);
+    rows[2] = [V.number(2)];
+    rows[7] = [V.text('7'), V.number(1)];
+    const before = calls.length;
+    const batch = await registry.evalBatch('add', rows);
+    expect(calls.length - before).toBe(5);
+    for (const i of [0, 1, 3, 4, 5, 6, 8]) expect(batch[i]).toEqual(V.number(i + 1));
+    expect(batch[2]).toMatchObject({ kind: 'ArityMismatch' });
+    expect(batch[7]).toMatchObject({ kind: 'TypeMismatch' });
+    expect(batch).toHaveLength(9);
+  });
+
+  test('evalBatch checks every result of a batch sent whole', async () => {
+    const { runner } = fakeRunner();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('wrong', 'wrong-type', ['number'], 'number'));
+    registry.register(fn('echo', 'echo', ['text'], 'text'));
+    const wrong = await registry.evalBatch('wrong', [[V.number(1)], [V.number(2)]]);
+    for (const result of wrong)
+      expect((result as ExtFnError).message).toMatch(/result expected number/);
+    const echoed = await registry.evalBatch('echo', [[V.text('a')], [V.text('\ud800')]]);
+    expect(echoed).toEqual([V.text('a'), V.text('\ud800')]);
+  });
+
+  test('evalBatch checks the results of a runner that returns a frozen array', async () => {
+    const { runner } = fakeRunner();
+    const frozen: LanguageRunner = {
+      ...runner,
+      capabilities: { ...runner.capabilities, batch: true },
+      async callBatch(_fn, rows) {
+        const results: RowResult[] = rows.map((_, i) => (i === 0 ? V.number(1) : V.text('x')));
+        return Object.freeze(results) as RowResult[];
+      },
+    };
+    const registry = new Registry({ runners: [frozen], cache: false });
+    registry.register(fn('f', 'add', ['number'], 'number'));
+    const batch = await registry.evalBatch('f', [[V.number(1)], [V.number(2)]]);
+    expect(batch[0]).toEqual(V.number(1));
+    expect((batch[1] as ExtFnError).message).toMatch(/result expected number, got text/);
   });
 
   test('bounded by entries and bytes, least recently used first', async () => {

@@ -172,6 +172,7 @@ async function attempts(
         outputBytes,
         payloadInto,
       });
+      ctx.pool.noteWork(key, frame.elapsedMs ?? 0);
       try {
         decode?.(frame);
       } catch (error) {

@@ -11,6 +11,7 @@ import {
   type Column,
   type ExternalFn,
   ExtFnError,
+  newColumn,
   type RowResult,
   type Value,
   type ValueType,
@@ -144,18 +145,26 @@ function rowEntries(raw: unknown, count: number): [number, unknown][] {
 }
 
 /**
- * Reads a text result column (`count` u32 byte lengths, then UTF-8 bytes,
- * then zero padding) into `into` at `start`. Every string must be UTF-8 on
- * its own: the whole byte run is validated once and every string must start
- * on a character boundary, so no U+FFFD is ever made up.
+ * Most UTF-8 bytes decoded into one string by `readTexts`: even as two-byte
+ * characters that string stays below V8's large-object size (128 KiB), so it
+ * is made in the young generation; a larger one gets fresh pages of its own,
+ * which on a VM costs several times the decoding.
  */
-function readTexts(
-  payload: Buffer,
-  count: number,
-  into: string[],
-  start: number,
-  fail: (why: string) => Error,
-): void {
+const DECODE_BYTES = 32 * 1024;
+
+/** A text result column checked by `checkTexts`: its byte lengths and its UTF-8 bytes. */
+interface CheckedTexts {
+  lengths: Uint32Array;
+  bytes: Buffer;
+}
+
+/**
+ * Checks a text result column (`count` u32 byte lengths, then UTF-8 bytes,
+ * then zero padding). Every string must be UTF-8 on its own: the whole byte
+ * run is validated once and every string must start on a character
+ * boundary, so decoding it (`decodeTexts`) never makes up a U+FFFD.
+ */
+function checkTexts(payload: Buffer, count: number, fail: (why: string) => Error): CheckedTexts {
   if (payload.length < count * 4) throw fail('shorter than its lengths');
   let lengths: Uint32Array;
   if (payload.byteOffset % 4 === 0) {
@@ -172,34 +181,75 @@ function readTexts(
   }
   const bytes = payload.subarray(base, base + total);
   if (!isUtf8(bytes)) throw fail('text that is not UTF-8');
-  // One decode for the whole column (no U+FFFD: it is valid UTF-8), then slices of it.
-  const whole = bytes.toString('utf8');
   let offset = 0;
-  let at = 0;
-  if (whole.length === total) {
-    // ASCII only: a byte is a unit, and no string can start inside a character.
-    for (let i = 0; i < count; i++) {
-      const length = lengths[i]!;
-      into[start + i] = whole.slice(at, at + length);
-      at += length;
-    }
-    return;
-  }
   for (let i = 0; i < count; i++) {
-    const end = offset + lengths[i]!;
     // 0b10xxxxxx is a continuation byte: a string starting there would split a character.
-    if (end > offset && (bytes[offset]! & 0xc0) === 0x80) {
+    if (lengths[i]! > 0 && (bytes[offset]! & 0xc0) === 0x80) {
       throw fail('text split inside a character');
     }
-    let units = 0;
-    for (let j = offset; j < end; j++) {
-      const b = bytes[j]!;
-      if ((b & 0xc0) !== 0x80) units += b >= 0xf0 ? 2 : 1; // four bytes: a surrogate pair
-    }
-    into[start + i] = whole.slice(at, at + units);
-    at += units;
-    offset = end;
+    offset += lengths[i]!;
   }
+  return { lengths, bytes };
+}
+
+/**
+ * Decodes a checked text column into `into` at `start`: the strings, or
+ * with `asValues` text Values of them (evalBatch: no column in between).
+ * The run is decoded a group of whole strings at a time (DECODE_BYTES):
+ * each group is valid UTF-8 of its own, since every string starts on a
+ * character. Its strings are then slices of it.
+ */
+function decodeTexts(
+  { lengths, bytes }: CheckedTexts,
+  into: unknown[],
+  start: number,
+  asValues: boolean,
+): void {
+  const count = lengths.length;
+  let offset = 0; // bytes of the strings before row `i`
+  let i = 0;
+  while (i < count) {
+    let end = offset + lengths[i]!;
+    let last = i + 1;
+    while (last < count && end + lengths[last]! - offset <= DECODE_BYTES) end += lengths[last++]!;
+    const whole = bytes.toString('utf8', offset, end);
+    let at = 0;
+    if (whole.length === end - offset) {
+      // ASCII only: a byte is a unit.
+      for (; i < last; i++) {
+        const length = lengths[i]!;
+        const text = whole.slice(at, at + length);
+        into[start + i] = asValues ? { type: 'text', value: text } : text;
+        at += length;
+      }
+      offset = end;
+      continue;
+    }
+    for (; i < last; i++) {
+      const stop = offset + lengths[i]!;
+      let units = 0;
+      for (let j = offset; j < stop; j++) {
+        const b = bytes[j]!;
+        if ((b & 0xc0) !== 0x80) units += b >= 0xf0 ? 2 : 1; // four bytes: a surrogate pair
+      }
+      const text = whole.slice(at, at + units);
+      into[start + i] = asValues ? { type: 'text', value: text } : text;
+      at += units;
+      offset = stop;
+    }
+  }
+}
+
+/** Reads a text result column (see checkTexts) into `into` at `start`, as strings or text Values. */
+function readTexts(
+  payload: Buffer,
+  count: number,
+  into: unknown[],
+  start: number,
+  fail: (why: string) => Error,
+  asValues: boolean,
+): void {
+  decodeTexts(checkTexts(payload, count, fail), into, start, asValues);
 }
 
 /**
@@ -220,7 +270,7 @@ export function colsResultsInto(
   if (frame.header.rows !== count || !payload) throw fail('no result column');
   const type: ValueType = fn.returnType;
   if (type === 'text') {
-    readTexts(payload, count, values as string[], start, fail);
+    readTexts(payload, count, values as string[], start, fail, false);
   } else {
     const width = CELL_BYTES[type];
     if (payload.length !== padded(count * width)) {
@@ -234,6 +284,77 @@ export function colsResultsInto(
     }
     if (type === 'boolean' && target.some((byte) => byte > 1)) throw fail('a boolean byte above 1');
   }
+  return rowExtras(fn, frame, count);
+}
+
+/**
+ * A `callcols` response for `count` rows as Values (evalBatch) written into
+ * `out` from `at`, then each cell's and failed row's result over its row's.
+ * A text column goes straight to Values; other types through a column.
+ */
+export function colsValuesInto(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+  out: RowResult[],
+  at: number,
+): void {
+  let extras: ColsResults;
+  if (fn.returnType === 'text') {
+    const fail = (why: string) => shapeError(count, frame, why);
+    if (frame.header.rows !== count || !frame.payload) throw fail('no result column');
+    readTexts(frame.payload, count, out, at, fail, true);
+    extras = rowExtras(fn, frame, count);
+  } else {
+    const column = newColumn(fn.returnType, count);
+    extras = colsResultsInto(fn, frame, count, column, 0);
+    columnValuesInto(fn.returnType, column, count, out, at);
+  }
+  for (const [k, cell] of extras.cells) out[at + k] = cell;
+  for (const [k, error] of extras.errors) out[at + k] = error;
+}
+
+/**
+ * A text `callcols` response for `count` rows, checked now (it throws
+ * ResponseShapeError as `colsResultsInto` does) and decoded later, when the
+ * returned function is called: into `into` from `at`, as strings or as text
+ * Values; it gives the rows' errors and cells. A batch makes its text results
+ * once it is scheduled, so a scavenge during the batch finds none of them to
+ * move, and results dropped soon after die young. The payload is the frame
+ * reader's own buffer, never written again.
+ */
+export function textResultsLater(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+): (into: unknown[], at: number, asValues: boolean) => ColsResults {
+  const fail = (why: string) => shapeError(count, frame, why);
+  if (frame.header.rows !== count || !frame.payload) throw fail('no result column');
+  const texts = checkTexts(frame.payload, count, fail);
+  const extras = rowExtras(fn, frame, count);
+  return (into, at, asValues) => {
+    decodeTexts(texts, into, at, asValues);
+    return extras;
+  };
+}
+
+/** `textResultsLater` for evalBatch: text Values, then each cell's and failed row's result over its row's. */
+export function textValuesLater(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+): (out: RowResult[], at: number) => void {
+  const write = textResultsLater(fn, frame, count);
+  return (out, at) => {
+    const extras = write(out, at, true);
+    for (const [k, cell] of extras.cells) out[at + k] = cell;
+    for (const [k, error] of extras.errors) out[at + k] = error;
+  };
+}
+
+/** A callcols response's failed rows and cells (checked with valueFromJson). */
+function rowExtras(fn: ExternalFn, frame: Frame, count: number): ColsResults {
+  const type = fn.returnType;
   const errors: [number, ExtFnError][] = rowEntries(frame.header.errors, count).map(([i, raw]) => [
     i,
     driverErrorToExtFnError(fn, readDriverError(raw)),

@@ -24,9 +24,14 @@
  * each function's first worker) or the room of a worker idle for
  * EVICT_IDLE_MS (one that just finished may be wanted again soon: its
  * function's next refresh); otherwise its caller waits for its own worker
- * (a batch asks `wouldServe` first and opens no lane that would). So a
- * refresh starts one worker per function, plus more only for long work that
- * pays for them, and never restarts workers chunk by chunk.
+ * (a batch asks `wouldServe` first and opens no lane that would). A
+ * function refreshed again and again counts its recent work too (`noteWork`,
+ * decaying over `idleMs`, the time an unused worker stays warm): what it did
+ * lately predicts what it will do, and a further worker kept warm shares
+ * all of it, not only this batch's rest. That start takes a free room among
+ * `max` processes only, never an eviction. So a refresh starts one worker
+ * per function, plus more only for long or repeated work that pays for
+ * them, and never restarts workers chunk by chunk.
  *
  * A batch about to come has its function's first worker started ahead
  * (`prestart`, when the function has none and `maxLive` allows) even while
@@ -173,6 +178,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #launching = 0;
   /** Prestarts waiting for fewer than `max` starts in flight, oldest first. */
   #gated: (() => void)[] = [];
+  /** Per function, its request time lately (ms, decaying over `idleMs`) and when it was last added to. */
+  #recent = new Map<string, { ms: number; at: number }>();
   /** Milliseconds a worker start takes, a moving average of measured starts. */
   #startMs = DEFAULT_START_MS;
   #closed = false;
@@ -231,6 +238,21 @@ export class Pool<W extends PooledWorker = PooledWorker> {
       set.delete(estimateMs);
       if (set.size === 0 && this.#backlogs.get(key) === set) this.#backlogs.delete(key);
     };
+  }
+
+  /** A request of `key` took `ms`: counted toward a further worker for a function refreshed again and again (see `#mayStart`). */
+  noteWork(key: string, ms: number): void {
+    if (!(ms > 0)) return;
+    this.#recent.set(key, { ms: this.recentWorkMs(key) + ms, at: performance.now() });
+  }
+
+  /** `key`'s request time lately: each millisecond counts e^(-age / idleMs). */
+  recentWorkMs(key: string): number {
+    const recent = this.#recent.get(key);
+    if (!recent) return 0;
+    const ms = recent.ms * Math.exp(-(performance.now() - recent.at) / Math.max(1, this.idleMs));
+    if (ms < 1e-3) this.#recent.delete(key);
+    return ms;
   }
 
   /**
@@ -593,8 +615,11 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * Whether a waiter for `key` may have a slot of its own (a start, or a one-shot
    * process): always when its function has no worker or no batch that
    * tracks its backlog (single calls); otherwise only when that backlog per
-   * worker is worth START_PAYOFF starts. Else it waits for its function's
-   * worker, which is handed over between requests.
+   * worker is worth START_PAYOFF starts, or — with work still to hand out
+   * and a free room among `max` processes — when the backlog and the
+   * function's recent work together are (a repeated refresh: the worker
+   * stays warm for the next ones). Else it waits for its function's worker,
+   * which is handed over between requests.
    */
   #mayStart(key: string | undefined): boolean {
     if (key === undefined) return true;
@@ -603,7 +628,13 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     if (workers === 0 || !backlogs) return true;
     let backlogMs = 0;
     for (const estimate of backlogs) backlogMs += estimate();
-    return backlogMs / workers > START_PAYOFF * this.#startMs;
+    const payoff = START_PAYOFF * this.#startMs;
+    if (backlogMs / workers > payoff) return true;
+    return (
+      backlogMs > 0 &&
+      this.#live < this.max &&
+      (backlogMs + this.recentWorkMs(key)) / workers > payoff
+    );
   }
 
   /**

@@ -19,11 +19,14 @@ import {
 } from '@improv/extfn-core';
 import { type Frame, type Payload, RawJson } from './frames.js';
 import {
+  type ColsResults,
   colsResultsInto,
-  columnValuesInto,
+  colsValuesInto,
   f64Results,
   resultsFromF64Frame,
   resultsFromJsonFrame,
+  textResultsLater,
+  textValuesLater,
 } from './from-driver.js';
 import {
   CELL_BYTES,
@@ -59,6 +62,8 @@ export interface RowSource {
   fail(row: number, error: ExtFnError): void;
   /** Where a binary response for rows `start…start+count` may be read straight to. */
   payloadInto?(start: number, count: number): Uint8Array | undefined;
+  /** Called once the batch is scheduled: writes results whose making was put off until then. */
+  finish?(): void;
 }
 
 /** A `call` request for rows, rendered in one pass; `plain` lets a driver skip per-argument conversion. */
@@ -79,17 +84,19 @@ function jsonCall({ text, plain }: { text: string; plain: boolean }): Record<str
 /**
  * Rows of Values (evalBatch): f64 frames when `f64` (all-number functions),
  * else callcols frames when `cols` (each chunk gathered into columns), else
- * JSON frames.
+ * JSON frames. `results` may be given as a function that makes the array
+ * when first needed (see SubprocessRunner.callBatch).
  */
 export function valueRows(
   fn: ExternalFn,
   rows: readonly (readonly Value[])[],
-  results: RowResult[],
+  results: RowResult[] | (() => RowResult[]),
   f64: boolean,
   cols = false,
 ): RowSource {
   const arity = fn.argTypes.length;
-  if (cols && !f64) return valueRowsCols(fn, rows, results);
+  const out = typeof results === 'function' ? results : () => results;
+  if (cols && !f64) return valueRowsCols(fn, rows, out);
   return {
     count: rows.length,
     encode: (start, count) =>
@@ -101,14 +108,46 @@ export function valueRows(
         : { header: callHeader(rows, start, start + count) },
     decode(frame, start, count) {
       // A driver that reads f64 but writes JSON (f64: 'in') answers with `values`.
-      const out =
+      const part =
         f64 && frame.payload
           ? resultsFromF64Frame(fn, frame, count)
           : resultsFromJsonFrame(fn, frame, count);
-      for (let k = 0; k < count; k++) results[start + k] = out[k]!;
+      const results = out();
+      for (let k = 0; k < count; k++) results[start + k] = part[k]!;
     },
     fail(row, error) {
-      results[row] = error;
+      out()[row] = error;
+    },
+  };
+}
+
+/**
+ * Most payload bytes of text results held for `finish`: past them the held
+ * results are made at once, so a huge batch does not hold all its payloads
+ * and then all its strings too.
+ */
+const LATER_BYTES = 32 * 1024 * 1024;
+
+/** Result writes put off until `finish`, in the order they came (a row's failure after them too). */
+function deferredWrites() {
+  const later: (() => void)[] = [];
+  let bytes = 0;
+  const finish = () => {
+    for (const write of later.splice(0)) write();
+    bytes = 0;
+  };
+  return {
+    finish,
+    /** Holds `write`, for a response payload of `size` bytes. */
+    hold(write: () => void, size: number): void {
+      later.push(write);
+      bytes += size;
+      if (bytes > LATER_BYTES) finish();
+    },
+    /** Runs `write` now, or after the writes held (a failure must land over its chunk's result). */
+    after(write: () => void): void {
+      if (later.length > 0) later.push(write);
+      else write();
     },
   };
 }
@@ -121,30 +160,39 @@ function jsonAnswer(frame: Frame): boolean {
   return !frame.payload && Array.isArray(frame.header.values);
 }
 
-/** Rows of Values over callcols: a chunk's rows become columns, its result column becomes Values. */
+/**
+ * Rows of Values over callcols: a chunk's rows become columns, its result
+ * column becomes Values. Text results are checked as each response comes
+ * and made at `finish` (see textValuesLater): a batch's short texts cost the
+ * host mostly the moving of its results by scavenges during the batch.
+ */
 function valueRowsCols(
   fn: ExternalFn,
   rows: readonly (readonly Value[])[],
-  results: RowResult[],
+  results: () => RowResult[],
 ): RowSource {
+  const deferred = deferredWrites();
   return {
     count: rows.length,
     encode: (start, count) => rowsToCols(fn, rows, start, count),
     decode(frame, start, count) {
       if (jsonAnswer(frame)) {
-        const out = resultsFromJsonFrame(fn, frame, count);
-        for (let k = 0; k < count; k++) results[start + k] = out[k]!;
+        const part = resultsFromJsonFrame(fn, frame, count);
+        const out = results();
+        for (let k = 0; k < count; k++) out[start + k] = part[k]!;
         return;
       }
-      const column = newColumn(fn.returnType, count);
-      const { errors, cells } = colsResultsInto(fn, frame, count, column, 0);
-      columnValuesInto(fn.returnType, column, count, results, start);
-      for (const [k, cell] of cells) results[start + k] = cell;
-      for (const [k, error] of errors) results[start + k] = error;
+      if (fn.returnType === 'text') {
+        const write = textValuesLater(fn, frame, count);
+        deferred.hold(() => write(results(), start), frame.payload!.length);
+      } else colsValuesInto(fn, frame, count, results(), start);
     },
     fail(row, error) {
-      results[row] = error;
+      deferred.after(() => {
+        results()[row] = error;
+      });
     },
+    finish: deferred.finish,
   };
 }
 
@@ -248,6 +296,17 @@ function typedColumnRowsCols(
     copyCell(fill, 0, column(), row);
     errors.set(row, error);
   };
+  /** A chunk's cells and failed rows, over what its result column holds. */
+  const extras = (start: number, out: ColsResults) => {
+    const values = column();
+    for (const [k, cell] of out.cells) {
+      if (ExtFnError.isInstance(cell)) fail(start + k, cell);
+      // A datetime the column cannot hold (outside 1677–2262), as on the JSON path.
+      else if (!writeCell(values, start + k, cell)) fail(start + k, unrepresentable(fn, cell));
+    }
+    for (const [k, error] of out.errors) fail(start + k, error);
+  };
+  const deferred = deferredWrites();
   return {
     count: typeof given === 'function' ? (columns[0]?.length ?? 0) : given.length,
     encode: (start, count) => typedColumnsToCols(fn, columns, start, count),
@@ -264,8 +323,8 @@ function typedColumnRowsCols(
               : undefined;
           },
     decode(frame, start, count) {
-      const values = column();
       if (jsonAnswer(frame)) {
+        const values = column();
         resultsFromJsonFrame(fn, frame, count).forEach((result, k) => {
           if (ExtFnError.isInstance(result)) fail(start + k, result);
           else if (!writeCell(values, start + k, result))
@@ -273,15 +332,21 @@ function typedColumnRowsCols(
         });
         return;
       }
-      const out = colsResultsInto(fn, frame, count, values, start);
-      for (const [k, cell] of out.cells) {
-        if (ExtFnError.isInstance(cell)) fail(start + k, cell);
-        // A datetime the column cannot hold (outside 1677–2262), as on the JSON path.
-        else if (!writeCell(values, start + k, cell)) fail(start + k, unrepresentable(fn, cell));
+      if (fn.returnType === 'text') {
+        // Checked now, made at `finish` (see textResultsLater).
+        const write = textResultsLater(fn, frame, count);
+        deferred.hold(
+          () => extras(start, write(column() as string[], start, false)),
+          frame.payload!.length,
+        );
+        return;
       }
-      for (const [k, error] of out.errors) fail(start + k, error);
+      extras(start, colsResultsInto(fn, frame, count, column(), start));
     },
-    fail,
+    fail(row, error) {
+      deferred.after(() => fail(row, error));
+    },
+    finish: deferred.finish,
   };
 }
 

@@ -118,6 +118,19 @@ export function loadHeader(fn: ExternalFn, maxOutputBytes: number): FrameHeader 
   };
 }
 
+/**
+ * A batch's result array (or text column) made once its first requests are
+ * out (the next turn of the event loop), while the workers run them, or when
+ * a chunk needs it first: its n slots' pages fault in as it is made
+ * (milliseconds at 10⁵ rows on a VM), then off the batch's critical path.
+ */
+function madeSoon<T>(make: () => T): () => T {
+  let made: T | undefined;
+  const get = (): T => (made ??= make());
+  setImmediate(get);
+  return get;
+}
+
 class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   readonly specificationVersion = 'v1' as const;
   readonly language: string;
@@ -270,10 +283,11 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     const { mode, key, loadError } = this.#route(fn, options);
     if (mode === 'oneShot') return this.#oneShotBatch(fn, rows, options);
     if (loadError) return rows.map(() => loadError);
-    const results: RowResult[] = new Array(rows.length);
+    const results = madeSoon((): RowResult[] => new Array(rows.length));
     const source = valueRows(fn, rows, results, this.f64 && isAllNumbers(fn), this.cols);
     await schedule(this, fn, key, source, options);
-    return results;
+    source.finish?.();
+    return results();
   }
 
   /**
@@ -327,13 +341,13 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     const n = columns[0]?.length ?? 0;
     await this.#prepare(fn);
     // Every row is written (a failed row gets the fill), so a reused `into` needs no clearing.
-    let made = options.into;
-    const column = (): Column => (made ??= newColumn(fn.returnType, n));
+    const { into } = options;
+    const fresh = (): Column => newColumn(fn.returnType, n);
     const errors = new Map<number, ExtFnError>();
-    if (n === 0) return { values: column(), errors };
+    if (n === 0) return { values: into ?? fresh(), errors };
     const { mode, key, loadError } = this.#route(fn, options);
     if (mode === 'oneShot' || loadError) {
-      const values = column();
+      const values = into ?? fresh();
       // Rare paths: a process per row, or every row the same load error.
       const rows = Array.from({ length: n }, (_, i) =>
         columns.map((_, k) => readCell(fn, columns, k, i) as Value),
@@ -348,19 +362,13 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       });
       return { values, errors };
     }
-    // A text result column is an array of n slots whose pages fault in as it is made
-    // (milliseconds at 10⁵ rows): made once the first requests are out, while the
-    // workers run them, or when a chunk needs it first.
-    const lazy = made === undefined && fn.returnType === 'text' && this.cols;
-    if (lazy) setImmediate(column);
-    await schedule(
-      this,
-      fn,
-      key,
-      typedColumnRows(fn, columns, lazy ? column : column(), errors, this.cols),
-      options,
-    );
-    return { values: column(), errors };
+    // A text result column is an array of n slots, made soon rather than now (a fixed-width
+    // one is a typed array whose pages the results are read straight into).
+    const values = into ?? (fn.returnType === 'text' && this.cols ? madeSoon(fresh) : fresh());
+    const source = typedColumnRows(fn, columns, values, errors, this.cols);
+    await schedule(this, fn, key, source, options);
+    source.finish?.();
+    return { values: typeof values === 'function' ? values() : values, errors };
   }
 
   async close(): Promise<void> {

@@ -3,7 +3,7 @@
  * `ready` frame, then `load`. A worker that fails before it is ready is
  * reported as a start failure, so a batch fails once instead of row by row.
  */
-import { DEFAULT_LIMITS, launchSandboxed, type SandboxOptions } from '@improv/extfn-sandbox';
+import { DEFAULT_LIMITS, launchSandboxedAsync, type SandboxOptions } from '@improv/extfn-sandbox';
 import { LoadFailure, WorkerFailure } from './failures.js';
 import type { DriverError, FrameHeader } from './frames.js';
 import { controlLimits } from './response-limits.js';
@@ -31,9 +31,9 @@ export async function startWorker(options: StartWorkerOptions): Promise<WarmWork
     sharedDirectory(),
     options.sandbox.limits?.fileSizeBytes ?? DEFAULT_LIMITS.fileSizeBytes,
   );
-  let process: ReturnType<typeof launchSandboxed>;
+  let process: Awaited<ReturnType<typeof launchSandboxedAsync>>;
   try {
-    process = launchSandboxed(
+    process = await launchSandboxedAsync(
       shared ? { ...options.sandbox, sharedFile: shared.fd } : options.sandbox,
     );
   } catch (error) {

@@ -202,75 +202,108 @@ export function utf8Length(text: string): number {
   return bytes;
 }
 
-/** A chunk of a text column, measured: its UTF-8 byte lengths, the texts joined, and their byte count. */
-interface TextChunk {
-  lengths: Uint32Array;
-  joined: string;
-  bytes: number;
+/**
+ * A text up to this many UTF-16 units is encoded by a loop here; a longer
+ * one by Buffer.write, whose native call then costs less than the loop.
+ */
+const NATIVE_UNITS = 64;
+
+/**
+ * Kept across requests (grown as needed): the chunk's text columns are
+ * encoded here, byte lengths and UTF-8 bytes, then copied into the request.
+ * Joining the texts into one string first would make as much garbage again
+ * as the texts themselves (the join's own parts array, then the string),
+ * and garbage is what a batch of short texts mostly costs the host.
+ */
+let textBytes: Buffer = Buffer.alloc(64 * 1024);
+let textLengths = new Uint32Array(4 * 1024);
+/**
+ * Most bytes, and most rows, kept across requests: a huge chunk (a vectorized
+ * one of millions of rows) is encoded in room of its own, not kept after it.
+ */
+const KEEP_BYTES = 4 * 1024 * 1024;
+const KEEP_ROWS = 64 * 1024;
+
+/** `textBytes` with room for `need` bytes, its first `used` bytes kept. */
+function textRoom(need: number, used: number): Buffer {
+  if (need <= textBytes.length) return textBytes;
+  const grown = Buffer.alloc(Math.max(need, 2 * textBytes.length));
+  grown.set(textBytes.subarray(0, used));
+  textBytes = grown;
+  return grown;
 }
 
 /**
- * Rows `start…start+count` of a text column, measured for the callcols
- * layout (`count` u32 byte lengths, then the UTF-8 bytes). A text that is not
- * well-formed UTF-16 (a lone surrogate) has no UTF-8 form: it goes empty in
- * the column and as itself in `cells` (JSON escapes it as `\uD800`).
+ * Writes `text` as UTF-8 into `out` from `at` (room for 3 bytes per unit):
+ * the offset after it, or -1 when it is not well-formed UTF-16 (a lone
+ * surrogate has no UTF-8 form).
  */
-function textChunk(
-  texts: readonly string[],
+function writeUtf8(text: string, out: Buffer, at: number): number {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) {
+      out[at++] = c;
+    } else if (c < 0x800) {
+      out[at++] = 0xc0 | (c >> 6);
+      out[at++] = 0x80 | (c & 0x3f);
+    } else if (c < 0xd800 || c > 0xdfff) {
+      out[at++] = 0xe0 | (c >> 12);
+      out[at++] = 0x80 | ((c >> 6) & 0x3f);
+      out[at++] = 0x80 | (c & 0x3f);
+    } else {
+      const d = c <= 0xdbff && i + 1 < text.length ? text.charCodeAt(++i) : 0;
+      if (d < 0xdc00 || d > 0xdfff) return -1;
+      const point = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+      out[at++] = 0xf0 | (point >> 18);
+      out[at++] = 0x80 | ((point >> 12) & 0x3f);
+      out[at++] = 0x80 | ((point >> 6) & 0x3f);
+      out[at++] = 0x80 | (point & 0x3f);
+    }
+  }
+  return at;
+}
+
+/**
+ * Rows `start…start+count` of a text column encoded for the callcols layout:
+ * byte lengths into `textLengths` from `lengthsAt`, UTF-8 into `textBytes`
+ * from `at`. Returns where the bytes end. A text that is not well-formed
+ * UTF-16 (a lone surrogate) has no UTF-8 form: it goes empty in the column
+ * and as itself in `cells` (JSON escapes it as `\uD800`).
+ */
+function encodeTexts(
+  column: readonly string[],
   start: number,
   count: number,
   cells: Record<string, Json>,
-): TextChunk {
-  const lengths = new Uint32Array(count);
-  let joined = joinRange(texts, start, count);
-  let bytes = Buffer.byteLength(joined, 'utf8');
-  if (bytes === joined.length) {
-    // ASCII only (one byte per unit, nothing to check): lengths are string lengths.
-    for (let i = 0; i < count; i++) lengths[i] = texts[start + i]!.length;
-    return { lengths, joined, bytes };
-  }
-  let good: string[] | undefined;
+  lengthsAt: number,
+  at: number,
+): number {
+  const lengths = textLengths;
+  let out = textBytes;
   for (let i = 0; i < count; i++) {
-    const n = utf8Length(texts[start + i]!);
-    if (n < 0) {
-      good ??= texts.slice(start, start + count); // the caller's column stays as it is
-      cells[i] = good[i]!;
-      good[i] = '';
+    const text = column[start + i]!;
+    if (at + 3 * text.length > out.length) out = textRoom(at + 3 * text.length, at);
+    let end: number;
+    if (text.length > NATIVE_UNITS) {
+      const bytes = utf8Length(text);
+      end = bytes < 0 ? -1 : at + out.write(text, at, bytes, 'utf8');
+    } else {
+      end = writeUtf8(text, out, at);
     }
-    lengths[i] = Math.max(n, 0);
+    if (end < 0) {
+      cells[i] = text;
+      lengths[lengthsAt + i] = 0;
+    } else {
+      lengths[lengthsAt + i] = end - at;
+      at = end;
+    }
   }
-  if (good) {
-    // Without the lone surrogates: joined, two of them could have made a pair.
-    joined = good.join('');
-    bytes = Buffer.byteLength(joined, 'utf8');
-  }
-  return { lengths, joined, bytes };
+  return at;
 }
 
-/** Kept across chunks: a range of a column is joined from here rather than from a slice of its own. */
-const joinScratch: string[] = [];
-
-/**
- * Rows `start…start+count` of `texts` joined. A whole column (evalBatch's
- * per-chunk columns) is joined as it is; a range goes through `joinScratch`
- * (emptied again, so it keeps no text alive): one short-lived array fewer
- * per chunk, so fewer scavenges during a batch.
- */
-function joinRange(texts: readonly string[], start: number, count: number): string {
-  if (start === 0 && count === texts.length) return texts.join('');
-  const scratch = joinScratch;
-  scratch.length = count;
-  for (let i = 0; i < count; i++) scratch[i] = texts[start + i]!;
-  const joined = scratch.join('');
-  scratch.fill('');
-  return joined;
-}
-
-/** Bytes of one column of `count` rows in the callcols layout, padding included. */
-function columnBytes(type: ValueType, count: number, text: TextChunk | undefined): number {
-  return text
-    ? padded(count * 4 + text.bytes)
-    : padded(count * CELL_BYTES[type as Exclude<ValueType, 'text'>]);
+/** Bytes of one column of `count` fixed-width cells in the callcols layout, padding included. */
+function columnBytes(type: ValueType, count: number): number {
+  return padded(count * CELL_BYTES[type as Exclude<ValueType, 'text'>]);
 }
 
 /** Rows `start…start+count` of a fixed-width typed column: a view of it, no copy. */
@@ -284,9 +317,8 @@ function cellsView(type: ValueType, column: Column, start: number, count: number
  * Rows `start…start+count` of typed columns (cells checked by core: booleans
  * 0/1, texts strings) as a `callcols` request. Without text the payload is
  * views of the caller's columns (no copy); with text, whose bytes are encoded
- * per chunk anyway, it is one buffer: the texts are written straight into it
- * and the other columns copied, so the request goes out in one write, not
- * one per column part.
+ * per chunk anyway, it is one buffer: the encoded texts and the other columns
+ * copied into it, so the request goes out in one write, not one per column part.
  */
 export function typedColumnsToCols(
   fn: ExternalFn,
@@ -294,46 +326,76 @@ export function typedColumnsToCols(
   start: number,
   count: number,
 ): ColsRequest {
+  const types = fn.argTypes;
   const cells: ColsCells = {};
   let anyCells = false;
-  const texts: (TextChunk | undefined)[] = fn.argTypes.map((type, k) => {
-    if (type !== 'text') return undefined;
+  // Text column k's bytes are textBytes[ends[k-1]…ends[k]], its lengths textLengths[n·count…] (its n-th text column).
+  let ends: number[] | undefined;
+  let texts = 0;
+  let used = 0;
+  for (let k = 0; k < types.length; k++) {
+    if (types[k] !== 'text') continue;
+    if (!ends) {
+      let textColumns = 0;
+      for (const type of types) if (type === 'text') textColumns++;
+      if (textLengths.length < textColumns * count)
+        textLengths = new Uint32Array(textColumns * count);
+      ends = [];
+    }
     const own: Record<string, Json> = {};
-    const text = textChunk(columns[k] as readonly string[], start, count, own);
+    used = encodeTexts(columns[k] as readonly string[], start, count, own, texts * count, used);
+    ends[k] = used;
+    texts++;
     for (const _ in own) {
       cells[k] = own;
       anyCells = true;
       break;
     }
-    return text;
-  });
+  }
   const payload: Uint8Array[] = [];
-  if (texts.some((text) => text !== undefined)) {
+  if (ends) {
     let total = 0;
-    fn.argTypes.forEach((type, k) => {
-      total += columnBytes(type, count, texts[k]);
-    });
-    // A buffer of its own (offset 0, so the lengths views are aligned), zeroed: the padding.
-    const out = Buffer.from(new ArrayBuffer(total));
+    let from = 0;
+    for (let k = 0; k < types.length; k++) {
+      if (types[k] !== 'text') total += columnBytes(types[k]!, count);
+      else {
+        total += padded(count * 4 + ends[k]! - from);
+        from = ends[k]!;
+      }
+    }
+    // A buffer of its own (offset 0, so the lengths views are aligned). Not
+    // zeroed (a zeroed one of this size is fresh pages, several times the
+    // cost of the copies): every byte is written, padding included.
+    const out = Buffer.allocUnsafeSlow(total);
     let at = 0;
-    fn.argTypes.forEach((type, k) => {
-      const text = texts[k];
-      if (text) {
-        new Uint32Array(out.buffer, at, count).set(text.lengths); // `at` is a multiple of 8
-
-        out.write(text.joined, at + count * 4, text.bytes, 'utf8');
+    let n = 0;
+    from = 0;
+    for (let k = 0; k < types.length; k++) {
+      const type = types[k]!;
+      let end: number;
+      if (type === 'text') {
+        // `at` is a multiple of 8
+        new Uint32Array(out.buffer, at, count).set(textLengths.subarray(n * count, ++n * count));
+        textBytes.copy(out, at + count * 4, from, ends[k]);
+        end = at + count * 4 + ends[k]! - from;
+        from = ends[k]!;
       } else {
         out.set(cellsView(type, columns[k]!, start, count), at);
+        end = at + count * CELL_BYTES[type as Exclude<ValueType, 'text'>];
       }
-      at += columnBytes(type, count, text);
-    });
+      at = padded(end);
+      out.fill(0, end, at);
+    }
     payload.push(out);
+    if (textBytes.length > KEEP_BYTES) textBytes = Buffer.alloc(64 * 1024);
+    if (textLengths.length > KEEP_ROWS) textLengths = new Uint32Array(4 * 1024);
   } else {
-    fn.argTypes.forEach((type, k) => {
+    for (let k = 0; k < types.length; k++) {
+      const type = types[k]!;
       payload.push(cellsView(type, columns[k]!, start, count));
       const pad = padding(count * CELL_BYTES[type as Exclude<ValueType, 'text'>]);
       if (pad) payload.push(pad);
-    });
+    }
   }
   const header: ColsRequest['header'] = { op: 'callcols', rows: count };
   if (anyCells) header.cells = cells;
@@ -359,10 +421,44 @@ export function writeNanos(words: Int32Array, i: number, ms: number, nanos: numb
 }
 
 /**
+ * Kept across chunks, one per text argument: rowsToCols gathers a chunk's
+ * texts here, every text argument of a row in one pass over the rows (a
+ * row's Values are read once, not once per text argument, and no array of
+ * the chunk's length is made), then empties them again so they keep no text alive.
+ */
+const gathered: string[][] = [];
+
+/** Argument `k` of rows `start…start+count` (texts), for each text argument k, into `gathered`. */
+function gatherTexts(
+  argTypes: readonly ValueType[],
+  rows: readonly (readonly Value[])[],
+  start: number,
+  count: number,
+): string[][] {
+  const args: number[] = [];
+  for (let k = 0; k < argTypes.length; k++) if (argTypes[k] === 'text') args.push(k);
+  while (gathered.length < args.length) gathered.push([]);
+  const into = gathered.slice(0, args.length);
+  if (args.length === 1) {
+    const [k] = args as [number];
+    const texts = into[0]!;
+    for (let i = 0; i < count; i++) texts[i] = (rows[start + i]![k] as { value: string }).value;
+  } else {
+    for (let i = 0; i < count; i++) {
+      const row = rows[start + i]!;
+      for (let t = 0; t < args.length; t++)
+        into[t]![i] = (row[args[t]!] as { value: string }).value;
+    }
+  }
+  return into;
+}
+
+/**
  * Rows `start…start+count` of Values (already checked against the argument
- * types) as a `callcols` request: each argument gathered into a column of
- * its type for this chunk. A datetime outside i64 nanoseconds (years before
- * 1677 or after 2262) goes as 0 in the column and as its ISO text in `cells`.
+ * types) as a `callcols` request: each fixed-width argument gathered into a
+ * column of its type for this chunk, texts joined straight from the rows. A
+ * datetime outside i64 nanoseconds (years before 1677 or after 2262) goes as
+ * 0 in the column and as its ISO text in `cells`.
  */
 export function rowsToCols(
   fn: ExternalFn,
@@ -371,6 +467,8 @@ export function rowsToCols(
   count: number,
 ): ColsRequest {
   const datetimeCells: ColsCells = {};
+  const texts = gatherTexts(fn.argTypes, rows, start, count);
+  let text = 0;
   const columns: Column[] = fn.argTypes.map((type, k): Column => {
     switch (type) {
       case 'number': {
@@ -391,12 +489,8 @@ export function rowsToCols(
           column[i] = (rows[start + i]![k] as { value: number }).value;
         return column;
       }
-      case 'text': {
-        const column = new Array<string>(count);
-        for (let i = 0; i < count; i++)
-          column[i] = (rows[start + i]![k] as { value: string }).value;
-        return column;
-      }
+      case 'text':
+        return texts[text++]!;
       default: {
         // Filled before the request is made: with a text column, the payload is a copy.
         const column = new BigInt64Array(count);
@@ -415,6 +509,10 @@ export function rowsToCols(
     }
   });
   const request = typedColumnsToCols(fn, columns, 0, count);
+  for (const column of texts) {
+    if (column.length > KEEP_ROWS) column.length = 0;
+    else column.fill('', 0, count);
+  }
   for (const k in datetimeCells) {
     request.header.cells = { ...request.header.cells, [k]: datetimeCells[k]! };
   }

@@ -98,9 +98,8 @@ export class WarmWorker {
   #cpuAtRest: number | undefined;
   /** When `leftWork` last ran (performance.now()). */
   #checkedAt = 0;
-  /** The file shared with the driver for binary payloads, and the ops its `ready` frame said use it. */
+  /** The file shared with the driver for `callf64` payloads, kept only when its `ready` frame takes it. */
   #shared: SharedFile | undefined;
-  #sharedOps = new Set<string>();
 
   constructor(
     key: string,
@@ -175,20 +174,12 @@ export class WarmWorker {
     }
     const tree = this.#tree();
     if (tree) this.#baseline = { processes: tree.processes.length, threads: tree.threads };
-    // The ops whose payloads the driver takes through the shared file (it mapped or opened it).
+    // The driver takes callf64 payloads through the shared file (it mapped or opened it), or not at all.
     const ops = frame.header.shared;
-    if (this.#shared && Array.isArray(ops)) {
-      for (const op of ops) if (op === 'callf64') this.#sharedOps.add(op);
-    }
-    if (this.#sharedOps.size === 0) {
+    if (!(Array.isArray(ops) && ops.includes('callf64'))) {
       this.#shared?.close();
       this.#shared = undefined;
     }
-  }
-
-  /** Whether requests go through a shared file (docs/protocol.md, "Shared file"). */
-  get sharesMemory(): boolean {
-    return this.#sharedOps.size > 0;
   }
 
   /**
@@ -338,7 +329,7 @@ export class WarmWorker {
    * take that way, or more than the file may hold).
    */
   #reserve(header: FrameHeader, payload: Payload): SharedRegion | undefined {
-    if (!this.#shared || !this.#sharedOps.has(header.op as string)) return undefined;
+    if (!this.#shared || header.op !== 'callf64') return undefined;
     const rows = header.rows;
     if (typeof rows !== 'number') return undefined;
     return this.#shared.reserve(payloadBytes(payload), 8 * rows); // callf64: one f64 a row
@@ -360,14 +351,15 @@ export class WarmWorker {
     else if (bytes !== undefined) {
       if (frame.payload) why = 'a result both in the shared file and on the pipe';
       else if (
+        typeof bytes !== 'number' ||
         !Number.isSafeInteger(bytes) ||
-        (bytes as number) < 0 ||
-        (bytes as number) > region.room
+        bytes < 0 ||
+        bytes > region.room
       )
         why = `a shared-file result of ${JSON.stringify(bytes)} bytes, ${region.room} reserved`;
-      else if ((bytes as number) > options.limits.payload) why = 'output too large';
+      else if (bytes > options.limits.payload) why = 'output too large';
       else {
-        const payload = shared.read(region.out, bytes as number, options.payloadInto);
+        const payload = shared.read(region.out, bytes, options.payloadInto);
         if (!payload) why = 'the shared file was cut short';
         else frame.payload = payload;
       }

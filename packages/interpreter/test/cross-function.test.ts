@@ -4,7 +4,8 @@
  * for refreshes of several functions at once. A worker keeps serving its
  * function while that function has queued work, so concurrent refreshes
  * share the pool without restarting workers chunk by chunk; a function gets
- * a second worker only for work that pays for the start; a cold refresh
+ * a second worker only for work that pays for the start (this batch's, or
+ * its recent batches' when it is refreshed again and again); a cold refresh
  * starts one interpreter before its first results.
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
@@ -290,6 +291,24 @@ describe('scheduling across functions (fake workers)', () => {
     expect(startsAtFirstResults).toBe(1);
     // 1 s of work against 20 ms starts: every slot is worth a worker
     expect(starts).toEqual(['a', 'a', 'a', 'a']);
+  });
+
+  test('a function refreshed again and again gets a second worker from its recent work, then keeps it', async () => {
+    // A start takes 50 ms, a refresh 100 ms of work: one refresh alone never pays for a
+    // second worker (START_PAYOFF starts per worker), but refresh after refresh does.
+    const { ctx, starts } = fakeRunner(2, 0.01, 50);
+    const perRound: string[][] = [];
+    for (let round = 0; round < 4; round++) {
+      const before = starts.length;
+      const results = await refresh(ctx, 'a', 10_000);
+      expect(results.every((r, i) => r === i)).toBe(true);
+      perRound.push(starts.slice(before));
+    }
+    expect(perRound[0], 'the first refresh: one worker').toEqual(['a']);
+    expect([...perRound[1]!, ...perRound[2]!], 'then one more, from the work done lately').toEqual([
+      'a',
+    ]);
+    expect(perRound[3], 'and it is kept').toEqual([]);
   });
 
   test('a small batch starts one worker, however many slots', async () => {

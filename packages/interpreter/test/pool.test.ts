@@ -212,6 +212,59 @@ describe('pool with fake workers', () => {
     expect(await pool.acquire('a', fn('a'))).not.toBe(first);
   });
 
+  test('a function refreshed again and again gets a second worker from its recent work, into a free room only', async () => {
+    const { pool, started } = fakePool(2, 60_000, 4);
+    let backlogMs = 0;
+    const untrack = pool.trackBacklog('a', () => backlogMs);
+    const first = await pool.acquire('a', fn('a'));
+    const payoff = START_PAYOFF * pool.startMs(); // as measured by that start
+    // each batch alone leaves too little for a start to pay: 0.4 starts' worth
+    backlogMs = 0.4 * payoff;
+    expect(pool.wouldServe('a')).toBe(false);
+    pool.noteWork('a', 0.5 * payoff); // one earlier batch: still not enough
+    expect(pool.wouldServe('a')).toBe(false);
+    pool.noteWork('a', 0.5 * payoff); // two: backlog and recent work come to 1.4 starts per worker
+    expect(pool.recentWorkMs('a')).toBeGreaterThan(0.99 * payoff);
+    expect(pool.wouldServe('a')).toBe(true);
+    // nothing left to hand out: no start, whatever the history
+    backlogMs = 0;
+    expect(pool.wouldServe('a')).toBe(false);
+    backlogMs = 0.4 * payoff;
+    const second = await pool.acquire('a', fn('a'));
+    expect(second).not.toBe(first);
+    expect(started.map((w) => w.key)).toEqual(['a', 'a']);
+    pool.release(first, true);
+    pool.release(second, true);
+    untrack();
+  });
+
+  test('recent work never evicts: with the room among max taken by idle workers of other functions, no start', async () => {
+    const { pool, started } = fakePool(2, 60_000, 4);
+    for (const key of ['b', 'c']) pool.release(await pool.acquire(key, fn(key)), true); // idle, warm
+    let backlogMs = 0;
+    const untrack = pool.trackBacklog('a', () => backlogMs);
+    const first = await pool.acquire('a', fn('a')); // a first worker always has room (beyond max)
+    const payoff = START_PAYOFF * pool.startMs();
+    backlogMs = 0.4 * payoff;
+    pool.noteWork('a', 100 * payoff);
+    // b and c idle long enough to be evicted for a backlog that pays by itself (see below)
+    await new Promise((resolve) => setTimeout(resolve, EVICT_IDLE_MS + 50));
+    expect(pool.wouldServe('a')).toBe(false);
+    backlogMs = 100 * payoff; // this batch's own rest pays: that may evict
+    expect(pool.wouldServe('a')).toBe(true);
+    expect(started.map((w) => w.key)).toEqual(['b', 'c', 'a']);
+    pool.release(first, true);
+    untrack();
+  });
+
+  test('recent work fades over idleMs', async () => {
+    const { pool } = fakePool(2, 40);
+    pool.noteWork('a', 1000);
+    expect(pool.recentWorkMs('a')).toBeGreaterThan(900);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(pool.recentWorkMs('a')).toBeLessThan(1000 * Math.exp(-4));
+  });
+
   test("a function with a worker evicts only another function's worker idle for EVICT_IDLE_MS", async () => {
     const { pool, started } = fakePool(2, 60_000, 2);
     pool.trackBacklog('a', () => Number.POSITIVE_INFINITY);

@@ -9,13 +9,21 @@
 import {
   type Column,
   type ExternalFn,
+  type ExtFnError,
+  type RowResult,
   Value,
   type ValueType,
   valueToJson,
 } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import type { Frame } from '../src/frames.js';
-import { colsResultsInto, columnValuesInto, ResponseShapeError } from '../src/from-driver.js';
+import {
+  colsResultsInto,
+  colsValuesInto,
+  columnValuesInto,
+  ResponseShapeError,
+} from '../src/from-driver.js';
+import { typedColumnRows, valueRows } from '../src/row-sources.js';
 import { rowsToCols, typedColumnsToCols } from '../src/to-driver.js';
 
 const fn = (argTypes: ValueType[], returnType: ValueType): ExternalFn =>
@@ -50,6 +58,17 @@ const CHUNKS: [string, string[]][] = [
   ['ASCII but one non-ASCII row', ['row0', 'row1', 'row2-é', 'row3', '']],
   ['empty strings only', ['', '', '']],
 ];
+
+/** Encodes `texts` chunk after chunk (one kept buffer): each request holds its own rows only. */
+function expectChunks(texts: string[], ranges: [start: number, count: number][]): void {
+  for (const [start, count] of ranges) {
+    const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
+    const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
+    const want = texts.slice(start, start + count);
+    expect(column.lengths).toEqual(want.map((t) => Buffer.byteLength(t)));
+    expect(column.text.toString()).toBe(want.join(''));
+  }
+}
 
 describe('a text request is one buffer', () => {
   test.each(CHUNKS)(
@@ -113,20 +132,97 @@ describe('a text request is one buffer', () => {
     expect(texts).toEqual(before);
   });
 
-  test('chunk after chunk of one column (a kept array joins each range): every chunk has its own rows only', () => {
+  test('chunk after chunk of one column (a kept buffer encodes each range): every chunk has its own rows only', () => {
     const texts = Array.from({ length: 50 }, (_, i) => (i % 7 ? `r${i}` : `é${i}`));
-    for (const [start, count] of [
+    expectChunks(texts, [
       [0, 30],
       [30, 5],
       [35, 15],
       [1, 48],
+    ]);
+  });
+
+  // Texts are encoded to UTF-8 by the host itself (a loop for short ones, Buffer.write
+  // for long ones): every kind of character, at every width, must come out as Buffer.from makes it.
+  const EDGES = ['\0', '\x7f', '\x80', 'é', '\u07ff', '\u0800', '日', '\ud7ff', '\ue000', '\uffff'];
+  const WIDE = [...EDGES, '😀', '\u{10ffff}', '\u{10000}'];
+  const mixed = (i: number, units: number) => {
+    let text = '';
+    for (let j = 0; text.length < units; j++) text += WIDE[(i + j) % WIDE.length];
+    return text;
+  };
+  test.each([
+    ['short', 10],
+    ['long (the native path)', 200],
+  ])(
+    '%s texts of every character width encode as Buffer.from does, as columns and as rows of Values',
+    (_, units) => {
+      const a = Array.from({ length: 40 }, (_, i) => (i % 9 === 0 ? '' : mixed(i, units)));
+      const b = Array.from(
+        { length: 40 },
+        (_, i) => `r${i}${i % 5 ? '' : '\ud800'}${mixed(i + 3, units)}`,
+      );
+      const f = fn(['text', 'number', 'text'], 'text');
+      const numbers = Float64Array.from(a, (_, i) => i);
+      const fromColumns = typedColumnsToCols(f, [a, numbers, b], 0, a.length);
+      const rows = a.map((t, i) => [Value.text(t), Value.number(i), Value.text(b[i]!)]);
+      const fromRows = rowsToCols(f, rows, 0, rows.length);
+      for (const { header, payload } of [fromColumns, fromRows]) {
+        const bytes = Buffer.from(payload[0]!);
+        const first = textColumnAt(bytes, 0, a.length);
+        expect(first.lengths).toEqual(a.map((t) => Buffer.byteLength(t)));
+        expect(first.text.equals(Buffer.from(a.join('')))).toBe(true);
+        const second = textColumnAt(bytes, first.next + 8 * a.length, a.length);
+        // A lone surrogate (every fifth row) makes the row empty in the column and a cell.
+        const lone = b.map((t, i) => (i % 5 ? t : ''));
+        expect(second.lengths).toEqual(lone.map((t) => Buffer.byteLength(t)));
+        expect(second.text.equals(Buffer.from(lone.join('')))).toBe(true);
+        expect(bytes.length).toBe(second.next);
+        expect([...bytes.subarray(second.end)].every((x) => x === 0)).toBe(true);
+        expect(Object.keys(header.cells?.[2] ?? {})).toEqual([
+          '0',
+          '5',
+          '10',
+          '15',
+          '20',
+          '25',
+          '30',
+          '35',
+        ]);
+        expect(header.cells?.[2]?.[5]).toBe(b[5]);
+      }
+    },
+  );
+
+  test('a chunk past what is kept across requests (rows and bytes), then small ones, from rows of Values', () => {
+    const f = fn(['text', 'text'], 'text');
+    const long = 'é'.repeat(40);
+    const rows = Array.from({ length: 70_000 }, (_, i) => [
+      Value.text(`${i}${long}`),
+      Value.text(`r${i}`),
+    ]);
+    for (const [start, count] of [
+      [0, 70_000],
+      [5, 2],
+      [69_990, 10],
     ] as const) {
-      const { payload } = typedColumnsToCols(fn(['text'], 'text'), [texts], start, count);
-      const column = textColumnAt(Buffer.from(payload[0]!), 0, count);
-      const want = texts.slice(start, start + count);
-      expect(column.lengths).toEqual(want.map((t) => Buffer.byteLength(t)));
-      expect(column.text.toString()).toBe(want.join(''));
+      const bytes = Buffer.from(rowsToCols(f, rows, start, count).payload[0]!);
+      const want = rows.slice(start, start + count);
+      const first = textColumnAt(bytes, 0, count);
+      expect(first.text.toString()).toBe(want.map((r) => r[0]!.value).join(''));
+      const second = textColumnAt(bytes, first.next, count);
+      expect(second.lengths).toEqual(want.map((r) => Buffer.byteLength(r[1]!.value as string)));
+      expect(second.text.toString()).toBe(want.map((r) => r[1]!.value).join(''));
     }
+  });
+
+  test('chunks larger than the kept encoding buffer, one after another, each with its own rows only', () => {
+    const texts = Array.from({ length: 30_000 }, (_, i) => `row${i}-${i % 3 ? 'é' : '日本'}${i}`);
+    expectChunks(texts, [
+      [0, 30_000],
+      [7, 3],
+      [20_000, 10_000],
+    ]);
   });
 
   test('rows of Values: a datetime column is in the one buffer with its nanoseconds, cells for the years i64 cannot hold', () => {
@@ -191,6 +287,71 @@ describe('reading a text result column', () => {
     expect(read).toThrow(/split inside a character/);
   });
 
+  // readTexts decodes 32 KiB of strings at a time: these cross several such groups.
+  const LONG: [string, string[]][] = [
+    ['many ASCII rows', Array.from({ length: 9000 }, (_, i) => `row${i}`)],
+    [
+      'many rows, some non-ASCII, some empty, some astral',
+      Array.from({ length: 9000 }, (_, i) =>
+        i % 7 === 0 ? '' : `r${i}-${['é', '日', '😀'][i % 3]}`,
+      ),
+    ],
+    [
+      'rows longer than a group',
+      ['a'.repeat(40_000), 'é'.repeat(20_000), 'b', '日'.repeat(12_000)],
+    ],
+  ];
+  test.each(LONG)('%s: read back exactly, as strings and as Values', (_, texts) => {
+    const frame = textResponse(
+      texts.length,
+      texts.map((t) => Buffer.from(t, 'utf8')),
+    );
+    const values = new Array<string>(texts.length).fill('');
+    colsResultsInto(fn([], 'text'), frame, texts.length, values, 0);
+    expect(values).toEqual(texts);
+    const out: RowResult[] = [];
+    colsValuesInto(fn([], 'text'), frame, texts.length, out, 0);
+    expect(out).toEqual(texts.map((t) => Value.text(t)));
+  });
+
+  test('a character split over two rows where a decoding group ends is malformed', () => {
+    // Row 0 fills one group exactly and ends with the first byte of À (C3 80).
+    const parts = [
+      Buffer.concat([Buffer.from('x'.repeat(32 * 1024 - 1)), Buffer.from([0xc3])]),
+      Buffer.from([0x80, 0x62]),
+    ];
+    const values = ['', ''];
+    const read = () => colsResultsInto(fn([], 'text'), textResponse(2, parts), 2, values, 0);
+    expect(read).toThrow(/split inside a character/);
+    expect(values.some((v) => v.includes('\uFFFD'))).toBe(false);
+  });
+
+  test.each(CHUNKS)('%s: colsValuesInto gives the same strings as text Values', (_, texts) => {
+    const frame = textResponse(
+      texts.length,
+      texts.map((t) => Buffer.from(t, 'utf8')),
+    );
+    const out: RowResult[] = [Value.number(1)];
+    colsValuesInto(fn([], 'text'), frame, texts.length, out, 1);
+    expect(out).toEqual([Value.number(1), ...texts.map((t) => Value.text(t))]);
+  });
+
+  test('colsValuesInto: a failed row and a cell replace their row’s Value', () => {
+    const frame = textResponse(3, [Buffer.from('a'), Buffer.from(''), Buffer.from('')]);
+    frame.header.errors = { 1: { type: 'ValueError', message: 'bad' } };
+    frame.header.cells = { 2: '\ud800' };
+    const out: RowResult[] = [];
+    colsValuesInto(fn([], 'text'), frame, 3, out, 0);
+    expect(out[0]).toEqual(Value.text('a'));
+    expect((out[1] as ExtFnError).message).toMatch(/ValueError: bad/);
+    expect(out[2]).toEqual(Value.text('\ud800'));
+  });
+
+  test('colsValuesInto: text that is not UTF-8 is a malformed response', () => {
+    const frame = textResponse(2, [Buffer.from('ok'), Buffer.from([0xc3])]);
+    expect(() => colsValuesInto(fn([], 'text'), frame, 2, [], 0)).toThrow(ResponseShapeError);
+  });
+
   test('columnValuesInto writes one Value per row at the given offset', () => {
     const out: unknown[] = ['keep'];
     const texts: Column = ['', 'é', 'a'];
@@ -207,5 +368,78 @@ describe('reading a text result column', () => {
       { type: 'number', value: 1.5 },
       { type: 'number', value: -0 },
     ]);
+  });
+});
+
+describe('evalBatch text results over callcols are made when the batch is scheduled', () => {
+  const f = fn(['text'], 'text');
+  const rows = ['a', 'b', 'c', 'd'].map((t) => [Value.text(t)]);
+  const source = (results: RowResult[]) => valueRows(f, rows, results, false, true);
+  const ok = (texts: string[]) =>
+    textResponse(
+      texts.length,
+      texts.map((t) => Buffer.from(t)),
+    );
+
+  test('a malformed response fails when it comes, not at finish', () => {
+    const bad = textResponse(2, [Buffer.from('ok'), Buffer.from([0xc3])]);
+    expect(() => source([]).decode(bad, 0, 2)).toThrow(ResponseShapeError);
+    const split = textResponse(2, [Buffer.from([0x61, 0xc3]), Buffer.from([0x80])]);
+    expect(() => source([]).decode(split, 0, 2)).toThrow(/split inside a character/);
+  });
+
+  test('after finish: every chunk’s Values, cells and errors, as colsValuesInto writes them', () => {
+    const results: RowResult[] = new Array(4);
+    const rowSource = source(results);
+    const second = ok(['É', '']);
+    second.header.errors = { 1: { type: 'ValueError', message: 'bad' } };
+    second.header.cells = { 0: '\ud800' };
+    rowSource.decode(second, 2, 2);
+    rowSource.decode(ok(['x', 'yé']), 0, 2);
+    rowSource.finish?.();
+    expect(results.slice(0, 3)).toEqual([Value.text('x'), Value.text('yé'), Value.text('\ud800')]);
+    expect((results[3] as ExtFnError).message).toMatch(/ValueError: bad/);
+    const direct: RowResult[] = new Array(4);
+    colsValuesInto(f, second, 2, direct, 2);
+    expect(results[2]).toEqual(direct[2]);
+  });
+
+  test('a row failed after its chunk was read keeps its failure; a later chunk over an earlier one wins', () => {
+    const results: RowResult[] = new Array(4);
+    const rowSource = source(results);
+    rowSource.decode(ok(['a1', 'b1']), 0, 2);
+    const failure = { name: 'ExtFnError', message: 'failed later' } as unknown as ExtFnError;
+    rowSource.fail(1, failure);
+    rowSource.decode(ok(['c1', 'd1']), 2, 2);
+    rowSource.decode(ok(['c2', 'd2']), 2, 2);
+    rowSource.finish?.();
+    expect(results).toEqual([Value.text('a1'), failure, Value.text('c2'), Value.text('d2')]);
+  });
+
+  test('past 32 MiB of held payloads the held results are made at once, as Values or into a column', () => {
+    const big = 'a'.repeat(17 * 1024 * 1024);
+    const response = () => ok([big, 'é']);
+    const results: RowResult[] = new Array(4);
+    const rowSource = source(results);
+    rowSource.decode(ok(['x', 'y']), 0, 2);
+    rowSource.decode(response(), 2, 2);
+    expect(results[0]).toBeUndefined(); // held: 17 MiB
+    rowSource.decode(response(), 2, 2);
+    expect(results[0]).toEqual(Value.text('x'));
+    expect(results[3]).toEqual(Value.text('é'));
+    const values = ['', '', '', ''];
+    const columnSource = typedColumnRows(f, [['a', 'b', 'c', 'd']], values, new Map(), true);
+    columnSource.decode(response(), 0, 2);
+    expect(values[1]).toBe(''); // held
+    columnSource.decode(response(), 2, 2);
+    expect(values[0]!.length).toBe(big.length);
+    expect(values[3]).toBe('é');
+  });
+
+  test('a row failed before any chunk was read is written at once', () => {
+    const results: RowResult[] = new Array(4);
+    const failure = { message: 'at once' } as unknown as ExtFnError;
+    source(results).fail(3, failure);
+    expect(results[3]).toBe(failure);
   });
 });

@@ -8,7 +8,7 @@
 // then the same `one` and `four` again on the same Registry (warm: workers
 // kept). For each: wall time, time to the first results (onProgress), and
 // the interpreters started (runner.stats().started), and this process's own
-// CPU time and minor page faults during it, and the workers' CPU time.
+// CPU time (with its spawner's: the process that starts trees for it) and minor page faults during it, and the workers' CPU time.
 // Prints min/median/max over RUNS and the load average.
 // BENCH_CASES=cold,one,four picks cases (default all); BENCH_SLOTS=2,4 the pool sizes.
 // BENCH_BASE=/path/to/other/python/dist/index.js runs the same cases on that
@@ -19,7 +19,10 @@
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { Registry, Value } from '@improv/extfn-core';
-import { probeSandbox, readProcessTree } from '@improv/extfn-sandbox';
+import * as sandbox from '@improv/extfn-sandbox';
+
+const { probeSandbox, readProcessTree } = sandbox;
+
 import { python as current } from '../dist/index.js';
 
 const VARIANTS = [['', current]];
@@ -160,6 +163,23 @@ function hostFaults() {
  * sensitive to other load than wall time: host + workers CPU over the cores
  * is what a quiet machine's wall time tends to.
  */
+/**
+ * CPU ms of the spawner process that starts trees for this host (see
+ * packages/sandbox/src/spawner.ts), counted with the host's own: it does
+ * the host's spawning. 0 where there is none (a baseline built before it).
+ */
+function spawnerCpu() {
+  const pid = sandbox.spawnerPid?.();
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime, in 1/100 s
+  } catch {
+    return 0;
+  }
+}
+
 function workerCpu(runner) {
   const out = new Map();
   for (const pid of runner.workerPids()) {
@@ -175,6 +195,7 @@ async function refresh(runner, registry, jobs, label, clock) {
   const workers0 = workerCpu(runner);
   const faults0 = hostFaults();
   const cpu0 = process.cpuUsage();
+  const spawner0 = spawnerCpu();
   const t0 = performance.now();
   if (clock) {
     clock.t0 = t0;
@@ -203,7 +224,7 @@ async function refresh(runner, registry, jobs, label, clock) {
     first,
     starts: runner.stats().started - before,
     faults: hostFaults() - faults0,
-    hostCpu: (cpu.user + cpu.system) / 1000,
+    hostCpu: (cpu.user + cpu.system) / 1000 + spawnerCpu() - spawner0,
     workersCpu: workersCpu * 1000,
   };
 }

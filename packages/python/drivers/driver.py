@@ -997,12 +997,23 @@ def _texts_in(view, offset, n):
     ends = list(accumulate(lengths))
     total = ends[-1] if ends else 0
     raw = bytes(view[start:start + total])
-    whole = raw.decode('utf-8')  # one check of the whole column: a bad byte fails the request
     starts = [0]
     starts += ends
-    if len(whole) == total:
-        # ASCII only: a byte is a character, so slices of the one decoded str.
+    if raw.isascii():
+        # A byte is a character: slices of the one decoded str.
+        whole = raw.decode('ascii')
         return [whole[s:e] for s, e in zip(starts, ends)], _pad8(start + total)
+    if b'\0' not in raw:
+        # One decode and one split at NULs put between the strings, not a
+        # decode call per string. NUL is a character of its own in UTF-8, so
+        # this decodes only if each string does alone, and to the same strs;
+        # if not, the per-string path below raises the error it always has.
+        try:
+            texts = b'\0'.join([raw[s:e] for s, e in zip(starts, ends)]).decode('utf-8').split('\0')
+            return texts, _pad8(start + total)
+        except UnicodeDecodeError:
+            pass
+    raw.decode('utf-8')  # one check of the whole column: a bad byte fails the request
     # Each string on its own: one that starts inside a character fails the request.
     return [raw[s:e].decode('utf-8') for s, e in zip(starts, ends)], _pad8(start + total)
 
@@ -1072,6 +1083,37 @@ _COLS_OUT = {'number': _f64_out, 'boolean': _boolean_out, 'enum': _enum_out, 'te
              'datetime': _ns_out}
 
 
+def _texts_out(values, cells):
+    """A text result column's bytes: u32 byte lengths, then the UTF-8. A
+    string with lone surrogates (no UTF-8 form) goes to `cells`, where the
+    header's JSON escapes it, and is empty in the column."""
+    joined = ''.join(values)
+    if joined.isascii():  # the usual case: byte lengths are str lengths
+        lengths = array('I', map(len, values))
+        text = joined.encode('ascii')
+    else:
+        try:
+            # One encode of the column (the UTF-8 of a concatenation is the
+            # UTF-8s concatenated); each length from an encoding freed at
+            # once, not from a list of n bytes objects.
+            text = joined.encode('utf-8')
+            lengths = array('I', map(len, map(str.encode, values)))
+        except UnicodeEncodeError:
+            encoded = []
+            for i, v in enumerate(values):
+                try:
+                    encoded.append(v.encode('utf-8'))
+                except UnicodeEncodeError:
+                    cells[str(i)] = v
+                    encoded.append(b'')
+            lengths = array('I', map(len, encoded))
+            text = b''.join(encoded)
+    if not _LITTLE:
+        lengths.byteswap()
+    size = 4 * len(values) + len(text)
+    return b''.join((lengths, text, bytes(_pad8(size) - size)))
+
+
 def _cols_out(return_type, values):
     """A result column in the wire layout, and the cells it cannot hold: a
     datetime outside i64 nanoseconds, a text with lone surrogates, or a
@@ -1091,28 +1133,7 @@ def _cols_out(return_type, values):
         data = bytes(values)
         return data + bytes(_pad8(len(data)) - len(data)), cells
     if return_type == 'text':
-        joined = ''.join(values)
-        if joined.isascii():  # the usual case: one encode, byte lengths are str lengths
-            lengths = array('I', map(len, values))
-            if not _LITTLE:
-                lengths.byteswap()
-            data = lengths.tobytes() + joined.encode('ascii')
-            return data + bytes(_pad8(len(data)) - len(data)), cells
-        try:
-            encoded = list(map(str.encode, values))  # UTF-8, strict
-        except UnicodeEncodeError:
-            encoded = []
-            for i, v in enumerate(values):
-                try:
-                    encoded.append(v.encode('utf-8'))
-                except UnicodeEncodeError:  # lone surrogates: the header's JSON escapes them
-                    cells[str(i)] = v
-                    encoded.append(b'')
-        lengths = array('I', map(len, encoded))
-        if not _LITTLE:
-            lengths.byteswap()
-        data = lengths.tobytes() + b''.join(encoded)
-        return data + bytes(_pad8(len(data)) - len(data)), cells
+        return _texts_out(values, cells), cells
     column = array('I' if return_type == 'enum' else 'q', values)
     if not _LITTLE:
         column.byteswap()
@@ -1159,6 +1180,24 @@ def _cols_fast(fn, cols, n, out, failed, floats_as_is):
     return values, errors
 
 
+# A sample of the last callcols request's small objects, kept until the next
+# request replaces it. CPython's allocator unmaps a 1 MiB arena once every
+# object in it is freed (keeping one empty arena at most), and a chunk of
+# 8 000 text rows fills several: freed with the request, they were mapped
+# fresh by the next one, 256 first-touch page faults per arena (~3 ms on this
+# VM) every request. One live object in an arena keeps it mapped, its free
+# pools ready for objects of any size; what stays is what the last request used.
+_KEEP_EVERY = 1024
+_KEEP_TYPES = frozenset((str, float, int, datetime, _Instant))
+_kept = []
+
+
+def _keep_arenas(lists):
+    global _kept
+    _kept = [x for c in lists if type(c) is list for x in c[::_KEEP_EVERY]
+             if type(x) in _KEEP_TYPES and sys.getsizeof(x) <= 512]  # larger ones are not in arenas
+
+
 def _callcols(fn, n, payload, cells_in):
     """A callcols request: argument columns in, one result column out, through
     the same row loop (or vectorized runner) as `call` and `callf64`."""
@@ -1191,6 +1230,7 @@ def _callcols(fn, n, payload, cells_in):
             fast = _cols_fast(fn, cols, n, out, failed, floats_as_is)
         if fast is not None:
             data, cells = _cols_out(rt, fast[0])
+            _keep_arenas(cols + [fast[0]])
             return data, fast[1], cells
         rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
         to_args = None
@@ -1204,6 +1244,7 @@ def _callcols(fn, n, payload, cells_in):
     for i, e in bad.items():
         errors[str(i)] = _error(e, fn.body.filename)
     data, cells = _cols_out(rt, values)
+    _keep_arenas(cols + [values])
     return data, errors, cells
 
 

@@ -29,14 +29,14 @@ const FRAMES = [
   { op: 'exit' },
 ];
 
-/** The driver's answers (after `ready`) to FRAMES, with `driver` as the program sent. */
-function answers(driver: string): unknown[] {
+/** The driver's answers (after `ready`) to `frames`, with `driver` as the program sent. */
+function answers(driver: string, frames: readonly object[] = FRAMES): unknown[] {
   const program = Buffer.from(driver, 'utf8');
   const out = execFileSync(PYTHON, PYTHON_ARGS, {
     input: Buffer.concat([
       Buffer.from(`${program.length}\n`),
       program,
-      Buffer.from(FRAMES.map((f) => `${JSON.stringify(f)}\n`).join('')),
+      Buffer.from(frames.map((f) => `${JSON.stringify(f)}\n`).join('')),
     ]),
     env: { PYTHONHASHSEED: '0' },
   });
@@ -85,16 +85,7 @@ describe.skipIf(!hasPython)('the precompiled driver (no sandbox: frames only)', 
       { op: 'exit' },
     ];
     for (const driver of [DRIVER_SOURCE, (await precompiledDriver(PYTHON, DRIVER_SOURCE))!]) {
-      const program = Buffer.from(driver, 'utf8');
-      const out = execFileSync(PYTHON, PYTHON_ARGS, {
-        input: Buffer.concat([
-          Buffer.from(`${program.length}\n`),
-          program,
-          Buffer.from(frames.map((f) => `${JSON.stringify(f)}\n`).join('')),
-        ]),
-        env: { PYTHONHASHSEED: '0' },
-      });
-      const answer = JSON.parse(out.toString().trim().split('\n')[2]!);
+      const answer = answers(driver, frames)[1] as { values: unknown };
       // nothing of them before the body; the traceback shows the body's own line
       expect(answer.values).toEqual(['[] | True | {"a": [1.5]} | 42']);
     }

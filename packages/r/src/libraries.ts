@@ -5,7 +5,7 @@
  * pure-result cache salt). No package code runs on the host.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   type AllowedLibraries,
@@ -35,13 +35,40 @@ const LIBRARIES: LibraryOption = {
   fix: 'r({ libraries }) takes "system" or a list of absolute library directories',
 };
 
-/** R's site libraries as Rscript --vanilla sets them up: .libPaths() without .Library. */
+/**
+ * Asked R once per host process for each front end (its file as it is) and
+ * environment: a new registry's runner then starts no R on the host before
+ * its first worker — in a cold refresh that was a whole R start-up, and a
+ * fork of the host. The packages in the directories are read afresh each
+ * time (allowedRLibraries), so an upgrade still changes the digest.
+ */
+const askedSites = new Map<string, Promise<string[]>>();
+
 function siteLibraries(rscript: string): Promise<string[]> {
+  const front = frontEndOf(rscript);
+  let key: string;
+  try {
+    const { ino, size, mtimeMs } = statSync(front);
+    key = JSON.stringify([front, ino, size, mtimeMs, process.env]);
+  } catch {
+    return askSiteLibraries(front); // its own error says why
+  }
+  let asked = askedSites.get(key);
+  if (!asked) {
+    asked = askSiteLibraries(front);
+    askedSites.set(key, asked);
+    asked.catch(() => askedSites.delete(key)); // a failure is asked again next time
+  }
+  return asked;
+}
+
+/** R's site libraries as Rscript --vanilla sets them up: .libPaths() without .Library. */
+function askSiteLibraries(front: string): Promise<string[]> {
   const program = 'cat(setdiff(normalizePath(.libPaths()), normalizePath(.Library)), sep = "\\n")';
   return new Promise((done, fail) => {
     execFile(
       // the front end, not the binary workers start (which needs its environment)
-      frontEndOf(rscript),
+      front,
       ['--vanilla', '-e', program],
       { timeout: 20_000, encoding: 'utf8' },
       (error, stdout) =>

@@ -126,5 +126,26 @@ describe.skipIf(!hasR)(
       expect(await r.cacheSalt?.()).toBe(after.digest);
       await r.close();
     });
+
+    test('"system" is asked of R once per environment: a changed R_LIBS_SITE is seen, and so is a package upgrade in a known directory', async () => {
+      const dir = describedPackage('2.0');
+      const saved = process.env.R_LIBS_SITE;
+      try {
+        const before = await allowedRLibraries('system', RSCRIPT);
+        expect(before.directories).not.toContain(dir);
+        process.env.R_LIBS_SITE = dir;
+        const moved = await allowedRLibraries('system', RSCRIPT);
+        expect(moved.directories).toEqual([dir]);
+        expect(moved.libraries).toEqual([{ name: 'tinypkg', version: '2.0', path: dir }]);
+        describedPackage('2.1', dir); // the directories are remembered, their packages read afresh
+        const upgraded = await allowedRLibraries('system', RSCRIPT);
+        expect(upgraded.libraries).toEqual([{ name: 'tinypkg', version: '2.1', path: dir }]);
+        expect(upgraded.digest).not.toBe(moved.digest);
+      } finally {
+        if (saved === undefined) delete process.env.R_LIBS_SITE;
+        else process.env.R_LIBS_SITE = saved;
+      }
+      expect((await allowedRLibraries('system', RSCRIPT)).directories).not.toContain(dir);
+    });
   },
 );

@@ -1,7 +1,8 @@
 /**
- * The command lines the sandbox is assembled from: prlimit's (rlimits),
- * bubblewrap's (namespaces, mounts, seccomp), and the gate that holds a tree
- * until it sits in its cgroup. Pure functions of the limits and binds.
+ * The command lines the sandbox is assembled from: bubblewrap's (namespaces,
+ * mounts, seccomp), and the longer chain's prlimit (rlimits) and gate (holds
+ * a tree until it sits in its cgroup), used where the one shell of
+ * chain-shell.ts cannot be. Pure functions of the limits and binds.
  */
 import { systemBindArgs } from './binds.js';
 import type { SandboxLimits } from './limits.js';

@@ -1,7 +1,7 @@
 /**
  * How a tree ended, as the host can tell: the guest's exit code or signal
  * (bwrap's 128 + N read back as a signal where only a signal can explain it),
- * or a failure of the chain itself (prlimit, setpriv, bwrap, exec) before
+ * or a failure of the chain itself (its shell, prlimit, setpriv, bwrap, exec) before
  * the interpreter ran.
  */
 import type { ResourceLimit } from '@improv/extfn-core';
@@ -29,7 +29,7 @@ export interface TreeExit extends SandboxExit {
 }
 
 /** What the chain's programs print when they fail before the guest runs. */
-const SETUP_MESSAGE = /^(bwrap|setpriv|prlimit|exec \/|extfn-cgroup-gate):? /;
+const SETUP_MESSAGE = /^(bwrap|setpriv|prlimit|exec \/|extfn-cgroup-gate|extfn-chain):? /;
 
 export function classifyExit(
   result: { exitCode?: number; signal?: string; failed?: boolean; message?: string },

@@ -36,6 +36,11 @@ export const FIX_READ_ONLY_PATH =
 export const FIX_DESCRIPTORS =
   'start the host with only stdin, stdout and stderr open, or install perl so they can be closed';
 
+/** The host's hard limits are below those the sandbox sets (only root may raise a hard limit). */
+export const FIX_HARD_LIMIT =
+  'raise the host process’s hard limits to at least the sandbox’s (ulimit -H; LimitNOFILE=, ' +
+  'LimitCPU=, LimitFSIZE=, LimitAS= in a systemd unit), or pass the runner lower limits';
+
 export const FIX_CGROUP =
   'check that the cgroup hierarchy is writable by this process and not out of cgroups; `improv-extfn doctor` shows where trees go';
 
@@ -99,6 +104,9 @@ export function fixForSetupFailure(
   bwrap?: string,
 ): string {
   if (isAppArmorUsernsBlock(message, sysctl)) return fixAppArmor(bwrap);
+  // the chain's own shell (chain-shell.ts) or prlimit, before bwrap
+  if (/^extfn-chain: inherited descriptor/.test(message)) return FIX_DESCRIPTORS;
+  if (/ulimit: error setting limit|prlimit: failed to set/.test(message)) return FIX_HARD_LIMIT;
   if (/Resource temporarily unavailable|EAGAIN/.test(message)) return FIX_PROCESS_LIMIT;
   if (
     /namespace|uid map|setns|unshare|Operation not permitted|No space left on device/.test(message)

@@ -26,6 +26,23 @@ export function findExecutable(name: string, path = process.env.PATH ?? ''): str
   return undefined;
 }
 
+const found = new Map<string, { at: number; path: string | undefined }>();
+
+/**
+ * findExecutable() on the host's PATH, re-resolved at most every two seconds:
+ * each tree looks up its interpreter and bwrap, and an install rarely moves.
+ */
+export function findExecutableCached(name: string): string | undefined {
+  const now = Date.now();
+  const key = `${name}\0${process.env.PATH ?? ''}\0${process.cwd()}`;
+  let hit = found.get(key);
+  if (!hit || now - hit.at > 2000) {
+    hit = { at: now, path: findExecutable(name) };
+    found.set(key, hit);
+  }
+  return hit.path;
+}
+
 const O_CLOEXEC = 0o2000000;
 
 /**

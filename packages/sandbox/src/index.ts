@@ -21,8 +21,14 @@ export {
   readProcessTree,
   type TreeProcess,
 } from './process-tree.js';
-export { launchSandboxed, runSandboxed, spawnSandboxed } from './sandboxed.js';
+export {
+  launchSandboxed,
+  launchSandboxedAsync,
+  runSandboxed,
+  spawnSandboxed,
+} from './sandboxed.js';
 export { DENIED_SYSCALLS, seccompProgram, UNAVAILABLE_SYSCALLS } from './seccomp.js';
+export { spawnerPid, spawnerReady } from './spawner.js';
 export type {
   SandboxedProcess,
   SandboxedTree,

@@ -10,8 +10,15 @@ import type { Readable, Writable } from 'node:stream';
 import { ExtFnError } from '@improv/extfn-core';
 import { execa } from 'execa';
 import { bwrapArgs, cgroupGateArgs, innerNprocArgs, prlimitArgs } from './args.js';
-import { hostBinds } from './binds.js';
+import { hostBinds, isSystemPath } from './binds.js';
 import { TreeCgroup } from './cgroup.js';
+import {
+  type ChainShellStage,
+  chainShell,
+  chainShellArgs,
+  innerNprocShellArgs,
+  shellExpresses,
+} from './chain-shell.js';
 import { classifyExit, type TreeExit } from './exit.js';
 import {
   FIX_CGROUP,
@@ -21,7 +28,7 @@ import {
   FIX_UID_LEASE,
   FIX_UTIL_LINUX,
 } from './fixes.js';
-import { closeDescriptorsArgs, findExecutable, leakingDescriptorsCached } from './host.js';
+import { closeDescriptorsArgs, findExecutableCached, leakingDescriptorsCached } from './host.js';
 import { removeIpcOf } from './ipc.js';
 import {
   BASE_ENV,
@@ -35,7 +42,8 @@ import { resolveLimits, type SandboxLimits } from './limits.js';
 import type { SandboxPolicy } from './policy.js';
 import { childrenOf, processesOfUid, sampleCpu } from './proc.js';
 import { seccompArch, seccompProgram } from './seccomp.js';
-import { openStdoutPipe } from './stdout-pipe.js';
+import { type ChainProcess, type ChainSpawn, type ChainStatus, readySpawner } from './spawner.js';
+import { openStdoutPipe, openStdoutPipeWith, type StdoutPipe } from './stdout-pipe.js';
 import { hostTools } from './tools.js';
 import type { SandboxOptions } from './types.js';
 import { busyUids, hostIsRoot, leaseUid, releaseUid } from './uid-pool.js';
@@ -71,66 +79,100 @@ function sandboxError(message: string, fix: string, functionName: string, cause?
   return ExtFnError.sandbox(message, fix, { functionName, cause });
 }
 
-/** The programs that run before the interpreter, each exec'ing the next. */
-function buildChain(
+/**
+ * The programs that run before the interpreter, each exec'ing the next, for
+ * a tree spawned by a parent that leaks the descriptors `leaks` (the host's,
+ * or the spawner's: none once it closed its own). Exported for tests.
+ */
+export function buildChain(
   options: LaunchOptions,
   limits: SandboxLimits,
   command: string,
   cgroup: TreeCgroup | undefined,
+  leaks: readonly number[],
 ) {
   const { policy, functionName } = options;
   const tools = hostTools();
   const restricted = policy === 'restricted';
+  const confined = policy !== 'trusted';
   const root = hostIsRoot();
-  const chain: string[] = [];
-  if (cgroup) chain.push(...cgroupGateArgs(tools.sh ?? '/bin/sh'));
-  if (policy !== 'trusted') {
-    if (!tools.prlimit || !tools.setpriv) {
-      throw sandboxError(
-        `${tools.prlimit ? 'setpriv' : 'prlimit'} (util-linux) is missing, so the sandbox cannot be set up`,
-        FIX_UTIL_LINUX,
-        functionName,
-      );
-    }
-    // Non-root: RLIMIT_NPROC counts every process of the host user. Restricted
-    // trees get theirs inside the user namespace (innerNprocArgs); unsandboxed
-    // ones may add `processes` to what the user runs now (counted by a scan of
-    // all of /proc, ~5 ms: only where the count is used).
-    const nproc =
-      root || restricted
-        ? limits
-        : { ...limits, processes: processesOfUid(process.getuid?.() ?? 0) + limits.processes };
-    chain.push(...prlimitArgs(tools.prlimit, nproc, root || !restricted));
+  if (confined && (!tools.prlimit || !tools.setpriv)) {
+    throw sandboxError(
+      `${tools.prlimit ? 'setpriv' : 'prlimit'} (util-linux) is missing, so the sandbox cannot be set up`,
+      FIX_UTIL_LINUX,
+      functionName,
+    );
   }
-  if (!restricted && policy !== 'trusted' && tools.setpriv) {
-    // Node's spawn already switched uid/gid and dropped supplementary groups (see
-    // `uid` below); without bwrap nothing else sets no_new_privs, so setuid
-    // binaries (su, mount…) would regain root: forbid that. Under bwrap, bwrap
-    // sets it, and one exec less keeps the cold start short.
-    chain.push(tools.setpriv, '--no-new-privs', '--');
-  }
-  const leaking = leakingDescriptorsCached();
-  if (leaking.length > 0) {
-    // keep the seccomp descriptor (bwrap's) and the shared file, the last of the child's own
-    const keep = sharedFileFd(options, restricted) ?? (restricted && seccompArch() ? 3 : 2);
-    if (tools.perl) chain.push(...closeDescriptorsArgs(tools.perl, keep));
-    else if (restricted) {
+  // keep the seccomp descriptor (bwrap's) and the shared file, the last of the child's own
+  const keep = sharedFileFd(options, restricted) ?? (restricted && seccompArch() ? 3 : 2);
+  // Non-root: RLIMIT_NPROC counts every process of the host user. Restricted
+  // trees get theirs inside the user namespace (innerNprocArgs); unsandboxed
+  // ones may add `processes` to what the user runs now (counted by a scan of
+  // all of /proc, ~5 ms: only where the count is used).
+  const outerNproc = root || !restricted;
+  const processes =
+    root || restricted
+      ? limits.processes
+      : processesOfUid(process.getuid?.() ?? 0) + limits.processes;
+  const closer = (): string[] => {
+    if (tools.perl) return closeDescriptorsArgs(tools.perl, keep);
+    if (restricted) {
       throw sandboxError(
-        `this process inherited open file descriptors (${leaking.join(', ')}) that every child would see`,
+        `this process inherited open file descriptors (${leaks.join(', ')}) that every child would see`,
         FIX_DESCRIPTORS,
         functionName,
       );
     }
+    return []; // as ever: unsandboxed without perl leaves them
+  };
+  const chain: string[] = [];
+  const shell = confined ? chainShell() : undefined;
+  const stage: ChainShellStage = {
+    gate: cgroup !== undefined,
+    memoryBytes: limits.memoryBytes,
+    processes: outerNproc ? processes : undefined,
+    openFiles: limits.openFiles,
+    fileSizeBytes: limits.fileSizeBytes,
+    cpuSeconds: limits.cpuSeconds,
+    keep,
+    refuseHigh: true,
+  };
+  const oneShell = shell !== undefined && shellExpresses(stage);
+  if (oneShell) {
+    // one shell: the gate, every rlimit, descriptors 3–9 closed (chain-shell.ts);
+    // above 9 only Perl can close them
+    const closing = leaks.some((fd) => fd > 9) ? closer() : [];
+    // it refuses one above 9 unless Perl follows (or, as ever, unsandboxed without Perl)
+    stage.refuseHigh = closing.length === 0 && (restricted || tools.perl !== undefined);
+    chain.push(...chainShellArgs(shell, stage), ...closing);
+  } else {
+    if (cgroup) chain.push(...cgroupGateArgs(tools.sh ?? '/bin/sh'));
+    if (confined) chain.push(...prlimitArgs(tools.prlimit!, { ...limits, processes }, outerNproc));
   }
+  if (!restricted && confined) {
+    // Node's spawn already switched uid/gid and dropped supplementary groups (see
+    // `uid` below); without bwrap nothing else sets no_new_privs, so setuid
+    // binaries (su, mount…) would regain root: forbid that. Under bwrap, bwrap
+    // sets it, and one exec less keeps the cold start short.
+    chain.push(tools.setpriv!, '--no-new-privs', '--');
+  }
+  if (!oneShell && leaks.length > 0) chain.push(...closer());
   let seccompInput: Uint8Array | undefined;
   if (restricted) {
-    const bwrap = findExecutable(options.bwrapPath ?? 'bwrap');
+    const bwrap = findExecutableCached(options.bwrapPath ?? 'bwrap');
     if (!bwrap) {
       throw sandboxError('bubblewrap (bwrap) is not installed', FIX_NO_BWRAP, functionName);
     }
     const binds = hostBinds(command, options.readOnlyPaths ?? [], functionName);
     chain.push(bwrap, ...bwrapArgs(limits, binds), '--');
-    if (!root && tools.prlimit) chain.push(...innerNprocArgs(tools.prlimit, limits.processes));
+    if (!root) {
+      // the shell is visible inside only from /usr
+      chain.push(
+        ...(oneShell && isSystemPath(shell)
+          ? innerNprocShellArgs(shell, limits.processes)
+          : innerNprocArgs(tools.prlimit!, limits.processes)),
+      );
+    }
     if (seccompArch()) {
       seccompBytes ??= seccompProgram();
       seccompInput = seccompBytes;
@@ -159,30 +201,55 @@ function leaseTreeUid(functionName: string): number {
   }
 }
 
-type ExecaChild = ReturnType<typeof execa>;
+/** Resolves when `stream` has ended (or was destroyed). */
+function streamEnded(stream: Readable): Promise<void> {
+  if (stream.readableEnded || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    stream.once('end', resolve);
+    stream.once('close', resolve);
+    stream.once('error', () => resolve());
+  });
+}
 
 /**
- * execa's result once stdout/stderr have ended. Every holder of the pipes is
- * dead by now; should one have escaped anyway, stop waiting after a second.
+ * Once the direct child has exited: its stdout and stderr have ended too.
+ * Every holder of the pipes is dead by now; should one have escaped anyway,
+ * stop waiting after a second.
  */
-async function settleStreams(child: ExecaChild) {
+async function settleStreams(streams: Array<Readable | undefined>): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, 1000);
   });
-  const result = await Promise.race([child, late.then(() => undefined)]);
+  const present = streams.filter((stream): stream is Readable => stream !== undefined);
+  await Promise.race([Promise.all(present.map(streamEnded)), late]);
   clearTimeout(timer);
-  if (result) return result;
-  child.stdout?.destroy();
-  child.stderr?.destroy();
-  return await child;
+  for (const stream of present) stream.destroy();
 }
 
-/** Everything decided before anything starts; throws (leaving nothing behind) when it cannot be. */
-function prepare(options: LaunchOptions) {
+/** Everything decided before anything starts. */
+interface Prepared {
+  chain: string[];
+  /** The interpreter's real path (the chain is rebuilt for another parent from it). */
+  command: string;
+  seccompInput: Uint8Array | undefined;
+  limits: SandboxLimits;
+  cgroup: TreeCgroup | undefined;
+  /** The tree's own uid (root host, confined). */
+  uid: number | undefined;
+  restricted: boolean;
+  /** What marks the tree's processes where no uid or namespace can (non-root, unsandboxed). */
+  token: string | undefined;
+}
+
+/**
+ * Everything decided before anything starts, for a tree whose parent leaks
+ * `leaks`; throws (leaving nothing behind) when it cannot be.
+ */
+function prepare(options: LaunchOptions, leaks: readonly number[]): Prepared {
   const { policy, functionName } = options;
   const limits = resolveLimits(options.limits, options.timeoutMs);
-  const command = findExecutable(options.command);
+  const command = findExecutableCached(options.command);
   if (!command) {
     throw sandboxError(
       `cannot start ${options.command}: not found on the host PATH or not executable`,
@@ -201,10 +268,12 @@ function prepare(options: LaunchOptions) {
     throw sandboxError(`cannot create the tree's cgroup (${why})`, FIX_CGROUP, functionName, cause);
   }
   try {
-    const built = buildChain(options, limits, command, cgroup);
+    const built = buildChain(options, limits, command, cgroup, leaks);
     // leased last, so no check above has to hand it back before throwing
     const uid = hostIsRoot() && confined ? leaseTreeUid(functionName) : undefined;
-    return { ...built, limits, cgroup, uid };
+    const restricted = policy === 'restricted';
+    const token = !restricted && uid === undefined ? randomBytes(12).toString('hex') : undefined;
+    return { ...built, command, limits, cgroup, uid, restricted, token };
   } catch (error) {
     void cgroup?.remove();
     throw error;
@@ -263,24 +332,21 @@ async function cleanUp(tree: TreeHandles, out: TreeExit): Promise<void> {
   releaseUid(uid, clean);
 }
 
-/** Spawns the chain: its own process group, the clean environment, the tree's uid on a root host. */
-function startChain(
-  chain: readonly string[],
-  seccompInput: Uint8Array | undefined,
-  env: Record<string, string>,
-  uid: number | undefined,
-  stdout: number | 'pipe',
-  sharedFile: number | undefined,
-) {
+/**
+ * Spawns the chain from this process: its own process group, the clean
+ * environment, the tree's uid on a root host. The way until the spawner
+ * (spawner.ts) is ready, or where it cannot run.
+ */
+function spawnDirect(spec: ChainSpawn): ChainProcess {
   // fd 3 carries the seccomp program to bwrap (read once, then closed by bwrap);
   // the shared file comes next (sharedFileFd)
   // (execa's types list only 1 and 2 as fds, but it hands any fd to spawn as is)
-  const stdio: unknown[] = ['pipe', stdout, 'pipe'];
-  if (seccompInput) stdio.push(seccompInput);
-  if (sharedFile !== undefined) stdio.push(sharedFile);
-  return execa(chain[0]!, chain.slice(1), {
+  const stdio: unknown[] = ['pipe', spec.stdout, 'pipe'];
+  if (spec.fd3) stdio.push(spec.fd3);
+  if (spec.extra !== undefined) stdio.push(spec.extra);
+  const child = execa(spec.file, spec.args, {
     stdio: stdio as ['pipe', 'pipe', 'pipe'],
-    env,
+    env: spec.env,
     extendEnv: false,
     cwd: '/tmp',
     detached: true, // own process group, so the group can be killed as a whole
@@ -290,35 +356,109 @@ function startChain(
     stripFinalNewline: false,
     // root host: the whole chain runs as the tree's own uid (setgid, setgroups([]),
     // setuid in the child before exec), which also clears every capability
-    ...(uid === undefined ? {} : { uid, gid: uid }),
+    ...(spec.uid === undefined ? {} : { uid: spec.uid, gid: spec.uid }),
   });
+  // 'exit' fires when the direct child ends even while a grandchild still holds the pipes
+  const exit = new Promise<ChainStatus>((resolve) => {
+    child.once('exit', (code, signal) =>
+      resolve({ exitCode: code ?? undefined, signal: signal ?? undefined }),
+    );
+    child.once('error', (error) => resolve({ failed: true, message: error.message }));
+  });
+  return {
+    pid: child.pid,
+    stdin: child.stdin as Writable,
+    stdout: spec.stdout === 'pipe' ? (child.stdout as Readable) : undefined,
+    stderr: child.stderr as Readable,
+    exit,
+    ref: () => child.ref(),
+    unref: () => child.unref(),
+  };
 }
 
-export function launch(options: LaunchOptions): Launched {
-  const { policy } = options;
-  const restricted = policy === 'restricted';
-  const { chain, seccompInput, limits, cgroup, uid } = prepare(options);
-  const token = !restricted && uid === undefined ? randomBytes(12).toString('hex') : undefined;
+/** What a tree is spawned with, once prepared: the chain, its environment and descriptors. */
+function chainSpawn(
+  options: LaunchOptions,
+  prepared: Prepared,
+  stdout: 'pipe' | number,
+): ChainSpawn {
+  const { chain, seccompInput, uid, token } = prepared;
   const env: Record<string, string> = { ...BASE_ENV, ...options.env };
   if (token) env[RUN_TOKEN_VARIABLE] = token;
-  const sharedFd = sharedFileFd(options, restricted);
+  const sharedFd = sharedFileFd(options, prepared.restricted);
   if (sharedFd !== undefined) {
     env[SHARED_FD_VARIABLE] = String(sharedFd);
     // the child reopens it through /proc/self/fd (R): it must own it, as its stdout FIFO
     if (uid !== undefined) fchownSync(options.sharedFile!, uid, uid);
   }
+  return {
+    file: chain[0]!,
+    args: chain.slice(1),
+    env,
+    uid,
+    stdout,
+    fd3: seccompInput,
+    extra: options.sharedFile,
+  };
+}
 
+/** Starts one tree from this process (synchronous: `launchSandboxed`). */
+export function launch(options: LaunchOptions): Launched {
+  const prepared = prepare(options, leakingDescriptorsCached());
   // stdoutPipe: fd 1 a FIFO the child can reopen (see stdout-pipe.ts); else Node's socket
-  const pipe = options.stdoutPipe ? openStdoutPipe(uid) : undefined;
-  let child: ExecaChild;
+  const pipe = options.stdoutPipe ? openStdoutPipe(prepared.uid) : undefined;
+  let child: ChainProcess;
   try {
-    child = startChain(chain, seccompInput, env, uid, pipe?.writeFd ?? 'pipe', options.sharedFile);
+    child = spawnDirect(chainSpawn(options, prepared, pipe?.writeFd ?? 'pipe'));
   } finally {
     pipe?.closeWriteEnd();
   }
+  return started(options, prepared, pipe, child);
+}
+
+/**
+ * Starts one tree through the spawner once it is ready (so this process
+ * does not fork), else as `launch` does. Should the spawner fail to start
+ * it, the tree starts directly.
+ */
+export async function launchAsync(options: LaunchOptions): Promise<Launched> {
+  const spawner = readySpawner();
+  if (!spawner) return launch(options);
+  const prepared = prepare(options, spawner.leaks);
+  let pipe: StdoutPipe | undefined;
+  let child: ChainProcess;
+  try {
+    pipe = options.stdoutPipe
+      ? await openStdoutPipeWith(prepared.uid, (mkfifo, path) => spawner.mkfifo(mkfifo, path))
+      : undefined;
+    const stdout = pipe?.writeFd ?? 'pipe';
+    child = await spawner.spawn(chainSpawn(options, prepared, stdout)).catch(() => {
+      // from this process, whose own inherited descriptors the chain must close
+      const { limits, command, cgroup } = prepared;
+      const direct = buildChain(options, limits, command, cgroup, leakingDescriptorsCached());
+      return spawnDirect(chainSpawn(options, { ...prepared, ...direct }, stdout));
+    });
+  } catch (error) {
+    pipe?.closeWriteEnd();
+    void prepared.cgroup?.remove();
+    if (prepared.uid !== undefined) releaseUid(prepared.uid, true);
+    throw error;
+  }
+  pipe?.closeWriteEnd();
+  return started(options, prepared, pipe, child);
+}
+
+/** The started tree wired up: the cgroup gate, CPU sampling, stderr head, exit and kill. */
+function started(
+  options: LaunchOptions,
+  prepared: Prepared,
+  pipe: StdoutPipe | undefined,
+  child: ChainProcess,
+): Launched {
+  const { policy } = options;
+  const { restricted, limits, cgroup, uid, token } = prepared;
   const stdout = pipe?.stdout ?? (child.stdout as Readable);
-  const pid = child.pid;
-  const stdin = child.stdin as Writable;
+  const { pid, stdin } = child;
   let gateError: string | undefined;
   if (cgroup && pid !== undefined) {
     try {
@@ -342,12 +482,7 @@ export function launch(options: LaunchOptions): Launched {
   const confined = policy !== 'trusted';
   const cpu = confined && limits.cpuSeconds > 0 ? sampleCpu(guest, limits.cpuSeconds) : undefined;
 
-  // 'exit' fires when the direct child ends even while a grandchild still holds
-  // the pipes; execa's own promise would wait for those holders.
-  const exitEvent = new Promise<void>((resolve) => {
-    child.once('exit', () => resolve());
-    child.once('error', () => resolve());
-  });
+  const exitEvent = child.exit.then(() => {});
   const tree: TreeHandles = {
     pid,
     restricted,
@@ -359,20 +494,20 @@ export function launch(options: LaunchOptions): Launched {
   };
 
   let stderrHead = '';
-  const stderr = child.stderr as Readable;
+  const { stderr } = child;
   stderr.on('data', (chunk: Buffer) => {
     if (stderrHead.length < 512) stderrHead += chunk.toString('utf8', 0, 512);
   });
 
   const exited = (async () => {
-    await Promise.race([exitEvent, child]);
+    const status = await child.exit;
     exitedFlag = true;
     cpu?.stop();
     // the direct child is gone; make sure nothing it started survives it
     if (!restricted) await killTree(tree);
-    const result = await settleStreams(child);
+    await settleStreams([child.stdout, stderr]);
     await pipe?.ended(1000);
-    const out = classifyExit(result, restricted, stderrHead);
+    const out = classifyExit(status, restricted, stderrHead);
     if (gateError) out.setupError = gateError;
     if (cpu?.used !== undefined) out.cpuUsedSeconds = cpu.used;
     await cleanUp(tree, out);
@@ -387,7 +522,7 @@ export function launch(options: LaunchOptions): Launched {
     exited,
     limits,
     holdEventLoop(hold) {
-      for (const stream of [child.stdin, stdout, child.stderr]) {
+      for (const stream of [stdin, stdout, stderr]) {
         const handle = stream as unknown as { ref?(): void; unref?(): void } | null;
         if (hold) handle?.ref?.();
         else handle?.unref?.();

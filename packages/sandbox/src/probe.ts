@@ -8,6 +8,7 @@
 import { ExtFnError } from '@improv/extfn-core';
 import { execa } from 'execa';
 import { type CgroupVersion, cgroupSupport } from './cgroup.js';
+import { chainShellReady } from './chain-shell.js';
 import {
   FIX_NAMESPACES,
   FIX_NO_BWRAP,
@@ -190,6 +191,8 @@ async function runProbe(
   const cgroup = cgroupSupport();
   const id = findExecutable('id', '/usr/bin:/bin');
   if (!id) return fail('cannot find /usr/bin/id for the trial run', 'install coreutils');
+  // the trial run (and every tree after it) uses the one-shell chain if its own probe passed
+  await chainShellReady();
   let trial: Awaited<ReturnType<typeof runTree>> | undefined;
   let failure: { message: string; fix: string } | undefined;
   try {

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { ExtFnError } from '@improv/extfn-core';
 import { limitOf, type TreeExit } from './exit.js';
 import { fixForSetupFailure } from './fixes.js';
-import { launch } from './launch.js';
+import { launchAsync } from './launch.js';
 import type { SandboxPolicy } from './policy.js';
 import { TailBuffer } from './tail.js';
 import type { SandboxOptions, SandboxResult } from './types.js';
@@ -29,7 +29,7 @@ export async function runTree(
   name: string,
 ): Promise<SandboxResult> {
   const began = performance.now();
-  const launched = launch({ ...options, policy, functionName: name });
+  const launched = await launchAsync({ ...options, policy, functionName: name });
   const { limits } = launched;
   let reason: 'timeout' | 'output' | 'abort' | undefined;
   const stop = (why: typeof reason) => {

@@ -7,8 +7,8 @@
 import { basename } from 'node:path';
 import { ExtFnError, MAX_TIMEOUT_MS } from '@improv/extfn-core';
 import { limitOf, type SandboxExit } from './exit.js';
-import { launch } from './launch.js';
-import { policyFor } from './policy.js';
+import { type Launched, launch, launchAsync } from './launch.js';
+import { policyFor, type SandboxPolicy } from './policy.js';
 import { assertSandboxAvailable, knownProbe, sandboxErrorFor } from './probe.js';
 import { runTree, setupFailure } from './run-tree.js';
 import { TailBuffer } from './tail.js';
@@ -47,15 +47,42 @@ export async function runSandboxed(
  * `timeoutMs` or `limits.cpuSeconds` is given, since CPU time accumulates
  * over a worker's life.
  */
-export function launchSandboxed(
-  options: Omit<SandboxOptions, 'timeoutMs'> & { timeoutMs?: number },
-): SandboxedTree {
+export function launchSandboxed(options: LongLivedOptions): SandboxedTree {
+  const { policy, name } = longLivedPolicy(options);
+  return treeOf(launch({ ...options, policy, functionName: name }), options, policy, name);
+}
+
+/**
+ * As `launchSandboxed`, started by the spawner once it runs (see spawner.ts):
+ * this process does not fork, so its pages are not write-protected for the
+ * writes that follow (the refresh a worker is started for).
+ */
+export async function launchSandboxedAsync(options: LongLivedOptions): Promise<SandboxedTree> {
+  const { policy, name } = longLivedPolicy(options);
+  return treeOf(
+    await launchAsync({ ...options, policy, functionName: name }),
+    options,
+    policy,
+    name,
+  );
+}
+
+type LongLivedOptions = Omit<SandboxOptions, 'timeoutMs'> & { timeoutMs?: number };
+
+function longLivedPolicy(options: LongLivedOptions): { policy: SandboxPolicy; name: string } {
   const requested = options.policy ?? policyFor(process.env);
   const name = options.functionName ?? basename(options.command);
   const known = knownProbe({ bwrapPath: options.bwrapPath, policy: requested });
   if (known && !known.ok) throw sandboxErrorFor(known, name);
-  const policy = known?.policy ?? requested;
-  const launched = launch({ ...options, policy, functionName: name });
+  return { policy: known?.policy ?? requested, name };
+}
+
+function treeOf(
+  launched: Launched,
+  options: LongLivedOptions,
+  policy: SandboxPolicy,
+  name: string,
+): SandboxedTree {
   const { limits } = launched;
   const stderr = new TailBuffer(limits.stderrTailBytes);
   launched.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));

@@ -36,6 +36,24 @@ export interface StdoutPipe {
 
 let mkfifo: string | null | undefined;
 
+/** Where the FIFO goes: mkfifo's path and a new private (0700) directory for it; undefined without either. */
+interface FifoPlace {
+  mkfifo: string;
+  dir: string;
+  path: string;
+}
+
+function fifoPlace(): FifoPlace | undefined {
+  mkfifo ??= findExecutable('mkfifo', `${process.env.PATH ?? ''}:/usr/bin:/bin`) ?? null;
+  if (!mkfifo) return undefined;
+  try {
+    const dir = mkdtempSync(join(tmpdir(), 'extfn-stdout-'));
+    return { mkfifo, dir, path: join(dir, 'fifo') };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A FIFO whose write end only `uid` (the tree's own uid on a root host;
  * otherwise the host's uid, which the child runs as) may reopen, through
@@ -45,17 +63,32 @@ let mkfifo: string | null | undefined;
  * to writing through its stdout as text.
  */
 export function openStdoutPipe(uid: number | undefined): StdoutPipe | undefined {
-  if (mkfifo === undefined) {
-    mkfifo = findExecutable('mkfifo', `${process.env.PATH ?? ''}:/usr/bin:/bin`) ?? null;
-  }
-  if (!mkfifo) return undefined;
-  let dir: string | undefined;
+  const place = fifoPlace();
+  if (!place) return undefined;
+  try {
+    execFileSync(place.mkfifo, ['-m', '600', place.path], { stdio: 'ignore' });
+  } catch {} // no FIFO: openMade finds none, cleans up and gives undefined
+  return openMade(place, uid);
+}
+
+/** As `openStdoutPipe`, with the FIFO made by `make` (the spawner: this process then does not fork). */
+export async function openStdoutPipeWith(
+  uid: number | undefined,
+  make: (mkfifo: string, path: string) => Promise<void>,
+): Promise<StdoutPipe | undefined> {
+  const place = fifoPlace();
+  if (!place) return undefined;
+  try {
+    await make(place.mkfifo, place.path);
+  } catch {} // as above
+  return openMade(place, uid);
+}
+
+/** Opens both ends of the FIFO, then removes its directory: it is reachable only through the descriptors. */
+function openMade({ dir, path }: FifoPlace, uid: number | undefined): StdoutPipe | undefined {
   let readFd: number | undefined;
   let writeFd: number | undefined;
   try {
-    dir = mkdtempSync(join(tmpdir(), 'extfn-stdout-')); // 0700
-    const path = join(dir, 'fifo');
-    execFileSync(mkfifo, ['-m', '600', path], { stdio: 'ignore' });
     // Read end first and non-blocking (an open for reading would wait for a
     // writer); then the write end opens at once. Node opens both O_CLOEXEC,
     // so no other child of this host inherits them.
@@ -68,7 +101,7 @@ export function openStdoutPipe(uid: number | undefined): StdoutPipe | undefined 
     if (writeFd !== undefined) closeSync(writeFd);
     return undefined;
   } finally {
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
   }
   // libuv sees a FIFO as a pipe and reads it like the pipes of process.stdin.
   const stdout = new Socket({ fd: readFd, readable: true, writable: false });

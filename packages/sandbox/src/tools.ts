@@ -8,6 +8,8 @@ export interface HostTools {
   perl?: string;
   ipcrm?: string;
   sh?: string;
+  /** dash, the chain's shell stage where it passes its probe (chain-shell.ts). */
+  dash?: string;
 }
 
 let cached: HostTools | undefined;
@@ -23,6 +25,7 @@ export function hostTools(): HostTools {
     perl: findExecutable('perl', path),
     ipcrm: findExecutable('ipcrm', path),
     sh: findExecutable('/bin/sh', path),
+    dash: findExecutable('dash', path),
   };
   return cached;
 }

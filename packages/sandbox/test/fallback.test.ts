@@ -138,6 +138,22 @@ describe('Ubuntu’s AppArmor restriction of user namespaces', () => {
       ),
     ).toBe(fixes.FIX_PROCESS_LIMIT);
   });
+
+  test('the chain shell’s own failures get their own fixes', () => {
+    expect(
+      fixes.fixForSetupFailure('extfn-chain: inherited descriptor /proc/self/fd/12 is still open'),
+    ).toBe(fixes.FIX_DESCRIPTORS);
+    expect(
+      fixes.fixForSetupFailure(
+        'extfn-chain: 6: ulimit: error setting limit (Operation not permitted)',
+      ),
+    ).toBe(fixes.FIX_HARD_LIMIT);
+    expect(
+      fixes.fixForSetupFailure(
+        'prlimit: failed to set the NOFILE resource limit: Operation not permitted',
+      ),
+    ).toBe(fixes.FIX_HARD_LIMIT);
+  });
 });
 
 describe('fix texts', () => {

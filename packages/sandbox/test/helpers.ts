@@ -2,7 +2,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { findExecutable } from '../src/host.js';
-import { runSandboxed, type SandboxOptions, type SandboxPolicy } from '../src/index.js';
+import {
+  runSandboxed,
+  type SandboxOptions,
+  type SandboxPolicy,
+  spawnerReady,
+} from '../src/index.js';
 
 export const PYTHON = '/usr/bin/python3';
 export const isRoot = process.getuid?.() === 0;
@@ -25,8 +30,13 @@ def read(path):
 
 export type Options = Partial<Omit<SandboxOptions, 'command' | 'args'>> & { stdin?: string };
 
-/** Runs a guest Python program; the program is on the command line only because this is a test. */
-export function python(program: string, options: Options = {}) {
+/**
+ * Runs a guest Python program; the program is on the command line only
+ * because this is a test. Through the spawner, as every tree but a host's
+ * first few (launch-sandboxed.test.ts covers trees the host starts itself).
+ */
+export async function python(program: string, options: Options = {}) {
+  await spawnerReady();
   return runSandboxed({
     command: PYTHON,
     args: ['-I', '-S', '-c', PRELUDE + program],

@@ -177,25 +177,49 @@ describe('descriptors the host inherited', () => {
     ['restricted', linux && hasBwrap && hasPython && perl],
     ['unsandboxed', linux && isRoot && hasPython && perl],
   ];
-  for (const [policy, available] of policies) {
-    test.skipIf(!available)(`${policy}: closed before the guest runs`, async () => {
-      // bash's redirections open 60 and 61 without close-on-exec, and exec keeps them
-      // (Node marks the low, contiguous ones close-on-exec at startup, not these)
-      const fixture = fileURLToPath(new URL('./fixtures/leaky-host.mjs', import.meta.url));
-      const child = spawn(
-        '/bin/bash',
-        ['-c', 'exec "$0" "$1" "$2" 60</dev/null 61>/dev/null', process.execPath, fixture, policy],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
+  // the one-shell chain (chain-shell.ts), and the longer one it falls back to
+  for (const chain of ['one shell', 'fallback'] as const) {
+    for (const [policy, available] of policies) {
+      test.skipIf(!available)(
+        `${policy}, ${chain} chain: closed before the guest runs`,
+        async () => {
+          // bash's redirections open 60 and 61 without close-on-exec, and exec keeps them
+          // (Node marks the low, contiguous ones close-on-exec at startup, not these)
+          const fixture = fileURLToPath(new URL('./fixtures/leaky-host.mjs', import.meta.url));
+          const env = {
+            ...process.env,
+            IMPROV_EXTFN_SHELL_CHAIN: chain === 'fallback' ? '0' : '1',
+          };
+          const child = spawn(
+            '/bin/bash',
+            [
+              '-c',
+              'exec "$0" "$1" "$2" 60</dev/null 61>/dev/null',
+              process.execPath,
+              fixture,
+              policy,
+            ],
+            { stdio: ['ignore', 'pipe', 'inherit'], env },
+          );
+          let out = '';
+          child.stdout!.on('data', (chunk: Buffer) => {
+            out += chunk.toString();
+          });
+          await new Promise((resolve) => child.once('exit', resolve));
+          const report = JSON.parse(out) as {
+            leaking: number[];
+            guest: number[];
+            ready: boolean;
+            viaSpawner: number[];
+          };
+          expect(report.leaking).toEqual(expect.arrayContaining([60, 61])); // the attempt is real
+          expect(report.guest).toEqual([0, 1, 2]);
+          // the spawner inherited them too, and closed them at its start
+          expect(report.ready).toBe(true);
+          expect(report.viaSpawner).toEqual([0, 1, 2]);
+        },
       );
-      let out = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-      });
-      await new Promise((resolve) => child.once('exit', resolve));
-      const report = JSON.parse(out) as { leaking: number[]; guest: number[] };
-      expect(report.leaking).toEqual(expect.arrayContaining([60, 61])); // the attempt is real
-      expect(report.guest).toEqual([0, 1, 2]);
-    });
+    }
   }
 });
 

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readlinkSync } from 'node:fs';
-import { describe, expect, test } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { ProcessTreeReader, readProcessTree } from '../src/index.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -118,15 +118,20 @@ time.sleep(60)
 describe.skipIf(!linux || !existsSync(PYTHON))('ProcessTreeReader', () => {
   test('sees a child and a thread appear between reads, then nothing once the root is gone', async () => {
     const child = spawn(PYTHON, ['-c', GROWS], { stdio: ['pipe', 'pipe', 'inherit'] });
-    const line = () => new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
-    await line();
+    // Wait for a whole line: print's text and its newline may arrive as two chunks.
+    let out = '';
+    child.stdout.on('data', (data) => {
+      out += String(data);
+    });
+    const line = (text: string) =>
+      vi.waitFor(() => expect(out).toContain(`${text}\n`), { timeout: 10_000, interval: 5 });
+    await line('up');
     const reader = new ProcessTreeReader(child.pid!);
     try {
       expect(reader.read()).toMatchObject({ threads: 1, processes: [{ pid: child.pid }] });
       expect(reader.read()).toMatchObject({ threads: 1 }); // a second read of the same files
-      const grown = line();
       child.stdin.write('go\n');
-      await grown;
+      await line('grown');
       const tree = reader.read()!;
       expect(tree.processes).toHaveLength(2);
       expect(tree.processes[1]!.parentPid).toBe(child.pid);

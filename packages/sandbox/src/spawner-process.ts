@@ -1,0 +1,142 @@
+/**
+ * The spawner: a small Node process that starts trees for the host (see
+ * spawner.ts for why). It is the program of `child_process.fork`, never
+ * imported. One message per request on the IPC channel:
+ *
+ * - `{op:'spawn', id, file, args, env, uid?, stdout, fd3?, extra?}`: spawns
+ *   `file` in its own process group. `stdout` is `'pipe'` or the number of a
+ *   host descriptor (the FIFO of stdout-pipe.ts); `extra` a host descriptor
+ *   for the child's next fd (the shared file). Host descriptors are reopened
+ *   through /proc/<host pid>/fd: the host cannot send plain descriptors over
+ *   Node's channel. `fd3` (base64) is written to a pipe on the child's fd 3
+ *   (bwrap's seccomp program). Answers `{id, pid}` with the child's stdin,
+ *   `{id, stream}` with its stdout (when piped) and stderr, then `{id, exit}`
+ *   when it ends; or `{id, error}` when it could not start.
+ * - `{op:'mkfifo', id, path}`: makes a FIFO (Node has no mkfifo); `{id}` or `{id, error}`.
+ *
+ * At start it closes the descriptors it inherited without close-on-exec (the
+ * host's leaks: it needs none), so its trees inherit nothing but their stdio;
+ * `{ready, leaks}` names any it could not close.
+ *
+ * It ends with its channel: its trees' bwrap dies with it (--die-with-parent),
+ * and the host, the only one that holds their pipes, is gone.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { closeSync, constants, openSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { leakingDescriptors } from './host.js';
+
+interface SpawnRequest {
+  op: 'spawn';
+  id: number;
+  file: string;
+  args: string[];
+  env: Record<string, string>;
+  uid?: number;
+  stdout: 'pipe' | number;
+  fd3?: string;
+  extra?: number;
+}
+
+interface FifoRequest {
+  op: 'mkfifo';
+  id: number;
+  mkfifo: string;
+  path: string;
+}
+
+const hostPid = process.ppid;
+
+function send(message: object, handle?: Socket): Promise<void> {
+  return new Promise((resolve) => {
+    if (!process.connected) return resolve();
+    process.send?.(message, handle, {}, () => resolve());
+  });
+}
+
+/** A host descriptor as one of our own (the same open file, a new description). */
+function reopen(fd: number, flags: number): number {
+  return openSync(`/proc/${hostPid}/fd/${fd}`, flags);
+}
+
+/** Node starts reading a child's pipes at once; before they go to the host, nothing may be read here. */
+function stopReading(stream: unknown): void {
+  const handle = (stream as { _handle?: { readStop?(): number } } | null)?._handle;
+  handle?.readStop?.();
+}
+
+async function handOver(id: number, child: ChildProcess): Promise<void> {
+  await send({ id, pid: child.pid }, child.stdin as unknown as Socket);
+  if (child.stdout) await send({ id, stream: 'stdout' }, child.stdout as unknown as Socket);
+  await send({ id, stream: 'stderr' }, child.stderr as unknown as Socket);
+}
+
+function startTree(request: SpawnRequest): void {
+  const { id } = request;
+  const own: number[] = [];
+  let child: ChildProcess;
+  try {
+    const stdio: Array<'pipe' | number> = ['pipe', 'pipe', 'pipe'];
+    if (request.stdout !== 'pipe') {
+      stdio[1] = reopen(request.stdout, constants.O_WRONLY);
+      own.push(stdio[1]);
+    }
+    if (request.fd3 !== undefined) stdio.push('pipe');
+    if (request.extra !== undefined) {
+      const fd = reopen(request.extra, constants.O_RDWR);
+      own.push(fd);
+      stdio.push(fd);
+    }
+    child = spawn(request.file, request.args, {
+      stdio,
+      env: request.env,
+      cwd: '/tmp',
+      detached: true, // own process group, so the host can kill the group as a whole
+      ...(request.uid === undefined ? {} : { uid: request.uid, gid: request.uid }),
+    });
+  } catch (error) {
+    void send({ id, error: (error as Error).message });
+    return;
+  } finally {
+    for (const fd of own) closeSync(fd);
+  }
+  stopReading(child.stdout);
+  stopReading(child.stderr);
+  let failed = false;
+  child.once('error', (error) => {
+    failed = true;
+    void send({ id, error: error.message });
+  });
+  if (child.pid === undefined) return; // 'error' follows
+  if (request.fd3 !== undefined) {
+    const fd3 = child.stdio[3] as NodeJS.WritableStream;
+    fd3.on('error', () => {}); // the child may exit without reading it
+    fd3.end(Buffer.from(request.fd3, 'base64'));
+  }
+  const handed = handOver(id, child);
+  child.once('exit', (code, signal) => {
+    if (failed) return;
+    void handed.then(() => send({ id, exit: { code, signal } }));
+  });
+}
+
+function makeFifo(request: FifoRequest): void {
+  try {
+    execFileSync(request.mkfifo, ['-m', '600', request.path], { stdio: 'ignore' });
+    void send({ id: request.id });
+  } catch (error) {
+    void send({ id: request.id, error: (error as Error).message });
+  }
+}
+
+process.on('message', (message: SpawnRequest | FifoRequest) => {
+  if (message.op === 'spawn') startTree(message);
+  else if (message.op === 'mkfifo') makeFifo(message);
+});
+process.on('disconnect', () => process.exit(0));
+for (const fd of leakingDescriptors()) {
+  try {
+    closeSync(fd);
+  } catch {}
+}
+void send({ ready: true, leaks: leakingDescriptors() });

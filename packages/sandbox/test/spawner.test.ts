@@ -1,0 +1,116 @@
+/**
+ * The spawner: once it is ready, trees are its children, not the host's
+ * (the host does not fork), with the same pipes, FIFO stdout, shared file
+ * and seccomp program as a tree the host starts itself; IMPROV_EXTFN_SPAWNER=0
+ * turns it off; a spawner that dies takes its restricted trees with it and
+ * the next tree still starts.
+ */
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, test } from 'vitest';
+import {
+  launchSandboxedAsync,
+  type SandboxedTree,
+  type SandboxPolicy,
+  spawnerPid,
+  spawnerReady,
+} from '../src/index.js';
+import { statFields } from '../src/proc.js';
+import { hasBwrap, hasPython, isRoot, linux, PYTHON } from './helpers.js';
+
+const policies: Array<[SandboxPolicy, boolean]> = [
+  ['restricted', linux && hasBwrap && hasPython],
+  ['unsandboxed', linux && isRoot && hasPython],
+  ['trusted', linux && hasPython],
+];
+
+const parentOf = (pid: number) => Number(statFields(pid)[1]);
+
+function firstLine(stream: NodeJS.ReadableStream): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    stream.on('data', (chunk: Buffer) => {
+      text += chunk.toString();
+      if (text.includes('\n')) resolve(text.slice(0, text.indexOf('\n')));
+    });
+  });
+}
+
+/** Echoes one line back in upper case. */
+const ECHO = `
+import sys
+sys.stdout.write(sys.stdin.readline().upper())
+`;
+
+/** The same through a reopened /proc/self/fd/1, as R does (a FIFO can be reopened, a socket cannot). */
+const ECHO_REOPENED = `
+import sys
+line = sys.stdin.readline()
+with open('/proc/self/fd/1', 'w') as out:
+    out.write(line.upper())
+`;
+
+const trees: SandboxedTree[] = [];
+afterEach(async () => {
+  delete process.env.IMPROV_EXTFN_SPAWNER;
+  await Promise.all(trees.splice(0).map((tree) => tree.kill()));
+});
+
+async function start(policy: SandboxPolicy, program: string, stdoutPipe = false) {
+  const tree = await launchSandboxedAsync({
+    command: PYTHON,
+    args: ['-I', '-S', '-c', program],
+    policy,
+    stdoutPipe,
+  });
+  trees.push(tree);
+  return tree;
+}
+
+describe.each(policies)('spawner (%s)', (policy, available) => {
+  test.skipIf(!available)(
+    'a tree started once the spawner is ready is its child, and talks over the pipes it handed back',
+    async () => {
+      expect(await spawnerReady()).toBe(true);
+      for (const stdoutPipe of [false, true]) {
+        const tree = await start(policy, stdoutPipe ? ECHO_REOPENED : ECHO, stdoutPipe);
+        expect(parentOf(tree.pid!)).toBe(spawnerPid());
+        expect(spawnerPid()).not.toBe(process.pid);
+        const reply = firstLine(tree.stdout);
+        tree.stdin.write('hello\n');
+        expect(await reply).toBe('HELLO');
+        expect(await tree.exited).toEqual({ exitCode: 0, signal: null });
+      }
+    },
+  );
+
+  test.skipIf(!available)('IMPROV_EXTFN_SPAWNER=0: the host starts the tree itself', async () => {
+    expect(await spawnerReady()).toBe(true);
+    process.env.IMPROV_EXTFN_SPAWNER = '0';
+    const tree = await start(policy, ECHO);
+    expect(parentOf(tree.pid!)).toBe(process.pid);
+    const reply = firstLine(tree.stdout);
+    tree.stdin.write('direct\n');
+    expect(await reply).toBe('DIRECT');
+    expect(await tree.exited).toEqual({ exitCode: 0, signal: null });
+  });
+});
+
+describe.skipIf(!(linux && hasBwrap && hasPython))('spawner ends', () => {
+  test('its restricted trees end with it (exited settles), and the next tree still starts', async () => {
+    expect(await spawnerReady()).toBe(true);
+    const first = spawnerPid()!;
+    const tree = await start('restricted', 'import time\nprint("up", flush=True)\ntime.sleep(60)');
+    expect(await firstLine(tree.stdout)).toBe('up');
+    process.kill(first, 'SIGKILL');
+    const exit = await tree.exited; // bwrap runs --die-with-parent: its parent was the spawner
+    expect(exit.exitCode === 0 && exit.signal === null).toBe(false);
+    const next = await start('restricted', ECHO);
+    const reply = firstLine(next.stdout);
+    next.stdin.write('again\n');
+    expect(await reply).toBe('AGAIN');
+    expect(await spawnerReady()).toBe(true);
+    expect(spawnerPid()).not.toBe(first);
+    // the old spawner is gone, not a zombie of ours kept alive
+    expect(() => readFileSync(`/proc/${first}/stat`)).toThrow();
+  });
+});
