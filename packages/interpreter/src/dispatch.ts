@@ -2,7 +2,9 @@
  * One request on a warm worker, for single calls and the batch scheduler
  * alike: take a worker (or keep a lane's), send, decode while it is held,
  * check the tree is clean, give it back or retire it; and the mapping of
- * every worker failure to the function's ExtFnError.
+ * every worker failure to the function's ExtFnError. A batch lane may send
+ * its next chunk behind the one running on its worker (`behind`,
+ * `mayQueue`): the worker then never waits for the host between chunks.
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { LoadFailure, WorkerFailure } from './failures.js';
@@ -34,6 +36,11 @@ export interface DispatchWorker extends PooledWorker {
   retire(why: string): Promise<void>;
   /** Whether it worked while idle (see WarmWorker.idleWork). */
   idleWork?(): string | undefined;
+  /**
+   * Whether it takes a second request queued behind the one it runs now
+   * (see WarmWorker.takesQueued); a worker without it never gets one.
+   */
+  takesQueued?(): boolean;
 }
 
 /** One request for `dispatch`. */
@@ -59,11 +66,19 @@ export interface WorkerRequest {
   decode?: (frame: Frame) => void;
   /** Where a response payload of exactly this size is read to (see FrameReader.payloadTarget). */
   payloadInto?: Uint8Array | undefined;
+  /**
+   * Sent behind the lane's request running on `lease.worker` (`mayQueue`
+   * said so just before): only on that worker, never another. It fails as
+   * WorkerFailure `behind` if that worker is gone or the request ahead fails.
+   */
+  behind?: boolean;
 }
 
 /** A batch lane's hold on a worker. */
 export interface Lease {
   worker?: DispatchWorker | undefined;
+  /** The lane's requests not finished yet (two while one is queued behind another). */
+  requests?: number;
 }
 
 /** What `dispatch` needs from the runner. */
@@ -102,11 +117,34 @@ export async function dispatch(
   key: string,
   request: WorkerRequest,
 ): Promise<Frame> {
+  const { lease } = request;
+  if (request.behind && !lease?.worker?.alive) {
+    throw new WorkerFailure('behind', 'the worker of the request ahead of it is gone');
+  }
+  if (!lease) return attempts(ctx, fn, key, request);
+  lease.requests = (lease.requests ?? 0) + 1;
+  try {
+    return await attempts(ctx, fn, key, request);
+  } finally {
+    lease.requests--;
+  }
+}
+
+/** `dispatch`'s request, once more on a fresh worker when a used one died (see there). */
+async function attempts(
+  ctx: DispatchContext,
+  fn: ExternalFn,
+  key: string,
+  request: WorkerRequest,
+): Promise<Frame> {
   const { header, payload, rows, timeoutMs, signal, lease, decode, payloadInto } = request;
   const limits = responseLimits(fn.returnType, rows, ctx.maxOutputBytes, responseForm(header.op));
   const outputBytes = rows * ctx.maxOutputBytes + OUTPUT_MARGIN;
   for (let attempt = 0; ; attempt++) {
     let worker = lease?.worker;
+    if (request.behind && attempt > 0) {
+      throw new WorkerFailure('behind', 'the worker of the request ahead of it is gone');
+    }
     if (!worker?.alive) {
       if (worker) ctx.pool.release(worker, false);
       // Waiting for a slot is bounded like the registry's own backstop, so a call
@@ -124,6 +162,8 @@ export async function dispatch(
     }
     const fresh = worker.requests === 0;
     let keep = false;
+    /** The lane's other request still runs on this worker: it decides, at its end, what becomes of the worker. */
+    let shared = false;
     try {
       const frame = await worker.request(header, payload, {
         deadlineMs: timeoutMs,
@@ -137,17 +177,21 @@ export async function dispatch(
         decode?.(frame);
       } catch (error) {
         if (!(error instanceof ResponseShapeError)) throw error;
-        void worker.kill(); // it answered out of protocol: not to be trusted with another request
+        // it answered out of protocol: not to be trusted with another request
+        void worker.retire(error.message);
         throw new WorkerFailure('malformed', error.message);
       }
+      shared = lease !== undefined && (lease.requests ?? 0) > 1 && lease.worker === worker;
+      // No tree check while another request runs: its body's threads are not left work.
       const stays =
-        lease !== undefined &&
-        worker.busyMs < ctx.retireAfterBusyMs &&
-        !ctx.pool.shouldYield(key) &&
-        (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS;
+        shared ||
+        (lease !== undefined &&
+          worker.busyMs < ctx.retireAfterBusyMs &&
+          !ctx.pool.shouldYield(key) &&
+          (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS);
       const left = stays ? undefined : worker.leftWork();
       if (left !== undefined) void worker.retire(left);
-      else keep = worker.busyMs < ctx.retireAfterBusyMs;
+      else keep = shared || worker.busyMs < ctx.retireAfterBusyMs;
       return frame;
     } catch (error) {
       if (attempt === 0 && !fresh && error instanceof WorkerFailure && error.reason === 'exited')
@@ -155,13 +199,37 @@ export async function dispatch(
       throw error;
     } finally {
       // A lane keeps its worker while its batch has work, unless the pool wants it elsewhere.
-      const held = keep && lease !== undefined && !ctx.pool.shouldYield(key);
+      const held = keep && lease !== undefined && (shared || !ctx.pool.shouldYield(key));
       if (!held) {
-        if (lease) lease.worker = undefined;
-        ctx.pool.release(worker, keep);
+        // Given back once: by the lane's request that still holds it (a worker that
+        // failed fails the request queued behind as well, and is the lease's no more).
+        if (!lease) ctx.pool.release(worker, keep);
+        else if (lease.worker === worker) {
+          lease.worker = undefined;
+          ctx.pool.release(worker, keep);
+        }
       }
     }
   }
+}
+
+/**
+ * Whether a batch lane may send its next request behind the one running on
+ * its worker now: the worker takes it (`takesQueued`: it runs only that one,
+ * not through the shared file), and
+ * the worker would stay the lane's after it (not due for retiring, not wanted
+ * elsewhere, tree checked within HELD_CHECK_MS — otherwise the lane waits, so
+ * the check finds the worker idle).
+ */
+export function mayQueue(ctx: DispatchContext, key: string, lease: Lease): boolean {
+  const worker = lease.worker;
+  return (
+    worker?.takesQueued?.() === true &&
+    (lease.requests ?? 0) === 1 &&
+    worker.busyMs < ctx.retireAfterBusyMs &&
+    !ctx.pool.shouldYield(key) &&
+    (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS
+  );
 }
 
 /** Gives a lane's worker back to the pool when the lane ends. */

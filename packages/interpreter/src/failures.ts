@@ -8,7 +8,9 @@ import type { DriverError } from './frames.js';
 
 /**
  * `closed`: the runner was closed (or the worker stopped) while the request ran;
- * `startup`: the interpreter or the sandbox could not start.
+ * `startup`: the interpreter or the sandbox could not start;
+ * `behind`: the request was queued behind one that failed, and never ran
+ * (not its rows' fault: a batch sends them again).
  */
 export type FailureReason =
   | 'timeout'
@@ -17,7 +19,8 @@ export type FailureReason =
   | 'output'
   | 'aborted'
   | 'startup'
-  | 'closed';
+  | 'closed'
+  | 'behind';
 
 /** Why a worker could not answer. */
 export class WorkerFailure extends Error {

@@ -132,19 +132,33 @@ export class FrameReader {
   }
 
   push(chunk: Buffer): Frame[] {
-    this.#chunks.push(chunk);
-    this.#buffered += chunk.length;
+    this.add(chunk);
     const frames: Frame[] = [];
     for (;;) {
-      const frame = this.#next();
+      const frame = this.next();
       if (!frame) break;
       frames.push(frame);
     }
+    return frames;
+  }
+
+  /** Buffers a chunk without reading frames from it (see `next`). */
+  add(chunk: Buffer): void {
+    this.#chunks.push(chunk);
+    this.#buffered += chunk.length;
+  }
+
+  /**
+   * The next whole frame buffered, read with the limits and target set now:
+   * a caller expecting several answers sets each one's before reading it.
+   */
+  next(): Frame | undefined {
+    const frame = this.#next();
     // What is left is part of one line (or of an announced, bounded payload).
-    if (!this.#pending && this.#buffered > this.lineLimit) {
+    if (!frame && !this.#pending && this.#buffered > this.lineLimit) {
       throw new FrameError(`the driver sent more than ${this.lineLimit} bytes in one frame`, true);
     }
-    return frames;
+    return frame;
   }
 
   #take(n: number): Buffer {

@@ -42,6 +42,7 @@ import {
   dispatch,
   endLease,
   type Lease,
+  mayQueue,
   toExtFnError,
   type WorkerRequest,
 } from './dispatch.js';
@@ -398,6 +399,10 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
 
   wouldServe(key: string, idleOnly?: boolean): boolean {
     return this.pool.wouldServe(key, idleOnly);
+  }
+
+  mayQueue(key: string, lease: Lease): boolean {
+    return this.#options.pipeline !== false && mayQueue(this, key, lease);
   }
 
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {

@@ -15,6 +15,14 @@
  * start that work pays for, see pool.ts) — looked at again after every
  * chunk — so its lanes never queue for the function's own busy worker.
  *
+ * A lane that knows its time per row sends its next chunk behind the one
+ * running on its worker (when `mayQueue` allows: see dispatch.ts), so the
+ * worker starts it the moment it has answered instead of waiting for the host
+ * to read that answer and encode the next chunk. Two at most per lane; not
+ * for vectorized functions (few, large chunks) nor while failed rows are
+ * re-run. If the chunk ahead fails, the one behind never ran (`behind`): it
+ * is sent again whole, never counted against its rows.
+ *
  * The scheduler knows rows only by index (a `RowSource`) and reaches workers
  * only through its context (`request`, `endLease`), so it is tested with fakes.
  */
@@ -100,6 +108,11 @@ export interface SchedulerContext {
   wouldServe?(key: string, idleOnly?: boolean): boolean;
   /** A failure as the ExtFnError of `fn`. */
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
+  /**
+   * Whether a lane may send its next request behind the one now running on
+   * its leased worker (see dispatch's `mayQueue`). Without it, never.
+   */
+  mayQueue?(key: string, lease: Lease): boolean;
 }
 
 /** Runs every row of `source` on warm workers for `fn`; each row ends with a result or its error. */
@@ -187,7 +200,12 @@ export async function schedule(
     return [start, count];
   };
 
-  const send = async (start: number, count: number, lease: Lease): Promise<void> => {
+  const send = async (
+    start: number,
+    count: number,
+    lease: Lease,
+    behind: boolean,
+  ): Promise<void> => {
     const timeoutMs =
       count > 1 && perRowMs !== undefined
         ? Math.min(
@@ -204,6 +222,7 @@ export async function schedule(
       // Decoded before the worker is kept: a response of the wrong shape fails it as malformed.
       decode: (response) => source.decode(response, start, count),
       payloadInto: source.payloadInto?.(start, count),
+      ...(behind ? { behind } : {}),
     });
     // Request time only (not waiting for or starting a worker): what a chunk's size controls.
     // Weighted by rows, so a few tiny chunks (whose time is mostly the round
@@ -237,46 +256,73 @@ export async function schedule(
       ctx.endLease(lease);
     }
   };
+  /** Whether a lane's next chunk may go behind the one it has just sent (see the header). */
+  const mayQueue = (lease: Lease) =>
+    ctx.mayQueue !== undefined &&
+    fn.vectorized !== true &&
+    perRowMs !== undefined &&
+    retries.length === 0 &&
+    hasWork() &&
+    ctx.mayQueue(key, lease);
+  /** Keeps a chunk running on the lane's worker and, when allowed, the next queued behind it. */
   const laneLoop = async (lease: Lease) => {
-    while (hasWork()) {
-      const [start, count] = take();
-      inFlight += count;
-      try {
-        await send(start, count, lease);
-      } catch (error) {
-        if (
-          options.signal?.aborted ||
-          (error instanceof WorkerFailure && error.reason === 'aborted')
-        ) {
-          stopped = ExtFnError.aborted(fn.name, options.signal?.reason);
-          break;
-        }
-        const rowFailure = error instanceof WorkerFailure && ROW_FAILURES.has(error.reason);
-        if (count > 1 && rowFailure) {
-          // hang isolation: one row per request (pieces first for a huge chunk), on fresh workers
-          const piece = count > ISOLATION_PIECE ? ISOLATION_PIECE : 1;
-          const ranges: [number, number][] = [];
-          for (let k = 0; k < count; k += piece) {
-            ranges.push([start + k, Math.min(piece, count - k)]);
-          }
-          retries = ranges.concat(retries);
-          spawnLanes();
-          continue;
-        }
-        const failure = ctx.toError(fn, error, options.timeoutMs);
-        if (count === 1 && rowFailure) {
-          source.fail(start, failure); // this row's own failure
-          settled[start] = 1;
-        } else {
-          stopped = failure; // cannot start workers at all: every remaining row gets it
-          break;
-        }
-      } finally {
-        inFlight -= count;
+    let ahead: Promise<boolean> | undefined;
+    for (;;) {
+      const current = ahead ?? (hasWork() ? runChunk(lease, false) : undefined);
+      ahead = undefined;
+      if (!current) return;
+      if (mayQueue(lease)) ahead = runChunk(lease, true);
+      if (!(await current)) {
+        await ahead; // settles as it may: its rows keep a result, or the batch's failure
+        return;
       }
-      done += count;
-      options.onProgress?.(done, n);
     }
+  };
+  /** Takes the next range and runs it; false when the batch stops (aborted, no worker at all). */
+  const runChunk = async (lease: Lease, behind: boolean): Promise<boolean> => {
+    const [start, count] = take();
+    inFlight += count;
+    try {
+      await send(start, count, lease, behind);
+    } catch (error) {
+      if (
+        options.signal?.aborted ||
+        (error instanceof WorkerFailure && error.reason === 'aborted')
+      ) {
+        stopped ??= ExtFnError.aborted(fn.name, options.signal?.reason);
+        return false;
+      }
+      if (error instanceof WorkerFailure && error.reason === 'behind') {
+        // never ran: sent again as it is (before the rows of the failed chunk ahead)
+        retries.unshift([start, count]);
+        return true;
+      }
+      const rowFailure = error instanceof WorkerFailure && ROW_FAILURES.has(error.reason);
+      if (count > 1 && rowFailure) {
+        // hang isolation: one row per request (pieces first for a huge chunk), on fresh workers
+        const piece = count > ISOLATION_PIECE ? ISOLATION_PIECE : 1;
+        const ranges: [number, number][] = [];
+        for (let k = 0; k < count; k += piece) {
+          ranges.push([start + k, Math.min(piece, count - k)]);
+        }
+        retries = ranges.concat(retries);
+        spawnLanes();
+        return true;
+      }
+      const failure = ctx.toError(fn, error, options.timeoutMs);
+      if (count === 1 && rowFailure) {
+        source.fail(start, failure); // this row's own failure
+        settled[start] = 1;
+      } else {
+        stopped ??= failure; // cannot start workers at all: every remaining row gets it
+        return false;
+      }
+    } finally {
+      inFlight -= count;
+    }
+    done += count;
+    options.onProgress?.(done, n);
+    return true;
   };
 
   const running = new Set<Promise<void>>();

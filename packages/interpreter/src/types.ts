@@ -135,6 +135,12 @@ export interface InterpreterRunnerOptions {
   f64?: boolean;
   /** Target time per batch chunk in milliseconds (default 5). */
   chunkMs?: number;
+  /**
+   * Send a batch lane's next chunk to its worker before the current chunk's
+   * answer arrives, so the worker does not wait while the host reads one and
+   * encodes the next (default true). False waits for each answer (for comparisons).
+   */
+  pipeline?: boolean;
   /** Path of bwrap (tests point it at nothing to test fail-closed). */
   bwrapPath?: string;
 }

@@ -1,6 +1,7 @@
 /**
  * One warm worker: a sandboxed interpreter running the driver, serving one
- * function, one request at a time. Anything unexpected — deadline passed,
+ * function, one request at a time — a second may be queued behind it (a
+ * batch lane's next chunk, see `request`). Anything unexpected — deadline passed,
  * exit, malformed frame, a response past its limits, too much output, abort
  * — kills the whole process tree and fails the request; a dead worker is
  * never reused. After a request the owner asks `leftWork()` whether the
@@ -53,6 +54,12 @@ interface Waiting {
   reject(error: WorkerFailure): void;
 }
 
+/** A request written to the worker while another runs: it starts when that one is answered. */
+interface Queued {
+  start(): void;
+  reject(error: WorkerFailure): void;
+}
+
 export interface RequestOptions {
   /** Wall-clock deadline for this request. */
   deadlineMs: number;
@@ -88,6 +95,9 @@ export class WarmWorker {
   requests = 0;
   #reader = new FrameReader();
   #waiting: Waiting | undefined;
+  #queued: Queued | undefined;
+  /** Whether the request running now (not queued) went through the shared file. */
+  #runningShared = false;
   #failure: WorkerFailure | undefined;
   #nextId = 1;
   #killing: Promise<void> | undefined;
@@ -228,20 +238,43 @@ export class WarmWorker {
     return used > IDLE_CPU_SECONDS ? `used ${used.toFixed(2)} CPU seconds while idle` : undefined;
   }
 
-  /** Sends one request and waits for its response. */
+  /** Requests sent and not answered yet (0, 1, or 2 with one queued). */
+  inFlight(): number {
+    return (this.#waiting ? 1 : 0) + (this.#queued ? 1 : 0);
+  }
+
+  /**
+   * Whether it takes a request queued behind the one it runs now: exactly
+   * one runs, and on the pipes (requests through the shared file, `callf64`,
+   * go one at a time: a queued one would take the pipes, slower for them).
+   */
+  takesQueued(): boolean {
+    return this.alive && this.inFlight() === 1 && !this.#runningShared;
+  }
+
+  /**
+   * Sends one request and waits for its response. One more may be sent
+   * while a request runs: it is written at once (the driver reads it from
+   * the pipe when it has answered the one before), and its deadline, output
+   * budget and elapsed time start when that answer arrives. It never uses
+   * the shared file. If the request ahead of it fails, it fails as `behind`
+   * (or `aborted` with it): it never ran.
+   */
   async request(
     header: FrameHeader,
     payload: Payload | undefined,
     options: RequestOptions,
   ): Promise<Frame> {
     if (this.#failure) throw this.#failure;
-    if (this.#waiting) throw new Error('a worker serves one request at a time');
+    if (this.#queued) throw new Error('a worker takes at most one request queued behind another');
+    const queued = this.#waiting !== undefined;
     const id = this.#nextId++;
-    const started = performance.now();
-    let region = payload ? this.#reserve(header, payload) : undefined;
+    const timing = { started: performance.now() };
+    let region = payload && !queued ? this.#reserve(header, payload) : undefined;
     // The payload goes into the shared file, the header says where (the pipes when it cannot).
     if (region && !this.#shared!.writePayload(payload!, region.at)) region = undefined;
-    const reply = this.#await(id, options, 'timeout');
+    if (!queued) this.#runningShared = region !== undefined;
+    const reply = queued ? this.#queue(id, options, timing) : this.#await(id, options, 'timeout');
     // Header and payload parts as separate writes (no copy of a large payload into
     // one buffer), corked so they leave as one writev: a syscall costs 15–30 µs here.
     if (region) {
@@ -262,12 +295,43 @@ export class WarmWorker {
     try {
       const frame = await reply;
       if (region || frame.header.shm !== undefined) this.#readShared(frame, region, options);
-      frame.elapsedMs = performance.now() - started;
+      frame.elapsedMs = performance.now() - timing.started;
       return frame;
     } finally {
-      this.busyMs += performance.now() - started;
+      this.busyMs += Math.max(0, performance.now() - timing.started);
       this.requests++;
     }
+  }
+
+  /**
+   * A request written behind the one in flight: waits until that one is
+   * answered (then `#await`s its own answer, `timing.started` reset), or
+   * fails with it.
+   */
+  #queue(id: number, options: RequestOptions, timing: { started: number }): Promise<Frame> {
+    return new Promise<Frame>((resolve, reject) => {
+      const { signal } = options;
+      const onAbort = () =>
+        this.#fail(
+          new WorkerFailure('aborted', 'aborted', undefined, undefined, signal?.reason),
+          true,
+        );
+      this.#queued = {
+        start: () => {
+          signal?.removeEventListener('abort', onAbort);
+          timing.started = performance.now();
+          this.#await(id, options, 'timeout').then(resolve, reject);
+        },
+        reject: (error) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      };
+      if (signal) {
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      }
+    });
   }
 
   /**
@@ -352,9 +416,15 @@ export class WarmWorker {
     return this.#killing;
   }
 
-  /** Retires a worker whose tree is not clean: marked failed and killed, tree and all (no graceful exit). */
+  /**
+   * Retires a worker for what an answered request did (left work running,
+   * answered out of shape): marked failed and killed, tree and all (no
+   * graceful exit). A request running now (one that was queued behind) fails
+   * as `behind`: not its fault.
+   */
   retire(why: string): Promise<void> {
-    this.#fail(new WorkerFailure('malformed', why));
+    const reason = this.#waiting ? 'behind' : 'malformed';
+    this.#fail(new WorkerFailure(reason, why));
     return this.kill();
   }
 
@@ -406,6 +476,13 @@ export class WarmWorker {
         clearInterval(outputCheck);
         signal?.removeEventListener('abort', onAbort);
         this.#waiting = undefined;
+        // The request queued behind starts now: the driver reads it once it has answered.
+        // (A failure fails it instead: see #fail.)
+        const queued = this.#queued;
+        if (queued && !this.#failure) {
+          this.#queued = undefined;
+          queued.start();
+        }
       };
       this.#reader.lineLimit = options.limits.line;
       this.#reader.payloadLimit = options.limits.payload;
@@ -438,24 +515,27 @@ export class WarmWorker {
 
   #onData(chunk: Buffer): void {
     if (this.#failure) return;
-    let frames: Frame[];
-    try {
-      frames = this.#reader.push(chunk);
-    } catch (error) {
-      const budget = error instanceof FrameError && error.budget;
-      this.#fail(
-        new WorkerFailure(
-          budget ? 'output' : 'malformed',
-          budget ? 'output too large' : (error as Error).message,
-          this.process.stderrTail(),
-          budget ? 'output' : undefined,
-        ),
-        true,
-      );
-      return;
-    }
-    for (const frame of frames) {
-      if (this.#failure) return;
+    this.#reader.add(chunk);
+    // One frame at a time: answering one request starts the one queued behind it,
+    // which sets the limits (and target) its own answer is read with.
+    for (;;) {
+      let frame: Frame | undefined;
+      try {
+        frame = this.#reader.next();
+      } catch (error) {
+        const budget = error instanceof FrameError && error.budget;
+        this.#fail(
+          new WorkerFailure(
+            budget ? 'output' : 'malformed',
+            budget ? 'output too large' : (error as Error).message,
+            this.process.stderrTail(),
+            budget ? 'output' : undefined,
+          ),
+          true,
+        );
+        return;
+      }
+      if (!frame || this.#failure) return;
       const waiting = this.#waiting;
       if (!waiting || (waiting.id !== undefined && frame.header.id !== waiting.id)) {
         this.#fail(
@@ -471,11 +551,27 @@ export class WarmWorker {
     }
   }
 
-  /** Marks the worker dead (first reason wins), fails the waiting request, and optionally kills. */
+  /**
+   * Marks the worker dead (first reason wins), fails the waiting request and
+   * the one queued behind it (as `behind`: it never ran; `aborted` passes
+   * on), and optionally kills.
+   */
   #fail(failure: WorkerFailure, kill = false): void {
     if (!this.#failure) this.#failure = failure;
+    const first = this.#failure;
     const waiting = this.#waiting;
-    if (waiting) waiting.reject(this.#failure);
+    if (waiting) waiting.reject(first);
+    const queued = this.#queued;
+    this.#queued = undefined;
+    if (queued) {
+      // Not `closed` either: a worker killed for a malformed answer is closed too; a
+      // batch sends the request again, and a closed runner's pool then refuses it.
+      queued.reject(
+        first.reason === 'aborted'
+          ? first
+          : new WorkerFailure('behind', `the request ahead of it failed: ${first.message}`),
+      );
+    }
     if (kill) void this.kill();
   }
 }

@@ -275,4 +275,90 @@ describe('scheduler with a fake dispatcher', () => {
     expect(results.every((r) => r !== undefined)).toBe(true);
     expect(progress.at(-1)).toBe(2_000);
   });
+
+  /**
+   * A fake worker per lease that takes a request queued behind the one it
+   * runs (as WarmWorker does): the one behind runs after it, and fails as
+   * `behind` when it fails. `mayQueue` says yes while one runs.
+   */
+  function queueing(ctx: SchedulerContext) {
+    const running = new Map<Lease, Promise<Frame>>();
+    const request = ctx.request;
+    let queued = 0;
+    let behind = 0;
+    ctx.mayQueue = (_key, lease) => running.has(lease);
+    ctx.request = (f, key, req) => {
+      const ahead = req.behind ? running.get(req.lease!) : undefined;
+      if (req.behind) queued++;
+      const run = (async () => {
+        if (ahead) {
+          try {
+            await ahead;
+          } catch {
+            behind++;
+            throw new WorkerFailure('behind', 'the request ahead of it failed');
+          }
+        }
+        return request(f, key, req);
+      })();
+      running.set(req.lease!, run);
+      const forget = () => {
+        if (running.get(req.lease!) === run) running.delete(req.lease!);
+      };
+      run.then(forget, forget);
+      return run;
+    };
+    return { queued: () => queued, behind: () => behind };
+  }
+
+  test('a lane queues its next chunk behind the running one; one behind a chunk that fails is sent again whole', async () => {
+    const { rows, results, settledTwice } = source(5_000);
+    const { ctx, requests } = fakeContext(
+      (start, count) =>
+        start <= 3_000 && 3_000 < start + count
+          ? new WorkerFailure('timeout', 'did not answer', undefined, 'wall-clock')
+          : undefined,
+      1,
+    );
+    const { queued, behind } = queueing(ctx);
+    ctx.perRowMs.set('k', 0.01); // chunks of 500 rows (the fake answers 0.01 ms a row)
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(queued()).toBeGreaterThan(0);
+    const failed = results.flatMap((r, i) => (ExtFnError.isInstance(r) ? [i] : []));
+    expect(failed).toEqual([3_000]);
+    expect((results[3_000] as ExtFnError).kind).toBe('Timeout');
+    expect(results.filter((r, i) => i !== 3_000 && r !== i * 2)).toEqual([]);
+    expect(settledTwice).toEqual([]);
+    // The chunk queued behind [3000, 500] never ran: sent again as it was, not row by row.
+    expect(behind()).toBe(1);
+    expect(requests.filter(([start, count]) => start === 3_500 && count === 500)).toHaveLength(1);
+    expect(requests.filter(([start, count]) => start === 3_500 && count === 1)).toHaveLength(0);
+  });
+
+  test('without mayQueue a lane never sends a chunk behind another', async () => {
+    const { rows, results } = source(5_000);
+    const { ctx, mostInFlight } = fakeContext(undefined, 1);
+    ctx.perRowMs.set('k', 0.01);
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(results).toEqual(Array.from({ length: 5_000 }, (_, i) => i * 2));
+    expect(mostInFlight()).toBe(1);
+  });
+
+  test('an abort with a chunk queued settles every row once: done rows keep their values', async () => {
+    const { rows, results, settledTwice } = source(5_000);
+    const controller = new AbortController();
+    const { ctx } = fakeContext((start) => {
+      if (start >= 2_000) controller.abort();
+      return controller.signal.aborted
+        ? new WorkerFailure('aborted', 'aborted', undefined, undefined, 'stop')
+        : undefined;
+    }, 1);
+    const { queued } = queueing(ctx);
+    ctx.perRowMs.set('k', 0.01);
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000, signal: controller.signal });
+    expect(queued()).toBeGreaterThan(0);
+    expect(results.slice(0, 2_000)).toEqual(Array.from({ length: 2_000 }, (_, i) => i * 2));
+    expect(results.slice(2_000).every((r) => ExtFnError.isInstance(r) && r.aborted)).toBe(true);
+    expect(settledTwice).toEqual([]);
+  });
 });
