@@ -1,7 +1,8 @@
 // Later worker starts of a long-lived runner, against dist/: the first call
 // of a new function (a worker start, its `load` and the call) in a runner
 // that has refreshed before, with the zygote (IMPROV_EXTFN_ZYGOTE unset) and
-// with a tree per worker (IMPROV_EXTFN_ZYGOTE=0), rounds interleaved.
+// with a tree per worker (IMPROV_EXTFN_ZYGOTE=0), rounds interleaved (each
+// side first in every other round).
 // Run: node packages/python/bench/later-starts.mjs
 // Prints, per side, min/median/max over rounds of each round's median, the
 // host CPU per start, the zygote starts per round, and the load average.
@@ -61,8 +62,10 @@ async function round(zygote) {
 const sides = { zygote: [], trees: [] };
 const before = loadavg();
 for (let r = 0; r < ROUNDS; r++) {
-  sides.trees.push(await round(false));
-  sides.zygote.push(await round(true));
+  // Each side first in every other round: on this VM the second of a pair tends to be faster.
+  for (const zygote of r % 2 ? [true, false] : [false, true]) {
+    (zygote ? sides.zygote : sides.trees).push(await round(zygote));
+  }
 }
 const spread = (xs) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -12,7 +12,7 @@
 // Prints min/median/max over RUNS and the load average.
 // BENCH_CASES=cold,one,four picks cases (default all); BENCH_SLOTS=2,4 the pool sizes.
 // BENCH_BASE=/path/to/other/python/dist/index.js runs the same cases on that
-// build too, alternating with this one in each run (a baseline side by side).
+// build too, alternating with this one in each run, each first in every other run (a baseline side by side).
 // BENCH_TIMELINE=1 prints, for each refresh of the first run, a timeline per
 // worker: its start, ready, chunks (count, rows, first and last, idle gaps
 // between chunks) and end, in ms from the refresh's start.
@@ -248,7 +248,8 @@ async function runCase(python, slots, rounds, run) {
 const loadBefore = loadavg();
 for (let run = 0; run < RUNS; run++) {
   for (const slots of SLOTS) {
-    for (const [v, python] of VARIANTS) {
+    // With BENCH_BASE, each build first in every other run: the second of a pair tends to be faster here.
+    for (const [v, python] of run % 2 ? [...VARIANTS].reverse() : VARIANTS) {
       const one = [['f0', rows4]];
       const four = NAMES.map((name) => [name, rows]);
       if (CASES.has('cold')) {
