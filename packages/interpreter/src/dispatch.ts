@@ -215,8 +215,7 @@ async function attempts(
 
 /**
  * Whether a batch lane may send its next request behind the one running on
- * its worker now: the worker takes it (`takesQueued`: it runs only that one,
- * not through the shared file), and
+ * its worker now: the worker takes it (`takesQueued`: it runs only that one), and
  * the worker would stay the lane's after it (not due for retiring, not wanted
  * elsewhere, tree checked within HELD_CHECK_MS — otherwise the lane waits, so
  * the check finds the worker idle).

@@ -7,10 +7,14 @@
  * requests, so a large chunk touches no fresh page on either side.
  *
  * Layout of a request: the result region first (offset 0, `room` bytes),
- * then the payload (8-aligned after it). A driver that writes its result with
- * write() (R) stays below RLIMIT_FSIZE that way, which the result room never
- * passes; the payload is only read, and a driver that maps the file (Python)
- * is not bound by RLIMIT_FSIZE at all.
+ * then the payload (8-aligned after it). A request queued behind the one
+ * running on the worker (a batch lane's next chunk) goes past that one's
+ * region instead (`avoid`), so the host writes its payload while the other
+ * runs; the next one fits at 0 again. A driver that writes its result with
+ * write() (R) stays below RLIMIT_FSIZE, which no result region passes; the
+ * payload is only read, and a driver that maps the file (Python) is not
+ * bound by RLIMIT_FSIZE at all. The file only grows while the worker runs a
+ * request: what it has mapped stays where it was.
  *
  * The worker can write to it, cut it or grow it. It cannot grow it past the
  * larger of its size and RLIMIT_FSIZE (the sandbox's `fileSizeBytes`), and
@@ -54,9 +58,12 @@ export const SHARED_FILE_MAX = 64 * 1024 * 1024;
 /** `n` rounded up to a multiple of 8: the payload starts 8-aligned. */
 const aligned = (n: number) => (n + 7) & ~7;
 
+/** Where a region's last byte ends (its result room or its payload, whichever is further). */
+const regionEnd = (r: SharedRegion) => Math.max(r.out + r.room, r.at + r.bytes);
+
 /** Where a request's result and payload go in the file. */
 export interface SharedRegion {
-  /** Offset of the result region: always 0. */
+  /** Offset of the result region: 0, or past the region of the request running ahead (`avoid`). */
   out: number;
   /** Bytes reserved for the result. */
   room: number;
@@ -132,11 +139,16 @@ export class SharedFile {
   /**
    * Reserves room for a result of `room` bytes and a payload of `bytes`,
    * growing the file when needed; undefined when they do not fit its bounds.
+   * `avoid`: the region of the request the worker runs now, which this one
+   * must not touch (it is queued behind it): at 0 if it fits before that
+   * region, else past it.
    */
-  reserve(bytes: number, room: number): SharedRegion | undefined {
-    const at = aligned(room);
+  reserve(bytes: number, room: number, avoid?: SharedRegion): SharedRegion | undefined {
+    let out = 0;
+    if (avoid && aligned(room) + bytes > avoid.out) out = aligned(regionEnd(avoid));
+    const at = aligned(out + room);
     const need = at + bytes;
-    if (room > this.#maxRoom || need > this.#max) return undefined;
+    if (out + room > this.#maxRoom || need > this.#max) return undefined;
     if (need > this.#size) {
       // At least doubled: chunks of a batch grow and vary in size, and every growth
       // moves the result room's neighbours to pages not touched yet (and Python maps
@@ -158,7 +170,7 @@ export class SharedFile {
       }
       this.#size = size;
     }
-    return { out: 0, room, at, bytes };
+    return { out, room, at, bytes };
   }
 
   /**

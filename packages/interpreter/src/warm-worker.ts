@@ -96,8 +96,8 @@ export class WarmWorker {
   #reader = new FrameReader();
   #waiting: Waiting | undefined;
   #queued: Queued | undefined;
-  /** Whether the request running now (not queued) went through the shared file. */
-  #runningShared = false;
+  /** Where the request running now (not queued) has its payload and result in the shared file, if it went that way. */
+  #running: SharedRegion | undefined;
   #failure: WorkerFailure | undefined;
   #nextId = 1;
   #killing: Promise<void> | undefined;
@@ -245,20 +245,20 @@ export class WarmWorker {
 
   /**
    * Whether it takes a request queued behind the one it runs now: exactly
-   * one runs, and on the pipes (requests through the shared file, `callf64`,
-   * go one at a time: a queued one would take the pipes, slower for them).
+   * one runs. (Through the shared file too: the one behind gets a region of
+   * its own, see SharedFile.reserve.)
    */
   takesQueued(): boolean {
-    return this.alive && this.inFlight() === 1 && !this.#runningShared;
+    return this.alive && this.inFlight() === 1;
   }
 
   /**
    * Sends one request and waits for its response. One more may be sent
    * while a request runs: it is written at once (the driver reads it from
    * the pipe when it has answered the one before), and its deadline, output
-   * budget and elapsed time start when that answer arrives. It never uses
-   * the shared file. If the request ahead of it fails, it fails as `behind`
-   * (or `aborted` with it): it never ran.
+   * budget and elapsed time start when that answer arrives. Through the
+   * shared file it takes a region past the running one's. If the request
+   * ahead of it fails, it fails as `behind` (or `aborted` with it): it never ran.
    */
   async request(
     header: FrameHeader,
@@ -270,11 +270,16 @@ export class WarmWorker {
     const queued = this.#waiting !== undefined;
     const id = this.#nextId++;
     const timing = { started: performance.now() };
-    let region = payload && !queued ? this.#reserve(header, payload) : undefined;
-    // The payload goes into the shared file, the header says where (the pipes when it cannot).
+    // The payload goes into the shared file, the header says where (the pipes when it
+    // cannot); one queued behind stays clear of the running one's region.
+    let region = payload
+      ? this.#reserve(header, payload, queued ? this.#running : undefined)
+      : undefined;
     if (region && !this.#shared!.writePayload(payload!, region.at)) region = undefined;
-    if (!queued) this.#runningShared = region !== undefined;
-    const reply = queued ? this.#queue(id, options, timing) : this.#await(id, options, 'timeout');
+    if (!queued) this.#running = region;
+    const reply = queued
+      ? this.#queue(id, options, timing, region)
+      : this.#await(id, options, 'timeout');
     // Header and payload parts as separate writes (no copy of a large payload into
     // one buffer), corked so they leave as one writev: a syscall costs 15–30 µs here.
     if (region) {
@@ -308,7 +313,12 @@ export class WarmWorker {
    * answered (then `#await`s its own answer, `timing.started` reset), or
    * fails with it.
    */
-  #queue(id: number, options: RequestOptions, timing: { started: number }): Promise<Frame> {
+  #queue(
+    id: number,
+    options: RequestOptions,
+    timing: { started: number },
+    region: SharedRegion | undefined,
+  ): Promise<Frame> {
     return new Promise<Frame>((resolve, reject) => {
       const { signal } = options;
       const onAbort = () =>
@@ -319,6 +329,7 @@ export class WarmWorker {
       this.#queued = {
         start: () => {
           signal?.removeEventListener('abort', onAbort);
+          this.#running = region;
           timing.started = performance.now();
           this.#await(id, options, 'timeout').then(resolve, reject);
         },
@@ -339,11 +350,15 @@ export class WarmWorker {
    * undefined to use the pipes (no shared file, an op the driver does not
    * take that way, or more than the file may hold).
    */
-  #reserve(header: FrameHeader, payload: Payload): SharedRegion | undefined {
+  #reserve(
+    header: FrameHeader,
+    payload: Payload,
+    avoid: SharedRegion | undefined,
+  ): SharedRegion | undefined {
     if (!this.#shared || header.op !== 'callf64') return undefined;
     const rows = header.rows;
     if (typeof rows !== 'number') return undefined;
-    return this.#shared.reserve(payloadBytes(payload), 8 * rows); // callf64: one f64 a row
+    return this.#shared.reserve(payloadBytes(payload), 8 * rows, avoid); // callf64: one f64 a row
   }
 
   /**
@@ -375,7 +390,8 @@ export class WarmWorker {
         else frame.payload = payload;
       }
     }
-    this.#reader.payloadTarget = undefined;
+    // Its own column only: the request queued behind may have set its own since.
+    if (this.#reader.payloadTarget === options.payloadInto) this.#reader.payloadTarget = undefined;
     if (why === undefined) return;
     this.#fail(new WorkerFailure('malformed', why, this.process.stderrTail()), true);
     throw this.#failure;

@@ -58,6 +58,25 @@ describe('shared file', () => {
     expect(file.intact()).toBe(true);
   });
 
+  test('a request queued behind the running one gets a region past it; the next fits at 0 again', () => {
+    const { file } = fresh(1 << 20, 1 << 21);
+    const running = file.reserve(1000, 80)!;
+    expect(running).toEqual({ out: 0, room: 80, at: 80, bytes: 1000 });
+    const behind = file.reserve(1200, 96, running)!;
+    expect(behind).toEqual({ out: 1080, room: 96, at: 1176, bytes: 1200 });
+    // written while the one ahead runs: its payload is untouched
+    expect(file.writePayload(Uint8Array.of(7, 7, 7), running.at)).toBe(true);
+    expect(file.writePayload(new Uint8Array(1200).fill(9), behind.at)).toBe(true);
+    expect([...file.read(running.at, 3, undefined)!]).toEqual([7, 7, 7]);
+    // once `behind` runs, a smaller next one fits before it, a larger one goes past it
+    expect(file.reserve(800, 64, behind)).toEqual({ out: 0, room: 64, at: 64, bytes: 800 });
+    expect(file.reserve(2000, 64, behind)).toEqual({ out: 2376, room: 64, at: 2440, bytes: 2000 });
+    // its result room stays below RLIMIT_FSIZE (R writes it with write()), or the pipes are used
+    const big = file.reserve((1 << 20) - 64, 64)!;
+    expect(file.reserve(8, 64, big)).toBeUndefined();
+    expect(file.intact()).toBe(true);
+  });
+
   test('never sized past its bounds: a request that does not fit goes on the pipes', () => {
     const { file } = fresh(1 << 19, 1 << 20);
     expect(file.reserve(1 << 19, 1 << 19)).toBeDefined();

@@ -5,6 +5,9 @@
 //            found, sandbox probed, workers started);
 //   one    — one function over 4 × ROWS rows;
 //   four   — four functions over ROWS rows each, refreshed concurrently;
+//   two    — (only when asked for) two functions over 2 × ROWS rows each: as
+//            many workers as `one` at 2 slots, so `four` against it shows
+//            what its further starts cost;
 // then the same `one` and `four` again on the same Registry (warm: workers
 // kept). For each: wall time, time to the first results (onProgress), and
 // the interpreters started (runner.stats().started), and this process's own
@@ -45,6 +48,7 @@ const policy = probe.ok ? 'restricted' : 'trusted';
 const rowsFor = (n) => Array.from({ length: n }, (_, i) => [Value.number(i), Value.number(0.5)]);
 const rows = rowsFor(ROWS);
 const rows4 = rowsFor(4 * ROWS);
+const rows2 = CASES.has('two') ? rowsFor(2 * ROWS) : undefined;
 
 function makeRegistry(python, maxWorkers) {
   const runner = python({ interpreter: PYTHON, policy, maxWorkers });
@@ -271,6 +275,13 @@ for (let run = 0; run < RUNS; run++) {
           run,
         );
       }
+      if (CASES.has('two')) {
+        const two = [
+          ['f0', rows2],
+          ['f1', rows2],
+        ];
+        await runCase(python, slots, [[`${v}${slots} slots: two fns × ${2 * ROWS}`, two]], run);
+      }
       if (CASES.has('four')) {
         await runCase(
           python,
@@ -315,6 +326,15 @@ for (const slots of CASES.has('one') && CASES.has('four') ? SLOTS : []) {
           `; host + workers CPU ${(mid(cpuOf(four4)) / mid(cpuOf(one4))).toFixed(2)}`,
       );
     }
+  }
+}
+for (const slots of CASES.has('two') && CASES.has('four') ? SLOTS : []) {
+  for (const [v] of VARIANTS) {
+    const two = samples.get(`${v}${slots} slots: two fns × ${2 * ROWS}`).map((x) => x.ms);
+    const four = samples.get(`${v}${slots} slots: four fns × ${ROWS}`).map((x) => x.ms);
+    console.log(
+      `${v}${slots} slots: four / two (medians, cold) = ${(mid(four) / mid(two)).toFixed(2)}`,
+    );
   }
 }
 const fmtLoad = (l) => l.map((x) => x.toFixed(2)).join(' ');
