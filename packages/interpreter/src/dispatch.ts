@@ -183,12 +183,7 @@ async function attempts(
       }
       shared = lease !== undefined && (lease.requests ?? 0) > 1 && lease.worker === worker;
       // No tree check while another request runs: its body's threads are not left work.
-      const stays =
-        shared ||
-        (lease !== undefined &&
-          worker.busyMs < ctx.retireAfterBusyMs &&
-          !ctx.pool.shouldYield(key) &&
-          (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS);
+      const stays = shared || (lease !== undefined && staysHeld(ctx, key, worker));
       const left = stays ? undefined : worker.leftWork();
       if (left !== undefined) void worker.retire(left);
       else keep = shared || worker.busyMs < ctx.retireAfterBusyMs;
@@ -223,8 +218,16 @@ async function attempts(
 export function mayQueue(ctx: DispatchContext, key: string, lease: Lease): boolean {
   const worker = lease.worker;
   return (
-    worker?.takesQueued?.() === true &&
-    (lease.requests ?? 0) === 1 &&
+    worker?.takesQueued?.() === true && (lease.requests ?? 0) === 1 && staysHeld(ctx, key, worker)
+  );
+}
+
+/**
+ * Whether a lane's worker stays the lane's without a tree check now: not due
+ * for retiring, not wanted elsewhere, its tree checked within HELD_CHECK_MS.
+ */
+function staysHeld(ctx: DispatchContext, key: string, worker: DispatchWorker): boolean {
+  return (
     worker.busyMs < ctx.retireAfterBusyMs &&
     !ctx.pool.shouldYield(key) &&
     (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS

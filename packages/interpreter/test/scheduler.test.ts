@@ -91,6 +91,16 @@ function fakeContext(
   };
 }
 
+/** A `failFor` that aborts `controller` at the first request from row `row` on, and fails every request as aborted from then. */
+function abortFrom(controller: AbortController, row: number) {
+  return (start: number) => {
+    if (start >= row) controller.abort();
+    return controller.signal.aborted
+      ? new WorkerFailure('aborted', 'aborted', undefined, undefined, 'stop')
+      : undefined;
+  };
+}
+
 describe('scheduler with a fake dispatcher', () => {
   test('rows go in growing chunks over at most `lanes` requests at once; each row settles once', async () => {
     const { rows, results, settledTwice } = source(5_000);
@@ -257,12 +267,7 @@ describe('scheduler with a fake dispatcher', () => {
   test('an abort settles the remaining rows as aborted; finished rows keep their values', async () => {
     const { rows, results } = source(2_000);
     const controller = new AbortController();
-    const { ctx } = fakeContext((start) => {
-      if (start >= 500) controller.abort();
-      return controller.signal.aborted
-        ? new WorkerFailure('aborted', 'aborted', undefined, undefined, 'stop')
-        : undefined;
-    });
+    const { ctx } = fakeContext(abortFrom(controller, 500));
     const progress: number[] = [];
     await schedule(ctx, fn, 'k', rows, {
       timeoutMs: 1_000,
@@ -347,12 +352,7 @@ describe('scheduler with a fake dispatcher', () => {
   test('an abort with a chunk queued settles every row once: done rows keep their values', async () => {
     const { rows, results, settledTwice } = source(5_000);
     const controller = new AbortController();
-    const { ctx } = fakeContext((start) => {
-      if (start >= 2_000) controller.abort();
-      return controller.signal.aborted
-        ? new WorkerFailure('aborted', 'aborted', undefined, undefined, 'stop')
-        : undefined;
-    }, 1);
+    const { ctx } = fakeContext(abortFrom(controller, 2_000), 1);
     const { queued } = queueing(ctx);
     ctx.perRowMs.set('k', 0.01);
     await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000, signal: controller.signal });
