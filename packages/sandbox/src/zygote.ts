@@ -206,14 +206,17 @@ export class Zygote {
       untrack(dir);
       throw error;
     }
-    tree.holdEventLoop(false);
     const zygote = new Zygote(dir, tree, server);
     server.on('connection', (socket) => zygote.#accept(socket));
     tree.stdin.on('error', () => {});
     const source = Buffer.from(options.program, 'utf8');
     tree.stdin.write(Buffer.concat([Buffer.from(`${source.length}\n`), source]));
     try {
+      // The tree holds the event loop until the zygote is ready: whoever awaits
+      // this start (or a close() waiting on it) must not see the host exit
+      // under it. A ready zygote idles between forks, unref'd.
       await zygote.#readLines(options.startupMs);
+      tree.holdEventLoop(false);
     } catch (error) {
       await zygote.close();
       throw ExtFnError.sandbox(

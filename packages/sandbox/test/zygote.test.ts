@@ -6,6 +6,7 @@
  * Sandbox error naming the function. The real zygote (drivers/zygote.py) is
  * tested end to end in packages/python/test/zygote.test.ts.
  */
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
@@ -106,4 +107,27 @@ describe.skipIf(!available)(`zygote host side ${available ? '' : why}`, () => {
     expect(again.message).toContain('function next_fn:');
     await zygote.close();
   });
+});
+
+describe.skipIf(!available)(`a host awaiting a zygote ${available ? '' : why}`, () => {
+  test('its start and close() settle before the host exits, however idle the host is', async () => {
+    // A subprocess, since vitest itself keeps this process's event loop alive.
+    const script = new URL('./fixtures/zygote-await-start.mjs', import.meta.url).pathname;
+    const child = spawn(process.execPath, [script, PYTHON], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      err += chunk;
+    });
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    // exit 13 with only 'starting': Node saw nothing holding its loop mid-start
+    expect({ code, out: out.trim().split('\n'), err }).toEqual({
+      code: 0,
+      out: ['starting', 'ready true', 'closed false'],
+      err: '',
+    });
+  }, 30_000);
 });
