@@ -110,6 +110,8 @@ export class WarmWorker {
   #checkedAt = 0;
   /** The file shared with the driver for `callf64` payloads, kept only when its `ready` frame takes it. */
   #shared: SharedFile | undefined;
+  /** Where the last request ended on stderr, and how much more it was allowed to write (see `#lateAllowance`). */
+  #lastOutput: { at: number; left: number } | undefined;
 
   constructor(
     key: string,
@@ -480,13 +482,19 @@ export class WarmWorker {
         );
       }, options.deadlineMs);
       const stderrAtStart = this.process.stderrBytes;
-      const overOutput = () => this.process.stderrBytes - stderrAtStart > options.outputBytes;
+      const allowed = options.outputBytes + this.#lateAllowance(stderrAtStart);
+      const overOutput = () => this.process.stderrBytes - stderrAtStart > allowed;
       const outputCheck = Number.isFinite(options.outputBytes)
         ? setInterval(() => {
             if (overOutput()) this.#fail(this.#outputFailure(), true);
           }, OUTPUT_POLL_MS)
         : undefined;
       const settle = () => {
+        const used = this.process.stderrBytes - stderrAtStart;
+        this.#lastOutput = {
+          at: this.process.stderrBytes,
+          left: Number.isFinite(options.outputBytes) ? Math.max(0, options.outputBytes - used) : 0,
+        };
         this.process.unref();
         clearTimeout(timer);
         clearInterval(outputCheck);
@@ -523,6 +531,19 @@ export class WarmWorker {
         else signal.addEventListener('abort', onAbort, { once: true });
       }
     });
+  }
+
+  /**
+   * Output the request before may still have on its way when this one starts
+   * at stderr byte `at`: stderr is a pipe of its own, so what a body wrote
+   * just before its answer can arrive after it. Up to what that request was
+   * still allowed to write (its own budget, not a carried one: a request
+   * never gets more than twice its own), less what arrived in between.
+   */
+  #lateAllowance(at: number): number {
+    const last = this.#lastOutput;
+    this.#lastOutput = undefined;
+    return last ? Math.max(0, last.left - (at - last.at)) : 0;
   }
 
   #outputFailure(): WorkerFailure {
