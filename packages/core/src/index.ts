@@ -23,7 +23,9 @@ export {
   MAX_TIMEOUT_MS,
   Registry,
   type RegistryOptions,
+  type RegistryWarmUpOptions,
   type StandaloneEvalOptions,
+  type WarmUpResult,
 } from './registry.js';
 export {
   type Column,

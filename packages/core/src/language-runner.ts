@@ -76,6 +76,11 @@ export interface CallOptions {
   mode?: 'warm' | 'oneShot';
 }
 
+export interface WarmUpOptions {
+  /** The mode the calls will ask for (undefined: the runner's default). */
+  mode?: 'warm' | 'oneShot';
+}
+
 export interface BatchOptions extends CallOptions {
   /** Called as rows complete, with the count done so far and the total. */
   onProgress?: (done: number, total: number) => void;
@@ -157,6 +162,19 @@ export interface LanguageRunner {
    * done), and its rejection is ignored.
    */
   prepare?(fn: ExternalFn, options?: Pick<CallOptions, 'mode'>): void | Promise<void>;
+
+  /**
+   * Starts what calls of `fn` need and resolves once it is ready — for a
+   * runner with warm workers, an idle worker with the body loaded — so that
+   * a refresh soon after (an engine calls `Registry.warmUp` when it loads a
+   * model) does not wait for an interpreter start. Never runs a body.
+   * Resolves undefined when ready, or with a short reason when the runner
+   * keeps nothing warm for it (one-shot mode, no room among the workers it
+   * keeps alive); rejects with the ExtFnError the calls would get (no
+   * interpreter, no sandbox, a body that does not load). Optional: core
+   * counts a runner without it as having nothing to start.
+   */
+  warmUp?(fn: ExternalFn, options?: WarmUpOptions): Promise<string | undefined>;
 
   /**
    * Evaluates one call. Core has already checked arity and argument types.

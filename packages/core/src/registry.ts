@@ -72,6 +72,24 @@ export interface EvalOptions {
   cache?: boolean;
 }
 
+export interface RegistryWarmUpOptions {
+  /** The mode the calls will ask for (default: warm workers). */
+  mode?: 'warm' | 'oneShot';
+  /** Stops waiting (the starts under way finish and idle as usual). */
+  signal?: AbortSignal;
+}
+
+/** What `Registry.warmUp` says of one function. */
+export interface WarmUpResult {
+  name: string;
+  /** Its calls find what they need started (or its runner starts nothing per function). */
+  warm: boolean;
+  /** Why nothing is kept warm for it, when its runner says so (one-shot mode, no room). */
+  reason?: string;
+  /** What its calls would fail with (no interpreter, a body that does not load). */
+  error?: ExtFnError;
+}
+
 export interface EvalBatchOptions extends EvalOptions {
   onProgress?: (done: number, total: number) => void;
 }
@@ -392,6 +410,48 @@ export class Registry {
     }
     const out = await evalTypedColumns(runner, fn, columns, errorsIn, batchOptions, into);
     return out as ColumnResults<C>;
+  }
+
+  /**
+   * Starts what the calls of these functions need (default: every one
+   * registered) and resolves once it is ready — for runners with warm
+   * workers, an idle worker each with its body loaded — so that a refresh
+   * soon after does not wait for interpreter starts: call it when a model
+   * is loaded. No body runs. One result per name, in order; a function that
+   * cannot start gets the ExtFnError its calls would get, and the others
+   * still start. Rejects only for an unknown name, a missing runner or a
+   * closed registry (before anything starts), or when `signal` aborts.
+   */
+  async warmUp(
+    names: readonly string[] = this.names,
+    options: RegistryWarmUpOptions = {},
+  ): Promise<WarmUpResult[]> {
+    const fns = names.map((name) => {
+      const { fn } = this.#lookup(name);
+      return { fn, runner: this.#runnerFor(fn) };
+    });
+    const { signal } = options;
+    const mode = options.mode === undefined ? {} : { mode: options.mode };
+    const all = Promise.all(
+      fns.map(async ({ fn, runner }): Promise<WarmUpResult> => {
+        const outcome = await runner.warmUp(fn, mode);
+        if (outcome === undefined) return { name: fn.name, warm: true };
+        if (typeof outcome === 'string') return { name: fn.name, warm: false, reason: outcome };
+        return { name: fn.name, warm: false, error: outcome };
+      }),
+    );
+    if (!signal) return all;
+    if (signal.aborted) throw ExtFnError.aborted(names.join(', '), signal.reason);
+    let onAbort!: () => void;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(ExtFnError.aborted(names.join(', '), signal.reason));
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([all, aborted]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   /** Ends every runner's processes. The registry cannot be used afterwards. */

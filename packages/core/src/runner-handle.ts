@@ -16,6 +16,7 @@ import {
   type RowResult,
   type RunnerProbe,
   rowResultsToColumns,
+  type WarmUpOptions,
 } from './language-runner.js';
 import { type Column, copyColumn, fillFailed, newColumn } from './typed-columns.js';
 import { Value } from './value.js';
@@ -112,6 +113,22 @@ export class RunnerHandle {
       return bounded.finally(() => clearTimeout(timer));
     } catch {
       return undefined;
+    }
+  }
+
+  /**
+   * The runner's `warmUp`, never rejecting: undefined when ready (or the
+   * runner starts nothing per function), a reason when it keeps nothing
+   * warm, or the ExtFnError the calls would get.
+   */
+  async warmUp(fn: ExternalFn, options: WarmUpOptions): Promise<string | ExtFnError | undefined> {
+    if (this.#closing) return ExtFnError.runtime(fn.name, 'the runner is closed');
+    if (!this.runner.warmUp) return undefined;
+    try {
+      const why = await this.runner.warmUp(fn, options);
+      return typeof why === 'string' ? why : undefined;
+    } catch (error) {
+      return toExtFnError(error, fn.name);
     }
   }
 

@@ -77,6 +77,7 @@ describe('the conformance kit', () => {
       /same draw/,
       /close\(\)/,
       /vectorized: evalBatch and evalColumns/,
+      /warmUp\(\) readies a function/,
     ]) {
       expect(result.passed.some((name) => topic.test(name))).toBe(true);
     }
@@ -108,6 +109,7 @@ describe('the conformance kit', () => {
       /vectorized: evalBatch and evalColumns give each row what eval gives it/,
       /evalBatch row 0/,
     ],
+    ['warm-up-fails', /warmUp\(\) readies a function/, /warmUp failed: .*could not start/],
   ];
   test.each(defects)(
     'a runner with defect %s fails the kit where it should',

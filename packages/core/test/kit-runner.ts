@@ -27,7 +27,9 @@ export type Defect =
   /** Text goes through a UTF-8 round trip, which turns lone surrogates into U+FFFD. */
   | 'surrogates-mangled'
   /** A vectorized chunk the body raises for fails every row, instead of being re-run row by row. */
-  | 'vectorized-no-fallback';
+  | 'vectorized-no-fallback'
+  /** warmUp rejects although the function's calls work. */
+  | 'warm-up-fails';
 
 /** A small seeded generator (mulberry32), standing in for a language's default one. */
 function generator(seed: number): () => number {
@@ -126,6 +128,11 @@ export function kitRunner(defect?: Defect): LanguageRunner {
     capabilities: { isolated: false, warmWorkers: false, batch: true, vectorized: true },
     async probe() {
       return { language: 'kit', available: true, detail: 'in memory' };
+    },
+    async warmUp(fn) {
+      if (closed) throw ExtFnError.runtime(fn.name, 'the runner is closed');
+      if (defect === 'warm-up-fails') throw new Error('could not start');
+      return undefined;
     },
     call: evaluate,
     callBatch,

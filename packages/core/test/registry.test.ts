@@ -732,3 +732,82 @@ describe('prepare: the hint before a batch', () => {
     expect([...columns.values]).toEqual([3]);
   });
 });
+
+describe('warmUp: start what a model will need before its first refresh', () => {
+  /** The fake runner with a `warmUp` whose outcome the body picks: `add` ready, `full` no room, `throw-*` failing. */
+  function warming() {
+    const fake = fakeRunner();
+    const asked: { fn: string; mode: string | undefined }[] = [];
+    let release: (() => void) | undefined;
+    const runner: LanguageRunner = {
+      ...fake.runner,
+      async warmUp(f, options) {
+        asked.push({ fn: f.name, mode: options?.mode });
+        if (f.body === 'full') return 'no room';
+        if (f.body === 'throw-typed') throw ExtFnError.runtime(f.name, 'SyntaxError: bad body');
+        if (f.body === 'throw-plain') throw new TypeError('plain failure');
+        if (f.body === 'hang') await new Promise<void>((resolve) => (release = resolve));
+        return undefined;
+      },
+    };
+    return { runner, asked, release: () => release?.() };
+  }
+
+  test('one result per function, in order: ready, a reason, or the error its calls would get', async () => {
+    const { runner, asked } = warming();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('a', 'add', ['number', 'number'], 'number'));
+    registry.register(fn('b', 'full', ['number'], 'number'));
+    registry.register(fn('c', 'throw-typed', ['number'], 'number'));
+    registry.register(fn('d', 'throw-plain', ['number'], 'number'));
+    const results = await registry.warmUp();
+    expect(results.map(({ name, warm, reason }) => ({ name, warm, reason }))).toEqual([
+      { name: 'a', warm: true, reason: undefined },
+      { name: 'b', warm: false, reason: 'no room' },
+      { name: 'c', warm: false, reason: undefined },
+      { name: 'd', warm: false, reason: undefined },
+    ]);
+    expect(results[2]!.error?.message).toBe('function c: SyntaxError: bad body');
+    expect(ExtFnError.isInstance(results[3]!.error)).toBe(true); // a plain throw, made typed
+    expect(results[3]!.error?.functionName).toBe('d');
+    expect(asked).toEqual(['a', 'b', 'c', 'd'].map((name) => ({ fn: name, mode: undefined })));
+    // some names only, with a mode
+    expect(await registry.warmUp(['a'], { mode: 'oneShot' })).toEqual([{ name: 'a', warm: true }]);
+    expect(asked.at(-1)).toEqual({ fn: 'a', mode: 'oneShot' });
+    await registry.close();
+  });
+
+  test('an unknown name or a closed registry rejects before anything starts', async () => {
+    const { runner, asked } = warming();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('a', 'add', ['number', 'number'], 'number'));
+    const error = await registry.warmUp(['a', 'nope']).catch((e) => e);
+    expect(error.kind).toBe('NotFound');
+    expect(error.message).toContain('function nope is not registered');
+    expect(asked).toEqual([]);
+    await registry.close();
+    await expect(registry.warmUp()).rejects.toThrow(/closed/);
+    expect(asked).toEqual([]);
+  });
+
+  test('a runner without warmUp has nothing to start: warm', async () => {
+    const registry = new Registry({ runners: [fakeRunner().runner], cache: false });
+    registry.register(fn('a', 'add', ['number', 'number'], 'number'));
+    expect(await registry.warmUp()).toEqual([{ name: 'a', warm: true }]);
+    await registry.close();
+  });
+
+  test('an abort stops the wait, typed', async () => {
+    const { runner, release } = warming();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('slow', 'hang', ['number'], 'number'));
+    const controller = new AbortController();
+    const waiting = registry.warmUp(undefined, { signal: controller.signal }).catch((e) => e);
+    controller.abort(new Error('model closed'));
+    const error = await waiting;
+    expect(ExtFnError.isInstance(error)).toBe(true);
+    expect(error.message).toBe('function slow: aborted');
+    release();
+    await registry.close();
+  });
+});

@@ -327,6 +327,28 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    */
   prestart(key: string, fn: ExternalFn): boolean {
     if (this.#closed || this.workersOf(key) > 0 || this.#live >= this.maxLive) return false;
+    void this.#startAhead(key, fn).catch(() => {});
+    return true;
+  }
+
+  /**
+   * For `runner.warmUp`: a worker of `key` started as `prestart` does and
+   * waited for. Resolves true once the function has one (at once when it has
+   * a live one), false when `maxLive` leaves no room for it; rejects with
+   * the start's failure.
+   */
+  async warm(key: string, fn: ExternalFn): Promise<boolean> {
+    const pending = this.#prestarts.get(key);
+    if (pending && (await pending)) return true;
+    if (this.#closed) return false;
+    if (this.workersOf(key) > 0) return true;
+    if (this.#live >= this.maxLive) return false;
+    await this.#startAhead(key, fn);
+    return true;
+  }
+
+  /** Starts a worker ahead of its callers (see `prestart`); parks it idle unless a caller took the start. */
+  #startAhead(key: string, fn: ExternalFn): Promise<W> {
     // At most `max` starts at once: one beyond waits for one ahead to be ready
     // (the first functions' interpreters boot at full speed, the next ones while those work).
     const gate =
@@ -338,7 +360,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
             }),
           )
         : undefined;
-    const start = this.#start(key, fn, undefined, false, gate).then(
+    const started = this.#start(key, fn, undefined, false, gate);
+    const start = started.then(
       (worker) => worker,
       () => undefined,
     );
@@ -350,7 +373,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
       this.#park(worker); // idle: a waiter of its function takes it once it has a busy slot
       this.#pump();
     });
-    return true;
+    return started;
   }
 
   /**

@@ -26,6 +26,7 @@ import {
   rowResultsToColumns,
   unrepresentable,
   type Value,
+  type WarmUpOptions,
   writeCell,
 } from '@improv/extfn-core';
 import {
@@ -251,6 +252,27 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     // A new runner: core waits for the lookup and probe, and the worker's
     // spawn, then checks its rows while the interpreter boots.
     return this.#prepare(fn).then(start, () => {});
+  }
+
+  /**
+   * Starts the function's first warm worker if it has none and waits until
+   * it is ready (idle, its body loaded): see LanguageRunner.warmUp. Nothing
+   * to keep warm for one-shot calls, or once `maxLiveWorkers` are alive.
+   */
+  async warmUp(fn: ExternalFn, options: WarmUpOptions = {}): Promise<string | undefined> {
+    this.#assertOpen(fn);
+    await this.#prepare(fn);
+    const { mode, key, loadError } = this.#route(fn, options);
+    if (mode === 'oneShot') return 'one-shot calls keep no worker';
+    if (loadError) throw loadError;
+    try {
+      if (!(await this.pool.warm(key, fn))) {
+        return `the runner keeps at most ${this.pool.maxLive} workers alive (maxLiveWorkers)`;
+      }
+    } catch (error) {
+      throw this.toError(fn, error, this.#spec.startupTimeoutMs ?? DEFAULT_STARTUP_MS);
+    }
+    return undefined;
   }
 
   async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {

@@ -296,6 +296,99 @@ describe('Pool.prestart', () => {
   });
 });
 
+describe('warmUp (fake workers): a worker per function ready before the first refresh', () => {
+  test('each function gets one idle worker; the refresh after starts none', async () => {
+    const setup = setUp();
+    const results = await setup.registry.warmUp(['f', 'g', 'h']);
+    expect(results).toEqual([
+      { name: 'f', warm: true },
+      { name: 'g', warm: true },
+      { name: 'h', warm: true },
+    ]);
+    expect([...setup.launches].sort()).toEqual(['f', 'g', 'h']);
+    expect(setup.runner.stats()).toMatchObject({ live: 3, queued: 0 }); // idle, ready
+    // again: nothing more to start
+    await setup.registry.warmUp(['f', 'g', 'h']);
+    expect(setup.launches).toHaveLength(3);
+    const refreshed = await Promise.all(['f', 'g', 'h'].map((name) => refresh(setup, name, 200)));
+    for (const { results: r, launchesAtFirst } of refreshed) {
+      expectSums(r);
+      expect(launchesAtFirst).toBe(3);
+    }
+    expect(setup.launches).toHaveLength(3);
+    await setup.registry.close();
+  });
+
+  test('a start that fails: the error its calls get, the other functions still warm', async () => {
+    const setup = setUp();
+    const [broken, f] = await setup.registry.warmUp(['broken', 'f']);
+    expect(f).toEqual({ name: 'f', warm: true });
+    expect(broken).toMatchObject({ name: 'broken', warm: false });
+    const called = await setup.registry
+      .eval('broken', [Value.number(1), Value.number(2)])
+      .catch((e) => e);
+    expect(broken!.error?.kind).toBe(called.kind);
+    expect(broken!.error?.message).toBe(called.message);
+    expect(broken!.error?.message).toMatch(/function broken: .*exited with code 1/);
+    await setup.registry.close();
+  });
+
+  test('one-shot mode keeps nothing warm, and says so', async () => {
+    const setup = setUp({ mode: 'oneShot' });
+    const [f] = await setup.registry.warmUp(['f']);
+    expect(f).toEqual({ name: 'f', warm: false, reason: 'one-shot calls keep no worker' });
+    expect(setup.launches).toEqual([]);
+    await setup.registry.close();
+  });
+});
+
+describe('Pool.warm', () => {
+  const fn = descriptor('f');
+  const launcher = (starts: string[]) => async (key: string) => {
+    starts.push(key);
+    await sleep(10);
+    return new FakeWorker(key);
+  };
+
+  test('resolves once the worker is ready and idle; a caller takes it without a start', async () => {
+    const starts: string[] = [];
+    const p = new Pool<FakeWorker>(1, 30_000, launcher(starts));
+    expect(await p.warm('f', fn)).toBe(true);
+    expect(p.counters()).toMatchObject({ live: 1, busy: 0 });
+    expect(await p.warm('f', fn)).toBe(true); // it has one
+    const worker = await p.acquire('f', fn);
+    expect(starts).toEqual(['f']);
+    p.release(worker, true);
+    await p.close();
+  });
+
+  test('joins a prestart under way; false without room to live', async () => {
+    const starts: string[] = [];
+    const p = new Pool<FakeWorker>(1, 30_000, launcher(starts), 1);
+    expect(p.prestart('f', fn)).toBe(true);
+    expect(await p.warm('f', fn)).toBe(true);
+    expect(starts).toEqual(['f']);
+    expect(await p.warm('g', fn)).toBe(false); // maxLive 1, taken by f's
+    expect(starts).toEqual(['f']);
+    await p.close();
+  });
+
+  test("rejects with the start's failure, also after a prestart that failed", async () => {
+    let failures = 2;
+    const p = new Pool<FakeWorker>(2, 30_000, async (key) => {
+      await sleep(5);
+      if (failures-- > 0) throw new WorkerFailure('exited', 'the interpreter exited with code 1');
+      return new FakeWorker(key);
+    });
+    expect(p.prestart('f', fn)).toBe(true);
+    const error = await p.warm('f', fn).catch((e) => e);
+    expect(error).toBeInstanceOf(WorkerFailure);
+    expect(error.message).toContain('exited with code 1');
+    expect(await p.warm('f', fn)).toBe(true); // the third start works
+    await p.close();
+  });
+});
+
 describe.skipIf(!hasPython)(
   `prepare with a real interpreter${hasPython ? '' : ' (skipped: python3 absent)'}`,
   () => {

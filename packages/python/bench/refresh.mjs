@@ -8,6 +8,9 @@
 //   two    — (only when asked for) two functions over 2 × ROWS rows each: as
 //            many workers as `one` at 2 slots, so `four` against it shows
 //            what its further starts cost;
+//   warmed — (only when asked for) `four` on a new Registry after
+//            `registry.warmUp()` (what an engine calls when it loads a
+//            model), the warmUp timed on its own;
 // then the same `one` and `four` again on the same Registry (warm: workers
 // kept). For each: wall time, time to the first results (onProgress), and
 // the interpreters started (runner.stats().started), and this process's own
@@ -241,9 +244,23 @@ const add = (label, sample) => {
 };
 
 /** Runs one case on a new Registry: each of `rounds` ([label, jobs]) in turn, the first cold. */
-async function runCase(python, slots, rounds, run) {
+async function runCase(python, slots, rounds, run, warmUp = false) {
   const { runner, registry } = makeRegistry(python, slots);
   const clock = TIMELINE && run === 0 ? traced(runner) : undefined;
+  if (warmUp) {
+    // what an engine does when it loads the model: timed on its own, before the refresh
+    const t0 = performance.now();
+    const warmed = await registry.warmUp();
+    if (!warmed.every((w) => w.warm)) throw new Error(`warmUp: ${JSON.stringify(warmed)}`);
+    add(`${rounds[0][0]}: the warmUp before`, {
+      ms: performance.now() - t0,
+      first: Number.NaN,
+      starts: runner.stats().started,
+      faults: 0,
+      hostCpu: 0,
+      workersCpu: 0,
+    });
+  }
   for (const [label, jobs] of rounds) {
     add(label, await refresh(runner, registry, jobs, label, clock));
   }
@@ -294,6 +311,15 @@ for (let run = 0; run < RUNS; run++) {
           run,
         );
       }
+      if (CASES.has('warmed')) {
+        await runCase(
+          python,
+          slots,
+          [[`${v}${slots} slots: four fns × ${ROWS} after warmUp`, four]],
+          run,
+          true,
+        );
+      }
     }
   }
 }
@@ -328,6 +354,18 @@ for (const slots of CASES.has('one') && CASES.has('four') ? SLOTS : []) {
           `; host + workers CPU ${(mid(cpuOf(four4)) / mid(cpuOf(one4))).toFixed(2)} (medians)`,
       );
     }
+  }
+}
+for (const slots of CASES.has('warmed') && CASES.has('one') ? SLOTS : []) {
+  for (const [v] of VARIANTS) {
+    const one = samples.get(`${v}${slots} slots: one fn × ${4 * ROWS}`).map((x) => x.ms);
+    const four = samples
+      .get(`${v}${slots} slots: four fns × ${ROWS} after warmUp`)
+      .map((x) => x.ms);
+    console.log(
+      `${v}${slots} slots: four after warmUp / one cold = ${(mid(four) / mid(one)).toFixed(2)} medians, ` +
+        `${(Math.min(...four) / Math.min(...one)).toFixed(2)} best`,
+    );
   }
 }
 for (const slots of CASES.has('two') && CASES.has('four') ? SLOTS : []) {

@@ -1,7 +1,8 @@
 /**
  * Kit topic "lifecycle": the runner declares the v1 specification and probes
- * as available, and after `close()` (twice is fine) calls fail with an
- * ExtFnError instead of starting anything.
+ * as available, `warmUp()` readies a function without failing it, and after
+ * `close()` (twice is fine) calls fail with an ExtFnError instead of
+ * starting anything.
  */
 import { strict as assert } from 'node:assert';
 import { Registry } from '../registry.js';
@@ -39,6 +40,40 @@ export function lifecycleSuite(
         assert.equal(probe.available, true, `probe says unavailable: ${probe.detail}`);
       } finally {
         await runner.close?.();
+      }
+    },
+    k.perTest,
+  );
+
+  test(
+    k.name('warmUp() readies a function (or says why it keeps nothing warm); calls after it work'),
+    async () => {
+      const runner = await createRunner();
+      const registry = new Registry({ runners: [runner] });
+      try {
+        const type = k.types[0]!;
+        const sample = SAMPLES[type]({ loneSurrogates: false })[0]!;
+        registry.register({
+          name: 'id',
+          language: runner.language,
+          body: options.bodies.identity,
+          argTypes: [type],
+          returnType: type,
+          pure: false,
+        });
+        const [result, ...rest] = await registry.warmUp();
+        assert.equal(rest.length, 0);
+        assert.equal(result?.name, 'id');
+        assert.equal(result?.error, undefined, `warmUp failed: ${result?.error?.message}`);
+        assert.ok(
+          result?.warm || typeof result?.reason === 'string',
+          'not warm, and no reason why',
+        );
+        assert.deepEqual(await registry.eval('id', [sample]), sample);
+        const unknown = await rejection(registry.warmUp(['id', 'nope']));
+        assert.equal(unknown.kind, 'NotFound');
+      } finally {
+        await registry.close();
       }
     },
     k.perTest,
