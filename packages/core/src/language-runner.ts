@@ -79,6 +79,8 @@ export interface CallOptions {
 export interface WarmUpOptions {
   /** The mode the calls will ask for (undefined: the runner's default). */
   mode?: 'warm' | 'oneShot';
+  /** The registry's deadline for a call: a bound for work a call would do first (compiling a body). */
+  timeoutMs?: number;
 }
 
 export interface BatchOptions extends CallOptions {

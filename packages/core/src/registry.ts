@@ -75,6 +75,8 @@ export interface EvalOptions {
 export interface RegistryWarmUpOptions {
   /** The mode the calls will ask for (default: warm workers). */
   mode?: 'warm' | 'oneShot';
+  /** The calls' deadline (default: the registry's), bounding what a call would do first (compiling a body). */
+  timeoutMs?: number;
   /** Stops waiting (the starts under way finish and idle as usual). */
   signal?: AbortSignal;
 }
@@ -426,15 +428,24 @@ export class Registry {
     names: readonly string[] = this.names,
     options: RegistryWarmUpOptions = {},
   ): Promise<WarmUpResult[]> {
+    if (!Array.isArray(names) || names.some((name) => typeof name !== 'string')) {
+      const shown = typeof names === 'string' ? JSON.stringify(names) : String(names);
+      throw ExtFnError.runtime(
+        'warmUp',
+        `names must be an array of registered function names, got ${shown}`,
+        { fix: 'pass e.g. ["hypot"], or nothing for every function registered' },
+      );
+    }
+    const timeoutMs = checkEvalOptions(names.join(', ') || 'warmUp', options, this.timeoutMs);
     const fns = names.map((name) => {
       const { fn } = this.#lookup(name);
       return { fn, runner: this.#runnerFor(fn) };
     });
     const { signal } = options;
-    const mode = options.mode === undefined ? {} : { mode: options.mode };
+    const asked = { timeoutMs, ...(options.mode === undefined ? {} : { mode: options.mode }) };
     const all = Promise.all(
       fns.map(async ({ fn, runner }): Promise<WarmUpResult> => {
-        const outcome = await runner.warmUp(fn, mode);
+        const outcome = await runner.warmUp(fn, asked);
         if (outcome === undefined) return { name: fn.name, warm: true };
         if (typeof outcome === 'string') return { name: fn.name, warm: false, reason: outcome };
         return { name: fn.name, warm: false, error: outcome };

@@ -790,6 +790,37 @@ describe('warmUp: start what a model will need before its first refresh', () => 
     expect(asked).toEqual([]);
   });
 
+  test("bad names or options: a typed error naming them; the runner hears the calls' deadline", async () => {
+    const { runner, asked } = warming();
+    const seen: (number | undefined)[] = [];
+    const registry = new Registry({
+      runners: [
+        {
+          ...runner,
+          warmUp: (f, o) => {
+            seen.push(o?.timeoutMs);
+            return runner.warmUp!(f, o);
+          },
+        },
+      ],
+      cache: false,
+      timeoutMs: 1234,
+    });
+    registry.register(fn('a', 'add', ['number', 'number'], 'number'));
+    const notArray = await registry.warmUp('a' as never).catch((e) => e);
+    expect(ExtFnError.isInstance(notArray)).toBe(true);
+    expect(notArray.message).toBe(
+      'function warmUp: names must be an array of registered function names, got "a"',
+    );
+    const badMode = await registry.warmUp(['a'], { mode: 'fast' as never }).catch((e) => e);
+    expect(badMode.message).toBe('function a: option mode must be "warm" or "oneShot", got "fast"');
+    expect(asked).toEqual([]);
+    await registry.warmUp();
+    await registry.warmUp(['a'], { timeoutMs: 99 });
+    expect(seen).toEqual([1234, 99]);
+    await registry.close();
+  });
+
   test('a runner without warmUp has nothing to start: warm', async () => {
     const registry = new Registry({ runners: [fakeRunner().runner], cache: false });
     registry.register(fn('a', 'add', ['number', 'number'], 'number'));

@@ -12,8 +12,15 @@ import type {
   RunnerCapabilities,
   RunnerProbe,
   Value,
+  WarmUpOptions,
 } from '@improv/extfn-core';
-import { checkColumnArguments, ExtFnError, isAllNumbers, MAX_TIMEOUT_MS } from '@improv/extfn-core';
+import {
+  checkColumnArguments,
+  DEFAULT_TIMEOUT_MS,
+  ExtFnError,
+  isAllNumbers,
+  MAX_TIMEOUT_MS,
+} from '@improv/extfn-core';
 import { acquireFailure, type ColumnsOutcome, copyColumns, runBatch, runColumns } from './batch.js';
 import { DEFAULT_MAX_BODY_BYTES, formatBytes } from './body.js';
 import { type Compiled, type CompiledModule, ENTRY_POINT, WASM_PAGE_BYTES } from './compile.js';
@@ -260,6 +267,24 @@ class Runner implements WasmRunner {
       );
     }
     return { compiled: compiled.value, compileMs };
+  }
+
+  /**
+   * Compiles the body (kept for its calls, or its refusal: the error they
+   * get) and makes sure a run thread is up: see LanguageRunner.warmUp.
+   */
+  async warmUp(fn: ExternalFn, options: WarmUpOptions = {}): Promise<string | undefined> {
+    await this.#prepare(fn, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, undefined);
+    if (options.mode === 'oneShot')
+      return 'one-shot calls start a thread each (the body is compiled)';
+    let worker: PoolWorker;
+    try {
+      worker = await this.#pool.acquire();
+    } catch (error) {
+      throw acquireFailure(fn, error, undefined);
+    }
+    this.#pool.release(worker);
+    return undefined;
   }
 
   async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {

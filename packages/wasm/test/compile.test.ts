@@ -193,3 +193,42 @@ describe('compiling off the main thread, under the deadline', () => {
     expect(currentRunner().stats()).toMatchObject({ workersAlive: 0, compileWorkersAlive: 0 });
   });
 });
+
+describe('warmUp: compiles before the first call', () => {
+  test('each body compiled once and a run thread up; the calls after compile nothing', async () => {
+    const r = setup({ double: DOUBLE, times: fnBody(1, 'local.get 0 f64.const 3 f64.mul') });
+    expect(await r.warmUp()).toEqual([
+      { name: 'double', warm: true },
+      { name: 'times', warm: true },
+    ]);
+    const warmed = currentRunner().stats();
+    expect(warmed).toMatchObject({ compiledBodies: 2, workersStarted: 1 });
+    expect(await r.eval('double', [n(21)])).toEqual(n(42));
+    expect(await r.eval('times', [n(2)])).toEqual(n(6));
+    expect(currentRunner().stats().compiledBodies).toBe(2);
+  });
+
+  test('a body that does not compile: the error its calls get, no thread needed for it', async () => {
+    const r = setup({
+      broken: wat('(module (func (export "f") (param f64) (result f64) (i32.const 1)))'),
+    });
+    const [broken] = await r.warmUp();
+    expect(broken).toMatchObject({ name: 'broken', warm: false });
+    const called = await failure(r.eval('broken', [n(1)]));
+    expect(broken!.error?.kind).toBe(called.kind);
+    expect(broken!.error?.message).toBe(called.message);
+    expect(currentRunner().stats().compiledBodies).toBe(1); // the refusal is kept: compiled once
+  });
+
+  test('one-shot: the body compiled, and a reason why no thread is kept', async () => {
+    const r = setup({ double: DOUBLE });
+    expect(await r.warmUp(undefined, { mode: 'oneShot' })).toEqual([
+      {
+        name: 'double',
+        warm: false,
+        reason: 'one-shot calls start a thread each (the body is compiled)',
+      },
+    ]);
+    expect(currentRunner().stats()).toMatchObject({ compiledBodies: 1, workersStarted: 0 });
+  });
+});
