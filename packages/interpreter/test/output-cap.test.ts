@@ -47,8 +47,11 @@ describe.skipIf(!hasPython)('the per-row output cap, whatever writes', () => {
   }
 
   test('in a batch only the row that wrote too much fails; rows near the cap in one chunk pass', async () => {
+    // Raw writes are counted per chunk (rows × the cap, plus what the chunk
+    // before left unused): 24 MB is over any chunk of these 20 rows, however
+    // the scheduler cuts them (5 MB was not, in a chunk of 10 or more rows).
     const { registry } = make(
-      'os.write(1, b"x" * (5 * 1024 * 1024 if args[0] == 7 else 512 * 1024))\nresult = args[0]',
+      'os.write(1, b"x" * (24 * 1024 * 1024 if args[0] == 7 else 512 * 1024))\nresult = args[0]',
     );
     const rows = Array.from({ length: 20 }, (_, i) => [Value.number(i)]);
     const results = await registry.evalBatch('f', rows);
