@@ -421,7 +421,8 @@ export class Registry {
    * soon after does not wait for interpreter starts: call it when a model
    * is loaded. No body runs. One result per name, in order; a function that
    * cannot start gets the ExtFnError its calls would get, and the others
-   * still start. Rejects only for an unknown name, a missing runner or a
+   * still start (a function whose language has no runner gets the error
+   * its calls get too). Rejects only for an unknown name, bad options or a
    * closed registry (before anything starts), or when `signal` aborts.
    */
   async warmUp(
@@ -439,13 +440,17 @@ export class Registry {
     const timeoutMs = checkEvalOptions(names.join(', ') || 'warmUp', options, this.timeoutMs);
     const fns = names.map((name) => {
       const { fn } = this.#lookup(name);
-      return { fn, runner: this.#runnerFor(fn) };
+      try {
+        return { fn, runner: this.#runnerFor(fn) };
+      } catch (error) {
+        return { fn, failure: error as ExtFnError }; // no runner for it: what its calls get
+      }
     });
     const { signal } = options;
     const asked = { timeoutMs, ...(options.mode === undefined ? {} : { mode: options.mode }) };
     const all = Promise.all(
-      fns.map(async ({ fn, runner }): Promise<WarmUpResult> => {
-        const outcome = await runner.warmUp(fn, asked);
+      fns.map(async ({ fn, runner, failure }): Promise<WarmUpResult> => {
+        const outcome = runner ? await runner.warmUp(fn, asked) : failure;
         if (outcome === undefined) return { name: fn.name, warm: true };
         if (typeof outcome === 'string') return { name: fn.name, warm: false, reason: outcome };
         return { name: fn.name, warm: false, error: outcome };

@@ -821,6 +821,19 @@ describe('warmUp: start what a model will need before its first refresh', () => 
     await registry.close();
   });
 
+  test('a function whose language has no runner: the error its calls get; the others warm', async () => {
+    const { runner } = warming();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('a', 'add', ['number', 'number'], 'number'));
+    registry.register({ ...fn('elsewhere', 'add', ['number'], 'number'), language: 'cobol' });
+    const [a, elsewhere] = await registry.warmUp();
+    expect(a).toEqual({ name: 'a', warm: true });
+    const called = await registry.eval('elsewhere', [V.number(1)]).catch((e) => e);
+    expect(elsewhere).toEqual({ name: 'elsewhere', warm: false, error: called });
+    expect(called.kind).toBe('LanguageUnavailable');
+    await registry.close();
+  });
+
   test('a runner without warmUp has nothing to start: warm', async () => {
     const registry = new Registry({ runners: [fakeRunner().runner], cache: false });
     registry.register(fn('a', 'add', ['number', 'number'], 'number'));
