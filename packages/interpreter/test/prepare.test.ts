@@ -333,6 +333,34 @@ describe('warmUp (fake workers): a worker per function ready before the first re
     await setup.registry.close();
   });
 
+  test('more functions than the runner keeps alive: the rest say why, and nothing is evicted', async () => {
+    const launches: string[] = [];
+    const runner = createRunnerWithLaunch(
+      SPEC,
+      { policy: 'unsandboxed', maxWorkers: 2, maxLiveWorkers: 3 },
+      async (key, f) => {
+        launches.push(f.name);
+        await sleep(5);
+        return new FakeWorker(key);
+      },
+    );
+    const registry = new Registry({ runners: [runner], cache: false });
+    const names = ['a', 'b', 'c', 'd', 'e'];
+    for (const name of names) registry.register(descriptor(name));
+    const results = await registry.warmUp(names);
+    expect(results.filter((r) => r.warm).map((r) => r.name)).toEqual(['a', 'b', 'c']);
+    for (const r of results.slice(3)) {
+      expect(r).toEqual({
+        name: r.name,
+        warm: false,
+        reason: 'the runner keeps at most 3 workers alive (maxLiveWorkers)',
+      });
+    }
+    expect(launches).toEqual(['a', 'b', 'c']);
+    expect(runner.stats()).toMatchObject({ live: 3 });
+    await registry.close();
+  });
+
   test('one-shot mode keeps nothing warm, and says so', async () => {
     const setup = setUp({ mode: 'oneShot' });
     const [f] = await setup.registry.warmUp(['f']);
