@@ -422,7 +422,8 @@ export class Registry {
    * is loaded. No body runs. One result per name, in order; a function that
    * cannot start gets the ExtFnError its calls would get, and the others
    * still start (a function whose language has no runner gets the error
-   * its calls get too). Rejects only for an unknown name, bad options or a
+   * its calls get too; one whose runner never settles, a Timeout past the
+   * deadline plus grace, as a call). Rejects only for an unknown name, bad options or a
    * closed registry (before anything starts), or when `signal` aborts.
    */
   async warmUp(
@@ -448,26 +449,23 @@ export class Registry {
     });
     const { signal } = options;
     const asked = { timeoutMs, ...(options.mode === undefined ? {} : { mode: options.mode }) };
-    const all = Promise.all(
+    return Promise.all(
       fns.map(async ({ fn, runner, failure }): Promise<WarmUpResult> => {
-        const outcome = runner ? await runner.warmUp(fn, asked) : failure;
+        let outcome: string | ExtFnError | undefined = failure;
+        if (runner) {
+          // As a call's: a Timeout past the deadline plus grace, an abort rejects the whole warm-up.
+          try {
+            outcome = await guardCall(fn, runner.warmUp(fn, asked), timeoutMs, signal);
+          } catch (error) {
+            if (signal?.aborted) throw error;
+            outcome = error as ExtFnError;
+          }
+        }
         if (outcome === undefined) return { name: fn.name, warm: true };
         if (typeof outcome === 'string') return { name: fn.name, warm: false, reason: outcome };
         return { name: fn.name, warm: false, error: outcome };
       }),
     );
-    if (!signal) return all;
-    if (signal.aborted) throw ExtFnError.aborted(names.join(', '), signal.reason);
-    let onAbort!: () => void;
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => reject(ExtFnError.aborted(names.join(', '), signal.reason));
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-    try {
-      return await Promise.race([all, aborted]);
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-    }
   }
 
   /** Ends every runner's processes. The registry cannot be used afterwards. */

@@ -27,6 +27,20 @@ export function lifecycleSuite(
 ): void {
   const k = kit(test, createRunner, options);
 
+  /** Registers `id` (the identity body on the first type) and returns a sample argument for it. */
+  function registerIdentity(registry: Registry, language: string) {
+    const type = k.types[0]!;
+    registry.register({
+      name: 'id',
+      language,
+      body: options.bodies.identity,
+      argTypes: [type],
+      returnType: type,
+      pure: false,
+    });
+    return SAMPLES[type]({ loneSurrogates: false })[0]!;
+  }
+
   test(
     k.name('the runner declares the v1 specification and probes as available'),
     async () => {
@@ -51,16 +65,7 @@ export function lifecycleSuite(
       const runner = await createRunner();
       const registry = new Registry({ runners: [runner] });
       try {
-        const type = k.types[0]!;
-        const sample = SAMPLES[type]({ loneSurrogates: false })[0]!;
-        registry.register({
-          name: 'id',
-          language: runner.language,
-          body: options.bodies.identity,
-          argTypes: [type],
-          returnType: type,
-          pure: false,
-        });
+        const sample = registerIdentity(registry, runner.language);
         const [result, ...rest] = await registry.warmUp();
         assert.equal(rest.length, 0);
         assert.equal(result?.name, 'id');
@@ -84,16 +89,7 @@ export function lifecycleSuite(
     async () => {
       const runner = await createRunner();
       const registry = new Registry({ runners: [runner] });
-      const type = k.types[0]!;
-      const sample = SAMPLES[type]({ loneSurrogates: false })[0]!;
-      registry.register({
-        name: 'id',
-        language: runner.language,
-        body: options.bodies.identity,
-        argTypes: [type],
-        returnType: type,
-        pure: false,
-      });
+      const sample = registerIdentity(registry, runner.language);
       await registry.eval('id', [sample]);
       await registry.close();
       await registry.close(); // twice is fine
