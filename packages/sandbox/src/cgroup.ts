@@ -225,9 +225,14 @@ export class TreeCgroup {
     return new TreeCgroup(parents.version, dirs);
   }
 
+  /** The files a pid is written to, to move it into the cgroup (what `add` does). */
+  procsFiles(): string[] {
+    return this.dirs.map((dir) => join(dir, 'cgroup.procs'));
+  }
+
   /** Moves a process (and so whatever it starts afterwards) into the cgroup. */
   add(pid: number): void {
-    for (const dir of this.dirs) writeFileSync(join(dir, 'cgroup.procs'), String(pid));
+    for (const file of this.procsFiles()) writeFileSync(file, String(pid));
   }
 
   /** Processes still in the cgroup. */

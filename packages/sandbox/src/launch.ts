@@ -424,6 +424,7 @@ function chainSpawn(
     stdout,
     fd3: seccompInput,
     extra: options.sharedFile,
+    cgroupProcs: prepared.cgroup?.procsFiles(),
   };
 }
 
@@ -485,7 +486,11 @@ function started(
   const stdout = pipe?.stdout ?? (child.stdout as Readable);
   const { pid, stdin } = child;
   let gateError: string | undefined;
-  if (cgroup && pid !== undefined) {
+  if (child.gate !== undefined) {
+    // the spawner did it (spawner-process.ts): the host's loop never waits on cgroup.procs
+    if (child.gate !== true)
+      gateError = `cannot move the tree into its cgroup: ${child.gate.error}`;
+  } else if (cgroup && pid !== undefined) {
     try {
       cgroup.add(pid);
       stdin.write('\n'); // opens the gate: written before anything the caller writes

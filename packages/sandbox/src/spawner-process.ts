@@ -3,13 +3,17 @@
  * spawner.ts for why). It is the program of `child_process.fork`, never
  * imported. One message per request on the IPC channel:
  *
- * - `{op:'spawn', id, file, args, env, uid?, stdout, fd3?, extra?}`: spawns
- *   `file` in its own process group. `stdout` is `'pipe'` or the number of a
+ * - `{op:'spawn', id, file, args, env, uid?, stdout, fd3?, extra?, cgroupProcs?}`:
+ *   spawns `file` in its own process group. `stdout` is `'pipe'` or the number of a
  *   host descriptor (the FIFO of stdout-pipe.ts); `extra` a host descriptor
  *   for the child's next fd (the shared file). Host descriptors are reopened
  *   through /proc/<host pid>/fd: the host cannot send plain descriptors over
  *   Node's channel. `fd3` (base64) is written to a pipe on the child's fd 3
- *   (bwrap's seccomp program). Answers `{id, pid}` with the child's stdin,
+ *   (bwrap's seccomp program). `cgroupProcs`: the tree's cgroup.procs files;
+ *   the child's pid is written to each, then the gate line to its stdin (the
+ *   chain's shell waits for it), and the answer carries `gated: true`, or
+ *   `gateError` once the child was killed for want of its cgroup. Answers
+ *   `{id, pid}` with the child's stdin,
  *   `{id, stream}` with its stdout (when piped) and stderr, then `{id, exit}`
  *   when it ends; or `{id, error}` when it could not start.
  * - `{op:'mkfifo', id, path}`: makes a FIFO (Node has no mkfifo); `{id}` or `{id, error}`.
@@ -23,6 +27,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { leakingDescriptors } from './host.js';
 
@@ -36,6 +41,7 @@ interface SpawnRequest {
   stdout: 'pipe' | number;
   fd3?: string;
   extra?: number;
+  cgroupProcs?: string[];
 }
 
 interface FifoRequest {
@@ -65,8 +71,30 @@ function stopReading(stream: unknown): void {
   handle?.readStop?.();
 }
 
-async function handOver(id: number, child: ChildProcess): Promise<void> {
-  await send({ id, pid: child.pid }, child.stdin as unknown as Socket);
+/**
+ * Moves the child into its cgroup and opens the gate, or kills it. Here, not
+ * in the host: a write to cgroup.procs sleeps until an RCU grace period ends
+ * (3–11 ms a tree on a VM), which in the host would stall every worker's
+ * frames for that long at each start.
+ */
+async function gate(child: ChildProcess, files: string[]): Promise<object> {
+  try {
+    for (const file of files) await writeFile(file, String(child.pid));
+    await new Promise<void>((resolve, reject) =>
+      child.stdin!.write('\n', (error) => (error ? reject(error) : resolve())),
+    );
+    return { gated: true };
+  } catch (error) {
+    try {
+      process.kill(-child.pid!, 'SIGKILL'); // never let it run outside its cgroup
+    } catch {}
+    return { gateError: (error as Error).message };
+  }
+}
+
+async function handOver(id: number, child: ChildProcess, files?: string[]): Promise<void> {
+  const gated = files ? await gate(child, files) : {};
+  await send({ id, pid: child.pid, ...gated }, child.stdin as unknown as Socket);
   if (child.stdout) await send({ id, stream: 'stdout' }, child.stdout as unknown as Socket);
   await send({ id, stream: 'stderr' }, child.stderr as unknown as Socket);
 }
@@ -113,7 +141,7 @@ function startTree(request: SpawnRequest): void {
     fd3.on('error', () => {}); // the child may exit without reading it
     fd3.end(Buffer.from(request.fd3, 'base64'));
   }
-  const handed = handOver(id, child);
+  const handed = handOver(id, child, request.cgroupProcs);
   child.once('exit', (code, signal) => {
     if (failed) return;
     void handed.then(() => send({ id, exit: { code, signal } }));

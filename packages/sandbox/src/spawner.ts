@@ -40,6 +40,11 @@ export interface ChainProcess {
   exit: Promise<ChainStatus>;
   ref(): void;
   unref(): void;
+  /**
+   * Set when the spawner already moved it into its cgroup (`cgroupProcs`):
+   * true once the gate is open, else why it was killed instead.
+   */
+  gate?: true | { error: string };
 }
 
 /** What a tree is started with. */
@@ -54,6 +59,8 @@ export interface ChainSpawn {
   fd3: Uint8Array | undefined;
   /** A host descriptor for the next fd (the shared file). */
   extra: number | undefined;
+  /** The tree's cgroup.procs files: the spawner moves it there and opens its gate (launch.ts does without a spawner). */
+  cgroupProcs?: readonly string[];
 }
 
 interface Pending {
@@ -62,6 +69,7 @@ interface Pending {
   pid?: number;
   stdin?: Socket;
   stdout?: Socket;
+  gate?: true | { error: string };
   wantStdout: boolean;
   /** Set once handed over: the tree's exit goes here. */
   ended?: (status: ChainStatus) => void;
@@ -76,6 +84,10 @@ type Message = {
   stream?: 'stdout' | 'stderr';
   exit?: { code: number | null; signal: string | null };
   error?: string;
+  /** With `pid`: the spawner moved the tree into its cgroup and opened its gate… */
+  gated?: boolean;
+  /** …or killed it, for this reason. */
+  gateError?: string;
 };
 
 /** The built program next to this module (run from source, as the tests do: the build's); undefined if neither is there (a bundle). */
@@ -144,6 +156,7 @@ class Spawner {
         stdout: request.stdout,
         fd3: request.fd3 ? Buffer.from(request.fd3).toString('base64') : undefined,
         extra: request.extra,
+        cgroupProcs: request.cgroupProcs,
       });
     });
   }
@@ -209,6 +222,8 @@ class Spawner {
     if (message.pid !== undefined) {
       tree.pid = message.pid;
       tree.stdin = handle;
+      if (message.gated) tree.gate = true;
+      else if (message.gateError !== undefined) tree.gate = { error: message.gateError };
     } else if (message.stream === 'stdout') tree.stdout = handle;
     else if (message.stream === 'stderr' && handle) this.#handOver(id, tree, handle);
   }
@@ -232,6 +247,7 @@ class Spawner {
       stdout: tree.stdout,
       stderr,
       exit,
+      ...(tree.gate ? { gate: tree.gate } : {}),
       ref: () => {
         for (const stream of streams) stream?.ref();
         if (!holding) this.#hold(1);

@@ -3,11 +3,14 @@
  * (the host does not fork), with the same pipes, FIFO stdout, shared file
  * and seccomp program as a tree the host starts itself; IMPROV_EXTFN_SPAWNER=0
  * turns it off; a spawner that dies takes its restricted trees with it and
- * the next tree still starts.
+ * the next tree still starts. Where trees get a cgroup, the spawner moves each
+ * into it before its chain runs (the host's loop never waits on cgroup.procs),
+ * and kills one it cannot move.
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, test } from 'vitest';
 import {
+  cgroupSupport,
   launchSandboxedAsync,
   type SandboxedTree,
   type SandboxPolicy,
@@ -15,6 +18,7 @@ import {
   spawnerReady,
 } from '../src/index.js';
 import { statFields } from '../src/proc.js';
+import { readySpawner } from '../src/spawner.js';
 import { hasBwrap, hasPython, isRoot, linux, PYTHON } from './helpers.js';
 
 const policies: Array<[SandboxPolicy, boolean]> = [
@@ -113,4 +117,65 @@ describe.skipIf(!(linux && hasBwrap && hasPython))('spawner ends', () => {
     // the old spawner is gone, not a zombie of ours kept alive
     expect(() => readFileSync(`/proc/${first}/stat`)).toThrow();
   });
+});
+
+/** The cgroup paths of a live process, by controller ('' for v2's). */
+function cgroupsOf(pid: number): Map<string, string> {
+  const lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
+  const byController = new Map<string, string>();
+  for (const line of lines) {
+    const [, controllers = '', path = ''] = line.split(':');
+    for (const controller of controllers.split(',')) byController.set(controller, path);
+  }
+  return byController;
+}
+
+const cgroups = linux ? cgroupSupport().version : false;
+
+describe('spawner and the tree’s cgroup', () => {
+  test.skipIf(!(linux && hasPython && cgroups && (isRoot || hasBwrap)))(
+    `a tree it starts runs in its own cgroup from its first instruction (cgroups here: ${cgroups || 'none'})`,
+    async () => {
+      expect(await spawnerReady()).toBe(true);
+      // the chain execs in place: the direct child's pid becomes the interpreter (or bwrap)
+      const policy: SandboxPolicy = isRoot ? 'unsandboxed' : 'restricted';
+      const tree = await start(policy, 'import sys\nprint("up", flush=True)\nsys.stdin.readline()');
+      expect(parentOf(tree.pid!)).toBe(spawnerPid());
+      expect(await firstLine(tree.stdout)).toBe('up');
+      const own = cgroupsOf(process.pid);
+      const its = cgroupsOf(tree.pid!);
+      for (const controller of cgroups === 'v1' ? ['memory', 'pids'] : ['']) {
+        expect(its.get(controller)).toMatch(new RegExp(`/improv-extfn-${process.pid}/tree-\\d+$`));
+        expect(its.get(controller)).not.toBe(own.get(controller));
+      }
+      tree.stdin.write('\n');
+      expect(await tree.exited).toEqual({ exitCode: 0, signal: null });
+    },
+  );
+
+  test.skipIf(!linux)(
+    'one it cannot move into its cgroup is killed before its chain runs, and says why',
+    async () => {
+      expect(await spawnerReady()).toBe(true);
+      const spawner = readySpawner()!;
+      // the gate as the chain's shell holds it: nothing runs before its line arrives
+      const child = await spawner.spawn({
+        file: '/bin/sh',
+        args: ['-c', 'read -r _ || exit 125; echo ran'],
+        env: { PATH: '/usr/bin:/bin' },
+        uid: undefined,
+        stdout: 'pipe',
+        fd3: undefined,
+        extra: undefined,
+        cgroupProcs: ['/proc/no-such-cgroup/cgroup.procs'],
+      });
+      let out = '';
+      child.stdout!.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+      });
+      expect(child.gate).toEqual({ error: expect.stringContaining('ENOENT') });
+      expect(await child.exit).toEqual({ signal: 'SIGKILL', exitCode: undefined });
+      expect(out).toBe('');
+    },
+  );
 });
