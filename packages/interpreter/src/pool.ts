@@ -16,8 +16,9 @@
  * first when a busy slot frees (no start), then callers of the function
  * with the fewest workers (oldest first among equals); and a batch lane
  * gives its worker back between chunks only when `shouldYield` says so — to
- * a caller of its own function (no restart), or to a function with at least
- * two busy workers fewer. A function that has a worker gets another only
+ * a caller of its own function (no restart), to a function with at least
+ * two busy workers fewer, or, once it has waited TURN_MS, to a function
+ * with fewer busy workers and a ready idle worker (turns). A function that has a worker gets another only
  * when the work its batches have not handed out yet (`trackBacklog`) comes
  * to more than START_PAYOFF starts per worker it has, and then only with a
  * free busy slot, and room among `max` processes (the room beyond is for
@@ -91,6 +92,15 @@ const DEFAULT_START_MS = 100;
  */
 export const EXTRA_LIVE = 4;
 
+/**
+ * How long a caller whose function has a ready worker waits for a busy slot
+ * before a lane of a function with more busy workers gives it a turn (see
+ * `shouldYield`). Long against a handover (the worker given up idles while
+ * the next lane writes its first request: well under a millisecond), short
+ * against a refresh.
+ */
+export const TURN_MS = 50;
+
 /** How long a worker must have been idle before it is evicted for a function that has a worker already. */
 export const EVICT_IDLE_MS = 1_000;
 
@@ -114,6 +124,8 @@ interface Waiter<W extends PooledWorker> {
   reject(error: unknown): void;
   onAbort?: () => void;
   timer?: NodeJS.Timeout;
+  /** When it began to wait (performance.now()): turns go to those that waited TURN_MS. */
+  since: number;
 }
 
 /**
@@ -274,14 +286,28 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * lane) should give it back: a caller of the same function waits (handing
    * over costs nothing), or a caller of a function with at least two busy
    * workers fewer (its fair share: a function with none gets one first)
-   * that could be served with the slot.
+   * that could be served with the slot, or — turns — a caller of a function
+   * with fewer busy workers whose worker is idle and ready, once it has
+   * waited TURN_MS: functions that share too few slots then take turns, so
+   * all of them progress and they finish together (no function left alone
+   * on one worker at the end while a slot idles) and a call of another
+   * function waits a turn, not a whole refresh.
    */
   shouldYield(key: string): boolean {
     const mine = this.busyOf(key);
+    const now = performance.now();
     for (const waiter of this.#queue) {
       if (waiter.key === key) return true;
       const theirs = waiter.key === undefined ? 0 : this.busyOf(waiter.key);
       if (theirs + 1 < mine && (this.#cheap(waiter.key) || this.#mayStart(waiter.key))) {
+        return true;
+      }
+      if (
+        theirs < mine &&
+        waiter.key !== undefined &&
+        this.#idle.has(waiter.key) &&
+        now - waiter.since >= TURN_MS
+      ) {
         return true;
       }
     }
@@ -444,6 +470,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         key,
         signal,
         reject,
+        since: performance.now(),
         ...(serve(resolve, reject) as Pick<Waiter<W>, 'grant' | 'reuse' | 'join'>),
       };
       if (

@@ -6,7 +6,8 @@
  * share the pool without restarting workers chunk by chunk; a function gets
  * a second worker only for work that pays for the start (this batch's, or
  * its recent batches' when it is refreshed again and again); a cold refresh
- * starts one interpreter before its first results.
+ * starts one interpreter before its first results; functions that share too
+ * few slots take turns on them (TURN_MS), so they progress together.
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
@@ -19,7 +20,7 @@ import {
 } from '../src/dispatch.js';
 import { WorkerFailure } from '../src/failures.js';
 import type { Frame, FrameHeader } from '../src/frames.js';
-import { EVICT_IDLE_MS, Pool } from '../src/pool.js';
+import { EVICT_IDLE_MS, Pool, TURN_MS } from '../src/pool.js';
 import type { RowSource } from '../src/row-sources.js';
 import { type SchedulerContext, schedule } from '../src/scheduler.js';
 
@@ -349,6 +350,52 @@ describe('scheduling across functions (fake workers)', () => {
     const deaths = FakeWorker.deaths - deathsBefore;
     expect(deaths).toBeGreaterThan(0);
     expect(starts.length).toBe(1 + deaths);
+  });
+
+  test('two warm functions on one slot take turns: both progress, they finish together, nothing restarts', async () => {
+    // 400 ms of work each (0.02 ms a row): without turns b would wait for all of a's
+    const { pool, ctx, starts, events, idleSlots } = fakeRunner(1, 0.02, 10);
+    await Promise.all(['a', 'b'].map((name) => pool.warm(name, fn(name))));
+    events.length = 0;
+    const ended: Record<string, number> = {};
+    const began = performance.now();
+    const all = await Promise.all(
+      ['a', 'b'].map((name) =>
+        refresh(ctx, name, 20_000).then((results) => {
+          ended[name] = performance.now() - began;
+          return results;
+        }),
+      ),
+    );
+    for (const results of all) expect(results.every((r, i) => r === i)).toBe(true);
+    expect(starts.sort()).toEqual(['a', 'b']);
+    const requests = events.filter((e) => e.startsWith('request'));
+    // b's first request came while a still had requests to make, and the turns alternated
+    expect(requests.indexOf('request b')).toBeLessThan(requests.lastIndexOf('request a'));
+    let turns = 0;
+    for (let i = 1; i < requests.length; i++) if (requests[i] !== requests[i - 1]) turns++;
+    expect(turns, requests.join(', ')).toBeGreaterThanOrEqual(3);
+    // each finished within a few turns of the other, not a whole refresh (400 ms) later
+    expect(Math.abs(ended.a! - ended.b!)).toBeLessThan(6 * TURN_MS);
+    expect(idleSlots).toEqual([]);
+    expect(pool.counters().peak).toBe(1);
+  });
+
+  test('a call of a function with a warm worker waits a turn, not a whole refresh, with every slot held', async () => {
+    const { pool, ctx } = fakeRunner(1, 0.05, 10);
+    await pool.warm('b', fn('b'));
+    let longDone = false;
+    const long = refresh(ctx, 'a', 20_000).then((results) => {
+      longDone = true;
+      return results;
+    });
+    await sleep(100); // 1 s of work on the only slot
+    expect(pool.busyOf('a')).toBe(1);
+    const asked = performance.now();
+    expect(await refresh(ctx, 'b', 1)).toEqual([0]);
+    expect(performance.now() - asked).toBeLessThan(500);
+    expect(longDone).toBe(false);
+    expect((await long).every((r, i) => r === i)).toBe(true);
   });
 
   test('a single call of another function is served during a long refresh', async () => {

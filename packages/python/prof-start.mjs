@@ -1,0 +1,18 @@
+import { Registry, Value } from '@improv/extfn-core';
+import { readFileSync, readdirSync } from 'node:fs';
+import { python } from './dist/index.js';
+const N = Number(process.argv[2] ?? 12);
+const runner = python({ interpreter: '/usr/bin/python3', policy: 'restricted', maxWorkers: 2 });
+const registry = new Registry({ runners: [runner], cache: false, timeoutMs: 30_000 });
+const names = Array.from({ length: N + 1 }, (_, k) => `g${k}`);
+names.forEach((name, k) => registry.register({ name, language: 'python', body: `result = args[0] + ${k}`, argTypes: ['number'], returnType: 'number', pure: true }));
+await registry.eval('g0', [Value.number(1)]);
+const kids = () => readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => { try { return readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ')[1] === String(process.pid); } catch { return false; } });
+const cpuOf = (pid) => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' '); return (Number(f[11]) + Number(f[12])) * 10; };
+const spawners = kids().filter((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('node'));
+const s0 = spawners.map(cpuOf);
+const c0 = process.cpuUsage(); const t0 = performance.now();
+for (let k = 1; k <= N; k++) await registry.eval(names[k], [Value.number(1)]);
+const c = process.cpuUsage(c0);
+console.log('per start: wall', ((performance.now() - t0) / N).toFixed(1), 'node cpu', ((c.user + c.system) / 1e3 / N).toFixed(1), 'children(now)', spawners.map((p, i) => ((cpuOf(p) - s0[i]) / N).toFixed(1)).join(','), 'kids', spawners.length);
+process.exit(0);
