@@ -1,10 +1,12 @@
 /**
  * `run` end to end, as a subprocess: rows stream out while later rows still
  * run, a closed pipe ends the run, Ctrl-C or SIGTERM at any moment leaves an
- * earlier output file as it was, and a machine that cannot run the function
- * stops at the first row with the reason and its fix.
+ * earlier output file as it was, a machine that cannot run the function
+ * stops at the first row with the reason and its fix, and the function's
+ * worker starts while the first rows are still on their way.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -31,13 +33,17 @@ const maybeSpin = {
   returnType: 'number',
 };
 
-function start(args: readonly string[], cwd = EXAMPLES): ChildProcess {
+function start(
+  args: readonly string[],
+  cwd = EXAMPLES,
+  stdin: 'ignore' | 'pipe' = 'ignore',
+): ChildProcess {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const [key, value] of Object.entries(TEST_ENV)) {
     if (value === undefined) delete env[key];
     else env[key] = value;
   }
-  return spawn(process.execPath, [BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawn(process.execPath, [BIN, ...args], { cwd, env, stdio: [stdin, 'pipe', 'pipe'] });
 }
 
 function collect(child: ChildProcess) {
@@ -238,4 +244,57 @@ describe('a machine that cannot run the function', () => {
       result.stderr.split('\n').filter((l) => l.startsWith('improv-extfn:')).length,
     ).toBeLessThanOrEqual(2);
   });
+});
+
+/** The names (comm) of every process below `root`, as the host sees them. */
+function descendantNames(root: number): string[] {
+  const children = new Map<number, number[]>();
+  const names = new Map<number, string>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const close = stat.lastIndexOf(')');
+      const ppid = Number(stat.slice(close + 2).split(' ')[1]);
+      names.set(Number(entry), stat.slice(stat.indexOf('(') + 1, close));
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {} // gone meanwhile
+  }
+  const found: string[] = [];
+  const queue = [...(children.get(root) ?? [])];
+  while (queue.length > 0) {
+    const pid = queue.shift()!;
+    found.push(names.get(pid) ?? '?');
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return found;
+}
+
+describe.skipIf(!python.ready || process.platform !== 'linux')(`warm-up${skipNote(python)}`, () => {
+  test('the worker starts while the first rows are still on their way (a slow pipe)', async () => {
+    const fn = await tmp.file(
+      'add-one.json',
+      JSON.stringify({
+        name: 'addOne',
+        language: 'python',
+        body: 'result = args[0] + 1',
+        argTypes: ['number'],
+        returnType: 'number',
+      }),
+    );
+    const child = start(['run', fn, '-', '--format', 'csv'], EXAMPLES, 'pipe');
+    const run = collect(child);
+    // not one row written yet: an interpreter runs below the CLI all the same
+    const deadline = Date.now() + 20_000;
+    await until(
+      () =>
+        descendantNames(child.pid!).some((name) => name.startsWith('python')) ||
+        Date.now() > deadline,
+    );
+    expect(descendantNames(child.pid!).filter((name) => name.startsWith('python'))).not.toEqual([]);
+    expect(run.stdout()).toBe('');
+    child.stdin!.end('1\n2\n');
+    expect((await run.exit).code, run.stderr()).toBe(0);
+    expect(run.stdout()).toBe('1,2,\n2,3,\n');
+  }, 30_000);
 });

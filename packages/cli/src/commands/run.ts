@@ -184,6 +184,9 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
     const stop = new AbortController();
     sink.onClosed(() => stop.abort(new Error('the output was closed')));
     const signal = io.signal ? AbortSignal.any([io.signal, stop.signal]) : stop.signal;
+    // The function's worker starts while the first rows are read (a slow pipe, a
+    // large file's first batch); a failure is reported by the rows themselves.
+    void registry.warmUp([fn.name], { signal }).catch(() => {});
     tally = new Tally(fn);
     const writer =
       format === 'csv'
