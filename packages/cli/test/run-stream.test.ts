@@ -6,9 +6,10 @@
  * worker starts while the first rows are still on their way.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { readProcessTree } from '@improv/extfn-sandbox';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { parseCsv } from '../src/csv.js';
 import { BIN, cli, EXAMPLES, languageStatus, scratch, skipNote, TEST_ENV } from './helpers.js';
@@ -246,28 +247,16 @@ describe('a machine that cannot run the function', () => {
   });
 });
 
-/** The names (comm) of every process below `root`, as the host sees them. */
+/** The names (comm) of the processes below `root`, as the host sees them. */
 function descendantNames(root: number): string[] {
-  const children = new Map<number, number[]>();
-  const names = new Map<number, string>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
+  const tree = readProcessTree(root)?.processes.slice(1) ?? [];
+  return tree.map(({ pid }) => {
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const close = stat.lastIndexOf(')');
-      const ppid = Number(stat.slice(close + 2).split(' ')[1]);
-      names.set(Number(entry), stat.slice(stat.indexOf('(') + 1, close));
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
-    } catch {} // gone meanwhile
-  }
-  const found: string[] = [];
-  const queue = [...(children.get(root) ?? [])];
-  while (queue.length > 0) {
-    const pid = queue.shift()!;
-    found.push(names.get(pid) ?? '?');
-    queue.push(...(children.get(pid) ?? []));
-  }
-  return found;
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      return '?'; // gone meanwhile
+    }
+  });
 }
 
 describe.skipIf(!python.ready || process.platform !== 'linux')(`warm-up${skipNote(python)}`, () => {

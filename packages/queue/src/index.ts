@@ -27,11 +27,15 @@ export {
   type JobData,
   jobDataSchema,
   languageQueueName,
+  type WarmAnswer,
+  type WarmRequest,
   WIRE_VERSION,
+  warmChannel,
 } from './wire.js';
 export {
   type ChunkEvent,
   type QueueWorker,
   type QueueWorkerOptions,
   startQueueWorker,
+  type WarmUpEvent,
 } from './worker.js';

@@ -14,6 +14,12 @@ import {
   descriptorKey,
   type JobData,
   languageQueueName,
+  type WarmAnswer,
+  type WarmRequest,
+  WIRE_VERSION,
+  warmAnswerSchema,
+  warmChannel,
+  warmReplyKey,
 } from './wire.js';
 
 /** What the batch driver hears about one job. */
@@ -129,6 +135,56 @@ export class QueueClient {
       'storing the descriptor',
     );
     return digest;
+  }
+
+  /**
+   * Asks every worker host listening on the queue to warm `fn` up, and
+   * collects their answers for at most `timeoutMs`: `listeners` is how many
+   * hosts the request reached, `answers` what came back in time.
+   */
+  async warmUp(
+    fn: ExternalFn,
+    timeoutMs: number,
+    mode: 'warm' | 'oneShot' | undefined,
+  ): Promise<{ listeners: number; answers: WarmAnswer[] }> {
+    const { prefix, queueName, requestTimeoutMs } = this.options;
+    const digest = await this.publishDescriptor(fn);
+    const id = this.newJobId();
+    const request: WarmRequest = {
+      v: WIRE_VERSION,
+      digest,
+      id,
+      timeoutMs,
+      ...(mode ? { mode } : {}),
+    };
+    const key = warmReplyKey(prefix, queueName, id);
+    const listeners = await within(
+      this.#plain().publish(warmChannel(prefix, queueName), JSON.stringify(request)),
+      requestTimeoutMs,
+      'asking the worker hosts to warm up',
+    );
+    const answers: WarmAnswer[] = [];
+    if (listeners === 0) return { listeners, answers };
+    // BLPOP holds its connection: a connection of its own, for this warm-up only
+    const waiter = this.#plain().duplicate();
+    waiter.on('error', () => {});
+    try {
+      const until = performance.now() + timeoutMs;
+      while (answers.length < listeners) {
+        const leftMs = until - performance.now();
+        if (leftMs <= 0) break;
+        const popped = await waiter.blpop(key, Math.max(0.01, leftMs / 1000));
+        if (!popped) break;
+        const parsed = warmAnswerSchema.safeParse(parseJson(popped[1]));
+        if (parsed.success) answers.push(parsed.data);
+      }
+    } finally {
+      waiter.disconnect();
+      void this.#plain()
+        .del(key)
+        .catch(() => {});
+    }
+    return { listeners, answers };
   }
 
   get closed(): boolean {
@@ -248,5 +304,13 @@ export class QueueClient {
         this.#redis?.disconnect();
       },
     );
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
   }
 }

@@ -15,6 +15,7 @@ import {
   type RowResult,
   type RunnerProbe,
   type Value,
+  type WarmUpOptions,
 } from '@improv/extfn-core';
 import { type Chunk, type ChunkOutcome, type DriveOptions, driveChunks } from './chunk-driver.js';
 import {
@@ -27,6 +28,9 @@ import {
 import { type ConnectionInput, describeConnection, resolveConnection } from './connection.js';
 import { QueueClient } from './queue-client.js';
 import { DEFAULT_QUEUE_NAME, errorFromWire, MAX_CHUNK_ROWS } from './wire.js';
+
+/** How long a warm-up waits for the hosts' answers when the registry gives no deadline. */
+const WARM_UP_WAIT_MS = 30_000;
 
 export const PACKAGE_NAME = '@improv/extfn-queue';
 
@@ -150,6 +154,29 @@ class QueueRunner implements LanguageRunner {
         fix: 'start Redis, or point connection / IMPROV_EXTFN_REDIS_URL at it',
       };
     }
+  }
+
+  /**
+   * Asks every worker host on the queue to warm `fn` up (each through its
+   * own runner, under its own policy) and waits for their answers, at most
+   * the call deadline: ready when one host has it ready; the calls' error
+   * when a host's runner says the body cannot load; else why nothing is warm
+   * (no host listening, none serving the language, none answering in time).
+   */
+  async warmUp(fn: ExternalFn, options: WarmUpOptions = {}): Promise<string | undefined> {
+    this.#assertOpen(fn);
+    const { client } = this.#shared;
+    const queue = `queue ${client.options.queueName}`;
+    const waitMs = options.timeoutMs ?? WARM_UP_WAIT_MS;
+    const { listeners, answers } = await client.warmUp(fn, waitMs, options.mode);
+    const failed = answers.find((a) => a.outcome === 'error' && a.error);
+    if (failed) throw errorFromWire(failed.error!, fn.name);
+    if (answers.some((a) => a.outcome === 'warm')) return undefined;
+    if (listeners === 0) return `no worker host listens on ${queue}`;
+    const reason = answers.find((a) => a.outcome === 'reason');
+    if (reason) return `worker host ${reason.host}: ${reason.reason ?? 'nothing kept warm'}`;
+    if (answers.length === listeners) return `no worker host on ${queue} serves ${fn.language}`;
+    return `no worker host on ${queue} had ${fn.name} ready within ${waitMs} ms`;
   }
 
   #drive(options: BatchOptions): DriveOptions {

@@ -37,6 +37,20 @@ export function cancelChannel(prefix: string, queueName: string): string {
   return `${prefix}:${queueName}:cancel`;
 }
 
+/** The pub/sub channel engines use to ask every worker host to warm a function up (`Registry.warmUp`). */
+export function warmChannel(prefix: string, queueName: string): string {
+  return `${prefix}:${queueName}:warm`;
+}
+
+/**
+ * The list a warm-up request's answers go to, one per host. Made by each host
+ * from its own prefix and queue name and the request's id: a request cannot
+ * name a key for a host to write.
+ */
+export function warmReplyKey(prefix: string, queueName: string, id: string): string {
+  return `${prefix}:${queueName}:warm:${id}`;
+}
+
 /** Content address of a descriptor: the name is part of it, since row errors carry the name. */
 export function descriptorDigest(fn: ExternalFn): string {
   return createHash('sha256')
@@ -47,9 +61,13 @@ export function descriptorDigest(fn: ExternalFn): string {
 const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64');
 
 /** A job's data. Strict: a field this version does not know (a policy, a path) is refused. */
+const digestSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{43}$/, 'must be a sha256 digest in base64url');
+
 export const jobDataSchema = z.strictObject({
   v: z.literal(WIRE_VERSION),
-  digest: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be a sha256 digest in base64url'),
+  digest: digestSchema,
   rows: z.number().int().min(1).max(MAX_CHUNK_ROWS),
   args: base64.max(Math.ceil(MAX_FRAME_BYTES / 3) * 4),
   timeoutMs: z.number().int().min(1).max(MAX_TIMEOUT_MS),
@@ -80,6 +98,31 @@ export const chunkResultSchema = z.object({
   errors: z.array(z.tuple([z.number().int().min(0), errorSchema])),
 });
 export type ChunkResult = z.infer<typeof chunkResultSchema>;
+
+/** A warm-up request, as a host reads it off `warmChannel`. Strict, as a job is. */
+export const warmRequestSchema = z.strictObject({
+  v: z.literal(WIRE_VERSION),
+  digest: digestSchema,
+  id: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, 'must be a request id'),
+  timeoutMs: z.number().int().min(1).max(MAX_TIMEOUT_MS),
+  mode: z.enum(['warm', 'oneShot']).optional(),
+});
+export type WarmRequest = z.infer<typeof warmRequestSchema>;
+
+/**
+ * A host's answer to a warm-up request: `warm` (its runner has the function
+ * ready, or starts nothing per function), `skipped` (it serves no runner of
+ * the language), `reason` (its runner keeps nothing warm for it, or the
+ * descriptor was not found) or `error` (what the calls would get).
+ */
+export const warmAnswerSchema = z.object({
+  v: z.literal(WIRE_VERSION),
+  host: z.string(),
+  outcome: z.enum(['warm', 'skipped', 'reason', 'error']),
+  reason: z.string().optional(),
+  error: errorSchema.optional(),
+});
+export type WarmAnswer = z.infer<typeof warmAnswerSchema>;
 
 /** An ExtFnError as JSON, keeping what a local runner's error carries (not its cause). */
 export function errorToWire(error: ExtFnError): WireError {

@@ -7,7 +7,12 @@
  * (fetched by digest, parsed, its digest checked) and its language.
  */
 import { availableParallelism, hostname } from 'node:os';
-import { type ExternalFn, type LanguageRunner, parseExternalFn } from '@improv/extfn-core';
+import {
+  type ExternalFn,
+  ExtFnError,
+  type LanguageRunner,
+  parseExternalFn,
+} from '@improv/extfn-core';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { type ConnectionInput, describeConnection, resolveConnection } from './connection.js';
@@ -19,8 +24,15 @@ import {
   DESCRIPTOR_MISSING,
   descriptorDigest,
   descriptorKey,
+  errorToWire,
   jobDataSchema,
   languageQueueName,
+  type WarmAnswer,
+  type WarmRequest,
+  WIRE_VERSION,
+  warmChannel,
+  warmReplyKey,
+  warmRequestSchema,
 } from './wire.js';
 
 export interface QueueWorkerOptions {
@@ -42,8 +54,19 @@ export interface QueueWorkerOptions {
   env?: NodeJS.ProcessEnv;
   /** Told about each chunk as it starts and ends (for logs). */
   onChunk?: (event: ChunkEvent) => void;
+  /** Told about each warm-up an engine asked for (`Registry.warmUp`), once answered (for logs). */
+  onWarmUp?: (event: WarmUpEvent) => void;
   /** Told about connection errors the worker recovers from (for logs). */
   onError?: (error: Error) => void;
+}
+
+export interface WarmUpEvent {
+  /** The descriptor's digest, and its name once found. */
+  digest: string;
+  name?: string;
+  outcome: WarmAnswer['outcome'];
+  /** Why, for `skipped`, `reason` and `error`. */
+  reason?: string;
 }
 
 export type ChunkEvent =
@@ -215,9 +238,67 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     workers.push(worker);
   }
 
+  /** A host's answer to a warm-up request: its runner for the function's language warms it. */
+  const warmAnswer = async (request: WarmRequest): Promise<[WarmAnswer, string | undefined]> => {
+    const answer = (outcome: WarmAnswer['outcome'], extra: Partial<WarmAnswer> = {}) =>
+      ({ v: WIRE_VERSION, host: name, outcome, ...extra }) as WarmAnswer;
+    let fn: ExternalFn;
+    try {
+      fn = await descriptorFor(request.digest);
+    } catch (error) {
+      return [answer('reason', { reason: (error as Error).message }), undefined];
+    }
+    const runner = runners.get(fn.language);
+    if (!runner) {
+      const served = [...runners.keys()].join(', ');
+      return [answer('skipped', { reason: `this host serves ${served}` }), fn.name];
+    }
+    try {
+      const options = {
+        timeoutMs: request.timeoutMs,
+        ...(request.mode ? { mode: request.mode } : {}),
+      };
+      const reason = await runner.warmUp?.(fn, options);
+      return [reason === undefined ? answer('warm') : answer('reason', { reason }), fn.name];
+    } catch (error) {
+      const failure = ExtFnError.isInstance(error)
+        ? error
+        : ExtFnError.runtime(fn.name, (error as Error).message);
+      return [answer('error', { error: errorToWire(failure) }), fn.name];
+    }
+  };
+  const warm = async (message: string): Promise<void> => {
+    let request: WarmRequest;
+    try {
+      request = warmRequestSchema.parse(JSON.parse(message));
+    } catch (error) {
+      onError(new Error(`improv-extfn worker ignored a malformed warm-up request: ${error}`));
+      return;
+    }
+    const [answer, fnName] = await warmAnswer(request);
+    options.onWarmUp?.({
+      digest: request.digest,
+      ...(fnName === undefined ? {} : { name: fnName }),
+      outcome: answer.outcome,
+      ...((answer.reason ?? answer.error)
+        ? { reason: answer.reason ?? answer.error!.message }
+        : {}),
+    });
+    const key = warmReplyKey(prefix, queueName, request.id);
+    // kept a minute at most: an engine that stopped waiting does not leave it behind
+    await redis.multi().rpush(key, JSON.stringify(answer)).expire(key, 60).exec().catch(onError);
+  };
+
   // Engines publish the ids of jobs to stop; each worker cancels the ones it runs.
-  await subscriber.subscribe(cancelChannel(prefix, queueName));
-  subscriber.on('message', (_channel, jobId: string) => {
+  // On another channel, warm-up requests: every host answers each.
+  const warmOn = warmChannel(prefix, queueName);
+  await subscriber.subscribe(cancelChannel(prefix, queueName), warmOn);
+  subscriber.on('message', (channel, message: string) => {
+    if (channel === warmOn) {
+      void warm(message);
+      return;
+    }
+    const jobId = message;
     for (const worker of workers) worker.cancelJob(jobId, 'cancelled by the engine');
     // Also a job taken just now, before its processor started: it is skipped when it does.
     if (cancelled.size >= MAX_REMEMBERED_CANCELS)

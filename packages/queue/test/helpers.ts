@@ -5,12 +5,12 @@
  * processes (test/fixtures/worker.mjs); interpreters the sandbox can run.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor as waitForCheck } from '@improv/extfn-core/testing';
-import { probeSandbox } from '@improv/extfn-sandbox';
+import { probeSandbox, readProcessTree } from '@improv/extfn-sandbox';
 import { execa, type ResultPromise } from 'execa';
 
 export const REDIS_SERVER = '/usr/bin/redis-server';
@@ -117,12 +117,15 @@ export async function redisForTest(): Promise<{ url: string; stop: () => Promise
 }
 
 export interface WorkerEvent {
-  event: 'ready' | 'chunk';
+  event: 'ready' | 'chunk' | 'warm';
   pid: number;
   phase?: string;
   jobId?: string;
   rows?: number;
   reason?: string;
+  /** warm: what the host answered a warm-up request, for which function. */
+  outcome?: string;
+  name?: string;
 }
 
 /** A worker host process (test/fixtures/worker.mjs); its JSON events are collected. */
@@ -201,4 +204,16 @@ let queueCounter = 0;
 /** A queue name no other test uses (tests may share one Redis). */
 export function freshQueueName(): string {
   return `t${process.pid}x${Date.now().toString(36)}x${++queueCounter}`;
+}
+
+/** The names (comm) of the processes below `root`, as the host sees them. */
+export function descendantNames(root: number): string[] {
+  const tree = readProcessTree(root)?.processes.slice(1) ?? [];
+  return tree.map(({ pid }) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      return '?'; // gone meanwhile
+    }
+  });
 }

@@ -57,6 +57,7 @@ interface QueueModule {
     concurrency?: number;
     env?: NodeJS.ProcessEnv;
     onChunk?: (event: { phase: string; jobId: string; language: string; reason?: string }) => void;
+    onWarmUp?: (event: { digest: string; name?: string; outcome: string; reason?: string }) => void;
     onError?: (error: Error) => void;
   }): Promise<{
     languages: readonly string[];
@@ -177,6 +178,13 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
         if (event.phase === 'refused' || event.phase === 'failed') {
           io.stderr.write(
             `worker: chunk ${event.jobId} (${event.language}) ${event.phase}: ${event.reason}\n`,
+          );
+        }
+      },
+      onWarmUp: (event) => {
+        if (event.outcome === 'error') {
+          io.stderr.write(
+            `worker: warm-up of ${event.name ?? event.digest} failed: ${event.reason}\n`,
           );
         }
       },
