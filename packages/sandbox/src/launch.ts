@@ -486,11 +486,8 @@ function started(
   const stdout = pipe?.stdout ?? (child.stdout as Readable);
   const { pid, stdin } = child;
   let gateError: string | undefined;
-  if (child.gate !== undefined) {
-    // the spawner did it (spawner-process.ts): the host's loop never waits on cgroup.procs
-    if (child.gate !== true)
-      gateError = `cannot move the tree into its cgroup: ${child.gate.error}`;
-  } else if (cgroup && pid !== undefined) {
+  // with `gated`, the spawner did it (spawner-process.ts): the host's loop never waits on cgroup.procs
+  if (cgroup && pid !== undefined && !child.gated) {
     try {
       cgroup.add(pid);
       stdin.write('\n'); // opens the gate: written before anything the caller writes

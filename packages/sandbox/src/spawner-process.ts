@@ -11,8 +11,9 @@
  *   Node's channel. `fd3` (base64) is written to a pipe on the child's fd 3
  *   (bwrap's seccomp program). `cgroupProcs`: the tree's cgroup.procs files;
  *   the child's pid is written to each, then the gate line to its stdin (the
- *   chain's shell waits for it), and the answer carries `gated: true`, or
- *   `gateError` once the child was killed for want of its cgroup. Answers
+ *   chain's shell waits for it), and the answer carries `gated: true`; a
+ *   child that cannot be moved is killed and answered with `{id, error}`
+ *   (the host then starts the tree itself, as for any spawner failure). Answers
  *   `{id, pid}` with the child's stdin,
  *   `{id, stream}` with its stdout (when piped) and stderr, then `{id, exit}`
  *   when it ends; or `{id, error}` when it could not start.
@@ -77,26 +78,40 @@ function stopReading(stream: unknown): void {
  * (3–11 ms a tree on a VM), which in the host would stall every worker's
  * frames for that long at each start.
  */
-async function gate(child: ChildProcess, files: string[]): Promise<object> {
+async function gate(child: ChildProcess, files: string[]): Promise<string | undefined> {
+  // a child gone before its gate line (EPIPE) must not take the spawner down with an unhandled 'error'
+  child.stdin!.on('error', () => {});
   try {
     for (const file of files) await writeFile(file, String(child.pid));
     await new Promise<void>((resolve, reject) =>
       child.stdin!.write('\n', (error) => (error ? reject(error) : resolve())),
     );
-    return { gated: true };
+    return undefined;
   } catch (error) {
     try {
       process.kill(-child.pid!, 'SIGKILL'); // never let it run outside its cgroup
     } catch {}
-    return { gateError: (error as Error).message };
+    return (error as Error).message;
   }
 }
 
-async function handOver(id: number, child: ChildProcess, files?: string[]): Promise<void> {
-  const gated = files ? await gate(child, files) : {};
-  await send({ id, pid: child.pid, ...gated }, child.stdin as unknown as Socket);
+/** Hands the child's pipes to the host; false when it was killed at its gate instead (an error answer). */
+async function handOver(id: number, child: ChildProcess, files?: string[]): Promise<boolean> {
+  if (files) {
+    const why = await gate(child, files);
+    if (why !== undefined) {
+      for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.destroy();
+      await send({ id, error: `cannot move the tree into its cgroup: ${why}` });
+      return false;
+    }
+  }
+  await send(
+    { id, pid: child.pid, ...(files ? { gated: true } : {}) },
+    child.stdin as unknown as Socket,
+  );
   if (child.stdout) await send({ id, stream: 'stdout' }, child.stdout as unknown as Socket);
   await send({ id, stream: 'stderr' }, child.stderr as unknown as Socket);
+  return true;
 }
 
 function startTree(request: SpawnRequest): void {
@@ -144,7 +159,9 @@ function startTree(request: SpawnRequest): void {
   const handed = handOver(id, child, request.cgroupProcs);
   child.once('exit', (code, signal) => {
     if (failed) return;
-    void handed.then(() => send({ id, exit: { code, signal } }));
+    void handed.then(async (handedOver) => {
+      if (handedOver) await send({ id, exit: { code, signal } });
+    });
   });
 }
 

@@ -40,11 +40,8 @@ export interface ChainProcess {
   exit: Promise<ChainStatus>;
   ref(): void;
   unref(): void;
-  /**
-   * Set when the spawner already moved it into its cgroup (`cgroupProcs`):
-   * true once the gate is open, else why it was killed instead.
-   */
-  gate?: true | { error: string };
+  /** The spawner moved it into its cgroup and opened its gate (`cgroupProcs`). */
+  gated?: boolean;
 }
 
 /** What a tree is started with. */
@@ -59,7 +56,10 @@ export interface ChainSpawn {
   fd3: Uint8Array | undefined;
   /** A host descriptor for the next fd (the shared file). */
   extra: number | undefined;
-  /** The tree's cgroup.procs files: the spawner moves it there and opens its gate (launch.ts does without a spawner). */
+  /**
+   * The tree's cgroup.procs files: the spawner moves it there and opens its
+   * gate, or kills it and fails the spawn (launch.ts does both without a spawner).
+   */
   cgroupProcs?: readonly string[];
 }
 
@@ -69,7 +69,7 @@ interface Pending {
   pid?: number;
   stdin?: Socket;
   stdout?: Socket;
-  gate?: true | { error: string };
+  gated?: boolean;
   wantStdout: boolean;
   /** Set once handed over: the tree's exit goes here. */
   ended?: (status: ChainStatus) => void;
@@ -84,10 +84,8 @@ type Message = {
   stream?: 'stdout' | 'stderr';
   exit?: { code: number | null; signal: string | null };
   error?: string;
-  /** With `pid`: the spawner moved the tree into its cgroup and opened its gate… */
+  /** With `pid`: the spawner moved the tree into its cgroup and opened its gate. */
   gated?: boolean;
-  /** …or killed it, for this reason. */
-  gateError?: string;
 };
 
 /** The built program next to this module (run from source, as the tests do: the build's); undefined if neither is there (a bundle). */
@@ -222,8 +220,7 @@ class Spawner {
     if (message.pid !== undefined) {
       tree.pid = message.pid;
       tree.stdin = handle;
-      if (message.gated) tree.gate = true;
-      else if (message.gateError !== undefined) tree.gate = { error: message.gateError };
+      if (message.gated) tree.gated = true;
     } else if (message.stream === 'stdout') tree.stdout = handle;
     else if (message.stream === 'stderr' && handle) this.#handOver(id, tree, handle);
   }
@@ -247,7 +244,7 @@ class Spawner {
       stdout: tree.stdout,
       stderr,
       exit,
-      ...(tree.gate ? { gate: tree.gate } : {}),
+      ...(tree.gated ? { gated: true } : {}),
       ref: () => {
         for (const stream of streams) stream?.ref();
         if (!holding) this.#hold(1);

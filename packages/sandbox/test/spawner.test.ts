@@ -5,9 +5,21 @@
  * turns it off; a spawner that dies takes its restricted trees with it and
  * the next tree still starts. Where trees get a cgroup, the spawner moves each
  * into it before its chain runs (the host's loop never waits on cgroup.procs),
- * and kills one it cannot move.
+ * and kills one it cannot move (the spawn fails; the host then starts the
+ * tree itself, as for any spawner failure).
  */
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import {
   cgroupSupport,
@@ -153,29 +165,62 @@ describe('spawner and the tree’s cgroup', () => {
     },
   );
 
+  /** A chain as the gate holds it: `marker` is made only once its gate line arrived. */
+  const gatedSpawn = (procs: string, marker: string, before = '') =>
+    readySpawner()!.spawn({
+      file: '/bin/sh',
+      args: ['-c', `${before}read -r _ || exit 125; : > ${marker}`],
+      env: { PATH: '/usr/bin:/bin' },
+      uid: undefined,
+      stdout: 'pipe',
+      fd3: undefined,
+      extra: undefined,
+      cgroupProcs: [procs],
+    });
+
   test.skipIf(!linux)(
-    'one it cannot move into its cgroup is killed before its chain runs, and says why',
+    'one it cannot move into its cgroup is killed before its chain runs: the spawn fails, saying why',
     async () => {
       expect(await spawnerReady()).toBe(true);
-      const spawner = readySpawner()!;
-      // the gate as the chain's shell holds it: nothing runs before its line arrives
-      const child = await spawner.spawn({
-        file: '/bin/sh',
-        args: ['-c', 'read -r _ || exit 125; echo ran'],
-        env: { PATH: '/usr/bin:/bin' },
-        uid: undefined,
-        stdout: 'pipe',
-        fd3: undefined,
-        extra: undefined,
-        cgroupProcs: ['/proc/no-such-cgroup/cgroup.procs'],
-      });
-      let out = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-      });
-      expect(child.gate).toEqual({ error: expect.stringContaining('ENOENT') });
-      expect(await child.exit).toEqual({ signal: 'SIGKILL', exitCode: undefined });
-      expect(out).toBe('');
+      const dir = mkdtempSync(join(tmpdir(), 'extfn-gate-'));
+      try {
+        const ran = join(dir, 'ran');
+        await expect(gatedSpawn('/proc/no-such-cgroup/cgroup.procs', ran)).rejects.toThrow(
+          /^cannot move the tree into its cgroup: .*ENOENT/,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        expect(existsSync(ran)).toBe(false);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     },
   );
+
+  test.skipIf(!linux)('a child gone before its gate line costs the spawner nothing', async () => {
+    expect(await spawnerReady()).toBe(true);
+    const before = spawnerPid();
+    const dir = mkdtempSync(join(tmpdir(), 'extfn-gate-'));
+    try {
+      // the "cgroup.procs" is a FIFO: the spawner's write waits until the child has shut its stdin
+      const procs = join(dir, 'procs');
+      execFileSync('mkfifo', [procs]);
+      const closed = join(dir, 'closed');
+      const spawned = gatedSpawn(procs, join(dir, 'ran'), `exec 0<&-; : > ${closed}; sleep 5; `);
+      spawned.catch(() => {});
+      while (!existsSync(closed)) await new Promise((resolve) => setTimeout(resolve, 10));
+      const reader = openSync(procs, constants.O_RDONLY | constants.O_NONBLOCK);
+      // the gate line met a closed pipe: the spawn fails, and the spawner carries on
+      // (EPIPE: the child lives on, its read end shut)
+      await expect(spawned).rejects.toThrow(/^cannot move the tree into its cgroup: .*EPIPE/);
+      closeSync(reader);
+      expect(spawnerPid()).toBe(before);
+      const next = await start('trusted', ECHO);
+      expect(parentOf(next.pid!)).toBe(before);
+      const reply = firstLine(next.stdout);
+      next.stdin.write('still here\n');
+      expect(await reply).toBe('STILL HERE');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
