@@ -423,8 +423,9 @@ export class Registry {
    * cannot start gets the ExtFnError its calls would get, and the others
    * still start (a function whose language has no runner gets the error
    * its calls get too; one whose runner never settles, a Timeout past the
-   * deadline plus grace, as a call). Rejects only for an unknown name, bad options or a
-   * closed registry (before anything starts), or when `signal` aborts.
+   * deadline plus grace, as a call). Rejects only for an unknown name, bad
+   * options or a closed registry (before anything starts), or when `signal`
+   * aborts.
    */
   async warmUp(
     names: readonly string[] = this.names,

@@ -18,9 +18,10 @@
  * gives its worker back between chunks only when `shouldYield` says so — to
  * a caller of its own function (no restart), to a function with at least
  * two busy workers fewer, or, once it has waited TURN_MS, to a function
- * with fewer busy workers and a ready idle worker (turns). A function that has a worker gets another only
- * when the work its batches have not handed out yet (`trackBacklog`) comes
- * to more than START_PAYOFF starts per worker it has, and then only with a
+ * with fewer busy workers and a ready idle worker (turns). A function that
+ * has a worker gets another only when the work its batches have not handed
+ * out yet (`trackBacklog`) comes to more than START_PAYOFF starts per
+ * worker it has, and then only with a
  * free busy slot, and room among `max` processes (the room beyond is for
  * each function's first worker) or the room of a worker idle for
  * EVICT_IDLE_MS (one that just finished may be wanted again soon: its

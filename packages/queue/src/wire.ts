@@ -60,11 +60,11 @@ export function descriptorDigest(fn: ExternalFn): string {
 
 const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64');
 
-/** A job's data. Strict: a field this version does not know (a policy, a path) is refused. */
 const digestSchema = z
   .string()
   .regex(/^[A-Za-z0-9_-]{43}$/, 'must be a sha256 digest in base64url');
 
+/** A job's data. Strict: a field this version does not know (a policy, a path) is refused. */
 export const jobDataSchema = z.strictObject({
   v: z.literal(WIRE_VERSION),
   digest: digestSchema,

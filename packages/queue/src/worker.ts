@@ -276,13 +276,12 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
       return;
     }
     const [answer, fnName] = await warmAnswer(request);
+    const reason = answer.reason ?? answer.error?.message;
     options.onWarmUp?.({
       digest: request.digest,
       ...(fnName === undefined ? {} : { name: fnName }),
       outcome: answer.outcome,
-      ...((answer.reason ?? answer.error)
-        ? { reason: answer.reason ?? answer.error!.message }
-        : {}),
+      ...(reason === undefined ? {} : { reason }),
     });
     const key = warmReplyKey(prefix, queueName, request.id);
     // kept a minute at most: an engine that stopped waiting does not leave it behind
