@@ -18,6 +18,22 @@ export interface Frame {
   payload?: Buffer;
   /** For a response: milliseconds from sending the request to receiving this frame. */
   elapsedMs?: number;
+  /**
+   * For a response: the driver's own milliseconds on the request (its `workMs`,
+   * docs/protocol.md), when it says and the figure fits inside `elapsedMs`.
+   */
+  workMs?: number;
+}
+
+/**
+ * A response's `workMs` (docs/protocol.md, "Requests"): the driver's own time
+ * on the request, taken when it is a number from 0 to `elapsedMs`, the time
+ * the host saw. Only a hint for chunk sizes: a body could make its driver say
+ * anything, and the host never believes more than it saw itself.
+ */
+export function driverWorkMs(header: FrameHeader, elapsedMs: number): number | undefined {
+  const work = header.workMs;
+  return typeof work === 'number' && work >= 0 && work <= elapsedMs ? work : undefined;
 }
 
 /** An error the driver reports for a row or for `load`. */

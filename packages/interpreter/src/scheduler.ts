@@ -74,8 +74,8 @@ const CHUNK_DEADLINE_FLOOR_MS = 1_000;
 const RAMP_ROWS = 256;
 const RAMP_MS = 50;
 /**
- * A chunk held up by the host (a garbage collection pausing the event loop,
- * another process on the CPU) takes many times its rows' cost; counted in
+ * A chunk held up (another process on the CPU; the host's own garbage
+ * collection too, for a driver that does not give `workMs`) takes many times its rows' cost; counted in
  * full it would shrink the next chunks to a few hundred rows, each mostly
  * round trip. So one chunk moves the time per row up by at most this factor
  * of the figure so far: a real slowdown still shows within a few chunks.
@@ -224,16 +224,20 @@ export async function schedule(
       payloadInto: source.payloadInto?.(start, count),
       ...(behind ? { behind } : {}),
     });
-    // Request time only (not waiting for or starting a worker): what a chunk's size controls.
+    // Request time only (not waiting for or starting a worker).
+    const elapsed = frame.elapsedMs ?? 0;
+    // What a chunk's size controls: the worker's own time on it, when its driver
+    // says (`workMs`). The request's time also holds the host's delay in getting
+    // to the answer: sized by it, chunks shrank whenever the host was busy (other
+    // functions' chunks, starts), and more, smaller chunks kept it busier.
+    const work = frame.workMs ?? elapsed;
     // Weighted by rows, so a few tiny chunks (whose time is mostly the round
     // trip) do not make the next batch start with tiny chunks.
     // A chunk counts as at most STALL_FACTOR times the figure so far (see there).
-    const elapsed = frame.elapsedMs ?? 0;
     perRowMs =
       perRowMs === undefined || weight === 0
-        ? elapsed / count
-        : (perRowMs * weight + Math.min(elapsed, STALL_FACTOR * perRowMs * count)) /
-          (weight + count);
+        ? work / count
+        : (perRowMs * weight + Math.min(work, STALL_FACTOR * perRowMs * count)) / (weight + count);
     // A cold batch's first chunk is mostly its fresh worker's first request (the body
     // compiled, pages faulted in): the next chunk's figure replaces it rather than
     // averaging with it, so chunks do not stay at one row for a dozen round trips.
@@ -241,6 +245,8 @@ export async function schedule(
     settled.fill(1, start, start + count);
     if (chunksDone++ > 0 || reliable) {
       sampledRows += count;
+      // How long the work left takes, and whether the batch has run long enough to
+      // judge more workers by: what the host saw, its own share included.
       sampledMs += elapsed;
       cheapestPerRowMs = Math.min(cheapestPerRowMs, elapsed / count);
     }

@@ -13,6 +13,7 @@
 import { type ProcessTree, ProcessTreeReader, type SandboxedTree } from '@improv/extfn-sandbox';
 import { WorkerFailure } from './failures.js';
 import {
+  driverWorkMs,
   encodeFrame,
   type Frame,
   FrameError,
@@ -303,6 +304,8 @@ export class WarmWorker {
       const frame = await reply;
       if (region || frame.header.shm !== undefined) this.#readShared(frame, region, options);
       frame.elapsedMs = performance.now() - timing.started;
+      const work = driverWorkMs(frame.header, frame.elapsedMs);
+      if (work !== undefined) frame.workMs = work;
       return frame;
     } finally {
       this.busyMs += Math.max(0, performance.now() - timing.started);

@@ -1,5 +1,6 @@
-/** Framing (`frames.ts`) and worker keys (`key.ts`): headers and binary payloads across any chunking, malformed and oversized frames, RawJson. */
+/** Framing (`frames.ts`) and worker keys (`key.ts`): headers and binary payloads across any chunking, malformed and oversized frames, RawJson, a driver's `workMs`. */
 import { describe, expect, test } from 'vitest';
+import { driverWorkMs } from '../src/frames.js';
 import { encodeFrame, FrameReader, RawJson } from '../src/index.js';
 
 describe('frames', () => {
@@ -66,6 +67,18 @@ describe('frames', () => {
     expect(line).toBe('{"op":"call","id":7,"rows":[[1.0,"x"]]}\n');
     expect(JSON.parse(line)).toEqual({ op: 'call', id: 7, rows: [[1, 'x']] });
     expect(encodeFrame({ rows: new RawJson('[]') }).toString()).toBe('{"rows":[]}\n');
+  });
+
+  test("a driver's workMs counts only as a number from 0 to the time the host saw", () => {
+    expect(driverWorkMs({ id: 1, workMs: 2.5 }, 10)).toBe(2.5);
+    expect(driverWorkMs({ id: 1, workMs: 0 }, 10)).toBe(0);
+    expect(driverWorkMs({ id: 1, workMs: 10 }, 10)).toBe(10);
+    expect(driverWorkMs({ id: 1 }, 10)).toBeUndefined(); // a driver that does not say
+    expect(driverWorkMs({ id: 1, workMs: 10.5 }, 10)).toBeUndefined(); // more than the host saw
+    expect(driverWorkMs({ id: 1, workMs: -1 }, 10)).toBeUndefined();
+    expect(driverWorkMs({ id: 1, workMs: '2' }, 10)).toBeUndefined();
+    expect(driverWorkMs({ id: 1, workMs: null }, 10)).toBeUndefined();
+    expect(driverWorkMs({ id: 1, workMs: Number.NaN }, 10)).toBeUndefined();
   });
 });
 

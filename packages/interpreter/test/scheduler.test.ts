@@ -187,6 +187,31 @@ describe('scheduler with a fake dispatcher', () => {
     expect(sizes[3]).toBeGreaterThan(1_000); // and it recovers from there
   });
 
+  test("chunks are sized by the worker's own time (workMs) when it gives one, not by the host's delay", async () => {
+    // Every answer reaches the host 5 ms late (its event loop busy with other
+    // functions' chunks); the worker's own time is 0.2 µs a row.
+    const sizes = async (withWorkMs: boolean) => {
+      const { rows, results } = source(500);
+      const { ctx, requests } = fakeContext(undefined, 1);
+      const request = ctx.request;
+      ctx.request = async (f, key, req) => {
+        const frame = await request(f, key, req);
+        frame.elapsedMs = 5 + 0.0002 * req.rows;
+        if (withWorkMs) frame.workMs = 0.0002 * req.rows;
+        return frame;
+      };
+      await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+      expect(results).toEqual(Array.from({ length: 500 }, (_, i) => i * 2));
+      return requests.map(([, count]) => count);
+    };
+    // grows eightfold a chunk: 1, 8, 64, then the rest
+    expect(await sizes(true)).toEqual([1, 8, 64, 427]);
+    // timed by the host alone, 5 ms for a row looks like the work: chunks stay tiny
+    const hostTimed = await sizes(false);
+    expect(hostTimed.length).toBeGreaterThan(100);
+    expect(Math.max(...hostTimed)).toBeLessThan(20);
+  });
+
   test('a chunk that times out is re-run row by row: only the hanging row gets Timeout', async () => {
     const { rows, results } = source(200);
     const { ctx, requests } = fakeContext((start, count) =>

@@ -1280,12 +1280,18 @@ function(con, precompiled = NULL) eval(
     paste0('{', paste0('"', names(errors), '":', errors, collapse = ","), '}')
   }
 
+  # docs/protocol.md, "workMs": this worker's own time on the request (from
+  # reading its line), so the host sizes chunks by the work, not by how soon
+  # it got to the answer.
+  began <- 0
+  work_ms <- function() sprintf(',"workMs":%.3f', (as.numeric(Sys.time()) - began) * 1000)
+
   # result: list(values (the return type's storage), ok, errors (JSON by 0-based row)).
   respond_call <- function(id, result) {
     ok <- result$ok
     wire <- rep("null", length(ok))
     if (any(ok)) wire[ok] <- write_values(fn$returnType, result$values[ok])
-    frame(paste0('{"id":', id, ',"values":[', paste(wire, collapse = ","), '],"errors":', errors_json(result$errors), "}"))
+    frame(paste0('{"id":', id, ',"values":[', paste(wire, collapse = ","), '],"errors":', errors_json(result$errors), work_ms(), "}"))
   }
 
   # A callf64 answer: the results as raw little-endian f64 after the header
@@ -1298,9 +1304,9 @@ function(con, precompiled = NULL) eval(
       seek(shared, shm$out, rw = "write")
       writeBin(result$values, shared, size = 8L, endian = "little")
       flush(shared)
-      return(frame(paste0('{"id":', id, ',"rows":', n, ',"shm":', sprintf("%.0f", 8 * n), ',"errors":', errors_json(result$errors), "}")))
+      return(frame(paste0('{"id":', id, ',"rows":', n, ',"shm":', sprintf("%.0f", 8 * n), ',"errors":', errors_json(result$errors), work_ms(), "}")))
     }
-    frame(paste0('{"id":', id, ',"rows":', n, ',"bytes":', sprintf("%.0f", 8 * n), ',"errors":', errors_json(result$errors), "}"), result$values)
+    frame(paste0('{"id":', id, ',"rows":', n, ',"bytes":', sprintf("%.0f", 8 * n), ',"errors":', errors_json(result$errors), work_ms(), "}"), result$values)
   }
 
   # A result column in the callcols layout (the value at a failed row is 0
@@ -1351,7 +1357,7 @@ function(con, precompiled = NULL) eval(
     frame(paste0(
       '{"id":', id, ',"rows":', length(result$ok), ',"bytes":', sprintf("%.0f", column$size),
       ',"errors":', errors_json(result$errors),
-      if (length(column$cells)) paste0(',"cells":', errors_json(column$cells)), "}"
+      if (length(column$cells)) paste0(',"cells":', errors_json(column$cells)), work_ms(), "}"
     ), column$parts)
   }
 
@@ -1370,6 +1376,7 @@ function(con, precompiled = NULL) eval(
     line <- readLines(con, n = 1L, warn = FALSE)
     if (!length(line)) break
     if (!nzchar(line)) next
+    began <- as.numeric(Sys.time())
     tokens <- tokenize(line)
     # The op and id come first in frames the JS side writes, but read them
     # wherever they are.

@@ -54,7 +54,13 @@ describe.skipIf(!restrictedOk)('R at its own speed', () => {
       const [ready, load, answer] = frames(piped.stdout);
       expect(ready?.header.ready).toBe(1);
       expect(load?.header).toEqual({ id: 1, ok: true });
-      expect(answer?.header).toEqual({ id: 2, rows: 4, bytes: 32, errors: {} });
+      expect(answer?.header).toEqual({
+        id: 2,
+        rows: 4,
+        bytes: 32,
+        errors: {},
+        workMs: expect.any(Number),
+      });
       const values = new Float64Array(new Uint8Array(answer!.payload!).buffer);
       expect([...values].map((v, k) => Object.is(v, expected[k]))).toEqual([
         true,
@@ -72,6 +78,7 @@ describe.skipIf(!restrictedOk)('R at its own speed', () => {
         id: 2,
         values: [3, '-0', 'Infinity', 'NaN'],
         errors: {},
+        workMs: expect.any(Number),
       });
       expect(socket.stderr).toContain('printed by the body');
     },
