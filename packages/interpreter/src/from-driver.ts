@@ -108,13 +108,21 @@ export function f64Results(
   return { numbers, errors };
 }
 
-/** A `callf64` response as one RowResult per row. */
-export function resultsFromF64Frame(fn: ExternalFn, frame: Frame, count: number): RowResult[] {
+/**
+ * A `callf64` response as one RowResult per row, written into `out` from
+ * index `at` (a batch's results: no array per chunk to allocate and copy).
+ * Nothing is written when the response has the wrong shape.
+ */
+export function f64ResultsInto(
+  fn: ExternalFn,
+  frame: Frame,
+  count: number,
+  out: RowResult[],
+  at: number,
+): void {
   const { numbers, errors } = f64Results(fn, frame, count);
-  const out: RowResult[] = new Array(count);
-  for (let i = 0; i < count; i++) out[i] = { type: 'number', value: numbers[i]! };
-  for (const [i, error] of errors) out[i] = error;
-  return out;
+  for (let i = 0; i < count; i++) out[at + i] = { type: 'number', value: numbers[i]! };
+  for (const [i, error] of errors) out[at + i] = error;
 }
 
 // ---- callcols ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ import {
   colsResultsInto,
   colsValuesInto,
   f64Results,
-  resultsFromF64Frame,
+  f64ResultsInto,
   resultsFromJsonFrame,
   textResultsLater,
   textValuesLater,
@@ -108,10 +108,11 @@ export function valueRows(
         : { header: callHeader(rows, start, start + count) },
     decode(frame, start, count) {
       // A driver that reads f64 but writes JSON (f64: 'in') answers with `values`.
-      const part =
-        f64 && frame.payload
-          ? resultsFromF64Frame(fn, frame, count)
-          : resultsFromJsonFrame(fn, frame, count);
+      if (f64 && frame.payload) {
+        f64ResultsInto(fn, frame, count, out(), start);
+        return;
+      }
+      const part = resultsFromJsonFrame(fn, frame, count);
       const results = out();
       for (let k = 0; k < count; k++) results[start + k] = part[k]!;
     },
