@@ -75,10 +75,11 @@ const RAMP_ROWS = 256;
 const RAMP_MS = 50;
 /**
  * A chunk held up (another process on the CPU; the host's own garbage
- * collection too, for a driver that does not give `workMs`) takes many times its rows' cost; counted in
- * full it would shrink the next chunks to a few hundred rows, each mostly
- * round trip. So one chunk moves the time per row up by at most this factor
- * of the figure so far: a real slowdown still shows within a few chunks.
+ * collection too, for a driver that does not give `workMs`) takes many times
+ * its rows' cost; counted in full it would shrink the next chunks to a few
+ * hundred rows, each mostly round trip. So one chunk moves the time per row
+ * up by at most this factor of the figure so far: a real slowdown still shows
+ * within a few chunks.
  */
 const STALL_FACTOR = 4;
 /** Failures that one of the chunk's rows may have caused: retry the rows one by one. */

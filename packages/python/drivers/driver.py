@@ -1402,17 +1402,15 @@ def _serve():
         elif op == 'callf64':
             n = request['rows']
             data, errors = _callf64(fn, n, payload)
-            response = {'id': rid, 'rows': n}
+            response = {'id': rid, 'rows': n, 'workMs': _work_ms(began)}
             if errors:
                 response['errors'] = errors
             if room is not None and len(data) <= len(room):
                 room[:len(data)] = data  # the result goes where the host reads it
                 response['shm'] = len(data)
-                response['workMs'] = _work_ms(began)
                 _write(response)
             else:
                 response['bytes'] = len(data)
-                response['workMs'] = _work_ms(began)
                 _write(response, data)
         elif op == 'callcols':
             n = request['rows']
