@@ -42,7 +42,7 @@
  * busy slot is free) instead of starting a second. At most `max` starts run
  * at once: a prestart beyond waits for one ahead of it to be ready, so the
  * first functions' interpreters boot at full speed and the next ones while
- * those work.
+ * those work; not so a start that forks from a zygote (`startsFork`).
  *
  * A healthy worker that ends (idle, evicted, retired, closed) is asked to
  * exit and given EXIT_GRACE_MS before its tree is killed, so an interpreter
@@ -198,6 +198,13 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #closed = false;
   /** Told of every start and end (see PoolEvent); nothing by default. */
   observer: ((event: PoolEvent) => void) | undefined;
+
+  /**
+   * Whether the next start forks from a zygote (ready or booting): a few
+   * milliseconds of CPU, not an interpreter's boot, so a prestart does not
+   * wait for one ahead (the runner sets it; false for trees).
+   */
+  startsFork: () => boolean = () => false;
 
   constructor(max: number, idleMs: number, launch: Launch<W>, maxLive?: number) {
     this.max = Math.max(1, Math.floor(max));
@@ -379,7 +386,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     // At most `max` starts at once: one beyond waits for one ahead to be ready
     // (the first functions' interpreters boot at full speed, the next ones while those work).
     const gate =
-      this.#launching >= this.max
+      this.#launching >= this.max && !this.startsFork()
         ? new Promise<void>((resolve) =>
             this.#gated.push(() => {
               this.#launching++; // its turn, counted before it begins

@@ -167,6 +167,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   #closed = false;
   /** Where restricted workers are cloned from, when the spec has a zygote program. */
   #zygotes = new ZygoteStarts();
+  /** Worker starts under way (`#launch` until the worker is ready or failed). */
+  #starting = 0;
   /** The policy for which the interpreter was found and the sandbox proved usable. */
   #preparedFor: SandboxPolicy | undefined;
   /** What the sandbox probe says is really in force (the fallback, where it applied). */
@@ -202,6 +204,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       options.maxLiveWorkers,
     );
     this.lanes = this.pool.max;
+    this.pool.startsFork = () => this.#zygoteUsable() && this.#zygotes.forking();
   }
 
   stats(): InterpreterStats {
@@ -443,8 +446,11 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     const limits = { ...this.#limits(), cpuSeconds: Math.ceil(this.#workerCpuSeconds()) };
     const sandbox = this.#sandboxOptions(interpreter, fn.name, limits);
     const startupMs = this.#spec.startupTimeoutMs ?? DEFAULT_STARTUP_MS;
-    const zygote = this.#zygoteFor(sandbox, startupMs);
+    // a tree is spawned before this returns; a zygote booting is waited for
+    let zygote = this.#zygoteFor(sandbox, startupMs);
+    this.#starting++;
     try {
+      if (zygote instanceof Promise) zygote = await zygote;
       return await startWorker({
         key,
         sandbox,
@@ -461,6 +467,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     } catch (error) {
       if (error instanceof LoadFailure) this.#rememberLoadError(key, error.error);
       throw error;
+    } finally {
+      this.#starting--;
     }
   }
 
@@ -503,17 +511,31 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
 
   // ---- helpers ------------------------------------------------------------------
 
-  /** The zygote a restricted worker starts from, if one is ready (see zygote-starts.ts). */
+  /** The zygote a restricted worker starts from, or the one booting (see zygote-starts.ts). */
   #zygoteFor(sandbox: Omit<SandboxOptions, 'timeoutMs'>, startupMs: number) {
     const program = this.#spec.zygoteProgram;
-    if (program === undefined || this.#closed || !zygoteEnabled()) return undefined;
-    if (this.#policyInForce !== 'restricted' || sandbox.policy !== 'restricted') return undefined;
-    return this.#zygotes.zygoteFor({
-      sandbox,
-      program: () => program(sandbox.command),
-      maxWorkers: this.pool.maxLive,
-      startupMs,
-    });
+    if (program === undefined || !this.#zygoteUsable() || sandbox.policy !== 'restricted') {
+      return undefined;
+    }
+    return this.#zygotes.zygoteFor(
+      {
+        sandbox,
+        program: () => program(sandbox.command),
+        maxWorkers: this.pool.maxLive,
+        startupMs,
+      },
+      this.#starting,
+    );
+  }
+
+  /** Whether this runner's warm workers may come from a zygote at all. */
+  #zygoteUsable(): boolean {
+    return (
+      this.#spec.zygoteProgram !== undefined &&
+      !this.#closed &&
+      zygoteEnabled() &&
+      this.#policyInForce === 'restricted'
+    );
   }
 
   /** How a call of `fn` runs: its mode, its worker key, and the load error every call of it gets, if any. */

@@ -5,20 +5,26 @@
  * (interpreter, binds, limits, environment), shared by the runners of this
  * process that have that setting and closed with the last of them.
  *
- * A zygote boots in the background at a worker start that comes
- * BOOT_AFTER_MS or more after the runner's first (the workers of a cold
- * refresh start as trees, which a zygote booting beside them, or waited for,
- * only slowed down: measured); that start goes through a tree meanwhile,
- * later ones fork once it is ready. Its first worker is the probe: if that one does
- * not reach its ready frame, or a zygote cannot start, the setting uses trees
- * for the rest of the process. A zygote that dies is replaced at the next
- * start, up to MAX_DEATHS times.
+ * A zygote boots when a runner starts a worker while another of its starts
+ * is still under way (several functions refreshed at once), or for its
+ * third start; that start and every one while it boots wait for it (its
+ * tree is spawned before the start that boots it gives up control), and
+ * every later start forks. A runner's first two starts, one at a time, are
+ * trees: a single function's cold refresh (a worker, then perhaps a second
+ * once the first has answered) gets its results as soon as trees give them,
+ * with nothing booting beside them. A fork costs a third of a tree's CPU
+ * (no bwrap, no interpreter start): sixteen functions refreshed cold took
+ * 336 ms instead of 554 (packages/python/README.md). Its first worker is the
+ * probe: if that one does not reach its ready frame, or a zygote cannot
+ * start, the setting uses trees for the rest of the process; so does one
+ * that binds a directory its workers would cover (`zygoteCannotServe`). A
+ * zygote that dies is replaced at the next start, up to MAX_DEATHS times.
  */
-import { type SandboxOptions, Zygote } from '@improv/extfn-sandbox';
+import { type SandboxOptions, Zygote, zygoteCannotServe } from '@improv/extfn-sandbox';
 
 const MAX_DEATHS = 3;
-/** A zygote boots at a start this long after the runner's first (see `zygoteFor`). */
-export const BOOT_AFTER_MS = 2_000;
+/** A runner's first starts, one at a time, are trees (see the top). */
+const TREES_FIRST = 2;
 
 interface Entry {
   key: string;
@@ -46,35 +52,48 @@ export interface ZygoteSetting {
 export class ZygoteStarts {
   #entry: Entry | undefined;
   #closed = false;
-  #firstStart: number | undefined;
   /** This runner's workers started from a zygote. */
   #forks = 0;
-  readonly #bootAfterMs: number;
+  /** Starts this runner made trees while it had no zygote (up to TREES_FIRST). */
+  #trees = 0;
 
-  constructor(bootAfterMs = BOOT_AFTER_MS) {
-    this.#bootAfterMs = bootAfterMs;
-  }
-
-  /** The zygote to fork a worker from now, or undefined (a tree); may start one booting. */
-  zygoteFor(setting: ZygoteSetting): Zygote | undefined {
+  /**
+   * The zygote to fork a worker from: the ready one, or a promise of the one
+   * booting (undefined if it fails: a tree then); undefined for a tree (one
+   * of the runner's first starts, or a setting that uses trees). Boots one
+   * when it is due, its tree spawned before this returns. `startsInFlight`:
+   * the runner's other starts not finished yet.
+   */
+  zygoteFor(
+    setting: ZygoteSetting,
+    startsInFlight = 0,
+  ): Zygote | Promise<Zygote | undefined> | undefined {
     if (this.#closed) return undefined;
     const entry = this.#hold(setting);
     if (entry.off) return undefined;
     const { zygote } = entry;
     if (zygote?.alive) return zygote;
-    if (zygote && !zygote.alive) {
+    const died = zygote !== undefined; // a replacement boots at once
+    if (died) {
       entry.zygote = undefined;
       if (++entry.deaths >= MAX_DEATHS) entry.off = `the zygote died ${entry.deaths} times`;
       if (entry.off) return undefined;
     }
-    // A cold refresh starts its workers at once: a zygote booting beside them
-    // would only compete for the CPU (measured: slower). Boot it for a runner
-    // that still starts workers later (new functions, retired or idle ones).
-    this.#firstStart ??= performance.now();
-    if (performance.now() - this.#firstStart >= this.#bootAfterMs) {
-      entry.booting ??= this.#boot(entry, setting);
+    if (!died && !entry.booting && startsInFlight === 0 && this.#trees < TREES_FIRST) {
+      this.#trees++;
+      return undefined;
     }
-    return undefined;
+    entry.booting ??= this.#boot(entry, setting);
+    return entry.booting.then(() =>
+      !this.#closed && !entry.off && entry.zygote?.alive ? entry.zygote : undefined,
+    );
+  }
+
+  /** Whether a start now forks: the setting's zygote is ready or booting. */
+  forking(): boolean {
+    const entry = this.#entry;
+    if (this.#closed || !entry || entry.off) return false;
+    return entry.booting !== undefined || entry.zygote?.alive === true;
   }
 
   /** A worker from `zygote` failed before its ready frame (the caller starts a tree instead). */
@@ -144,7 +163,7 @@ export class ZygoteStarts {
         booting: undefined,
         proven: false,
         deaths: 0,
-        off: undefined,
+        off: zygoteCannotServe(sandbox.command, sandbox.readOnlyPaths ?? []),
       };
       entries.set(key, entry);
     }
@@ -156,7 +175,7 @@ export class ZygoteStarts {
   async #boot(entry: Entry, setting: ZygoteSetting): Promise<void> {
     const { sandbox } = setting;
     try {
-      const program = await setting.program();
+      // no await before Zygote.start: its tree is spawned within this call
       const zygote = await Zygote.start({
         command: sandbox.command,
         args: sandbox.args,
@@ -164,7 +183,7 @@ export class ZygoteStarts {
         readOnlyPaths: sandbox.readOnlyPaths,
         bwrapPath: sandbox.bwrapPath,
         limits: sandbox.limits,
-        program,
+        program: setting.program(),
         maxWorkers: setting.maxWorkers,
         functionName: sandbox.functionName ?? 'zygote',
         startupMs: setting.startupMs,

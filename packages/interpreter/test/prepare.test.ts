@@ -275,6 +275,23 @@ describe('Pool.prestart', () => {
     await p.close();
   });
 
+  test('a prestart beyond `max` starts waits for one ahead, unless it forks from a zygote', async () => {
+    const { pool: p, starts } = pool(1, 30);
+    const g = descriptor('g');
+    const h = descriptor('h');
+    expect(p.prestart('f', fn)).toBe(true);
+    expect(p.prestart('g', g)).toBe(true);
+    await sleep(5);
+    expect(starts).toEqual(['f']); // g waits for f's start to be ready
+    p.startsFork = () => true;
+    expect(p.prestart('h', h)).toBe(true);
+    await sleep(5);
+    expect(starts).toEqual(['f', 'h']); // a fork takes no turn
+    await sleep(40);
+    expect(starts).toEqual(['f', 'h', 'g']);
+    await p.close();
+  });
+
   test('a failed prestart: its caller starts a worker of its own', async () => {
     let fail = true;
     const starts: string[] = [];

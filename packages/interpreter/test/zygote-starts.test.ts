@@ -1,10 +1,12 @@
 /**
  * Which zygote a worker starts from (zygote-starts.ts), with a stand-in
- * for the sandbox's Zygote: none for a cold refresh's first starts, a zygote
- * booted for later ones and shared by runners of one setting, off for good
- * when it cannot start or its first worker fails, replaced when it dies (up
- * to three times), closed with the last runner holding it.
+ * for the sandbox's Zygote: booted at the first start, which waits for it
+ * as every start does while it boots; shared by runners of one setting; off
+ * for good when it cannot start, its first worker fails, or it would cover
+ * a bound directory; replaced when it dies (up to three times); closed with
+ * the last runner holding it.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { beforeEach, describe, expect, test, vi } from 'vitest';
 
 interface Fake {
@@ -38,7 +40,7 @@ vi.mock('@improv/extfn-sandbox', async (original) => ({
   },
 }));
 
-const { ZygoteStarts, BOOT_AFTER_MS } = await import('../src/zygote-starts.js');
+const { ZygoteStarts } = await import('../src/zygote-starts.js');
 
 let n = 0;
 /** A setting of its own per test (zygotes are shared per setting in the process). */
@@ -56,32 +58,46 @@ beforeEach(() => {
 });
 
 describe('zygote starts', () => {
-  test('a cold refresh starts trees and boots nothing; a later start boots one', async () => {
-    expect(BOOT_AFTER_MS).toBeGreaterThan(0);
-    const starts = new ZygoteStarts(60_000);
+  test("a runner's first two starts, one at a time, are trees; its third boots the zygote and waits", async () => {
+    const starts = new ZygoteStarts();
     const s = setting();
+    expect(starts.stats().zygote).toBe('not used');
     expect(starts.zygoteFor(s)).toBeUndefined();
     expect(starts.zygoteFor(s)).toBeUndefined();
-    await tick();
+    expect(starts.forking()).toBe(false);
     expect(made.length).toBe(0);
-    expect(starts.stats().zygote).toBe('not started');
-    const later = new ZygoteStarts(0);
-    expect(later.zygoteFor(setting())).toBeUndefined(); // this start: a tree while it boots
-    expect(later.stats().zygote).toBe('starting');
-    await tick();
-    expect(made.length).toBe(1);
+    const third = starts.zygoteFor(s);
+    expect(third).toBeInstanceOf(Promise);
+    expect(made.length).toBe(1); // Zygote.start was called before zygoteFor returned
+    expect(starts.stats().zygote).toBe('starting');
+    expect(starts.forking()).toBe(true);
+    expect(await third).toBe(made[0]);
+    expect(starts.zygoteFor(s)).toBe(made[0]); // ready: no promise
+    expect(starts.stats().zygote).toBe(`ready (pid ${made[0]!.pid})`);
     await starts.close();
-    await later.close();
     expect(made[0]!.closed).toBe(1);
+    expect(starts.forking()).toBe(false);
+  });
+
+  test('a start while another is under way boots it; every start while it boots waits for it', async () => {
+    const starts = new ZygoteStarts();
+    const s = setting();
+    expect(starts.zygoteFor(s, 0)).toBeUndefined(); // the first: a tree
+    const second = starts.zygoteFor(s, 1); // the first still starting: several functions at once
+    expect(second).toBeInstanceOf(Promise);
+    const third = starts.zygoteFor(s, 2);
+    expect(third).toBeInstanceOf(Promise);
+    expect(await second).toBe(made[0]);
+    expect(await third).toBe(made[0]);
+    expect(made.length).toBe(1); // one boot for both
+    await starts.close();
   });
 
   test('shared by the runners of one setting, closed with the last', async () => {
     const s = setting();
-    const a = new ZygoteStarts(0);
-    const b = new ZygoteStarts(0);
-    a.zygoteFor(s);
-    await tick();
-    const zygote = a.zygoteFor(s);
+    const a = new ZygoteStarts();
+    const b = new ZygoteStarts();
+    const zygote = await a.zygoteFor(s, 1);
     expect(zygote).toBe(made[0]);
     expect(b.zygoteFor(s)).toBe(zygote);
     a.succeeded(zygote as never);
@@ -94,12 +110,30 @@ describe('zygote starts', () => {
     expect(b.stats().zygote).toBe('closed');
   });
 
+  test('a setting that binds a directory under /tmp uses trees, with the reason', async () => {
+    const dir = mkdtempSync('/tmp/extfn-lib-');
+    try {
+      const s = setting();
+      const starts = new ZygoteStarts();
+      const withLibrary = {
+        ...s,
+        sandbox: { ...s.sandbox, command: '/bin/sh', readOnlyPaths: [dir] },
+      };
+      expect(starts.zygoteFor(withLibrary, 1)).toBeUndefined();
+      expect(made.length).toBe(0);
+      expect(starts.stats().zygote).toMatch(
+        /^off: .* is bound under \/tmp, which each of its workers mounts anew$/,
+      );
+      await starts.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('its first worker fails: off for the rest of the process, with the reason', async () => {
     const s = setting();
-    const starts = new ZygoteStarts(0);
-    starts.zygoteFor(s);
-    await tick();
-    const zygote = starts.zygoteFor(s)!;
+    const starts = new ZygoteStarts();
+    const zygote = (await starts.zygoteFor(s, 1))!;
     starts.failed(zygote, new Error('worker 1: step "mount /proc" failed'));
     expect(made[0]!.closed).toBe(1);
     expect(starts.stats().zygote).toMatch(/^off: its first worker did not start: .*mount \/proc/);
@@ -107,7 +141,7 @@ describe('zygote starts', () => {
     await tick();
     expect(made.length).toBe(1); // none booted again
     // another runner of the setting too
-    const other = new ZygoteStarts(0);
+    const other = new ZygoteStarts();
     expect(other.zygoteFor(s)).toBeUndefined();
     await other.close();
     await starts.close();
@@ -115,10 +149,8 @@ describe('zygote starts', () => {
 
   test('a proven zygote survives a failed worker, unless it exited 70', async () => {
     const s = setting();
-    const starts = new ZygoteStarts(0);
-    starts.zygoteFor(s);
-    await tick();
-    const zygote = starts.zygoteFor(s)!;
+    const starts = new ZygoteStarts();
+    const zygote = (await starts.zygoteFor(s, 1))!;
     starts.succeeded(zygote);
     starts.failed(zygote, new Error('did not dial back'));
     expect(starts.zygoteFor(s)).toBe(zygote);
@@ -131,20 +163,21 @@ describe('zygote starts', () => {
 
   test('cannot start: off; dies: replaced, three times at most', async () => {
     startFails = new Error('no ready line');
-    const starts = new ZygoteStarts(0);
+    const starts = new ZygoteStarts();
     const s = setting();
-    starts.zygoteFor(s);
-    await tick();
+    expect(await starts.zygoteFor(s, 1)).toBeUndefined(); // the start waiting for it goes on as a tree
     expect(starts.stats().zygote).toBe('off: it could not start: no ready line');
     expect(starts.zygoteFor(s)).toBeUndefined();
     await starts.close();
 
     startFails = undefined;
-    const again = new ZygoteStarts(0);
+    const again = new ZygoteStarts();
     const t = setting();
     for (let death = 0; death < 3; death++) {
-      expect(again.zygoteFor(t)).toBeUndefined(); // boots (a replacement after a death)
-      await tick();
+      // the first boot comes with a start under way; a replacement boots at the next start, whatever it is
+      const booting = again.zygoteFor(t, death === 0 ? 1 : 0);
+      expect(booting).toBeInstanceOf(Promise);
+      expect(await booting).toBe(made.at(-1));
       const zygote = again.zygoteFor(t);
       expect(zygote).toBe(made.at(-1));
       made.at(-1)!.alive = false; // it dies

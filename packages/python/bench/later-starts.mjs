@@ -25,7 +25,7 @@ async function round(zygote) {
     maxLiveWorkers: N + 4,
   });
   const registry = new Registry({ runners: [runner], cache: false, timeoutMs: 30_000 });
-  for (let k = 0; k < N + 2; k++) {
+  for (let k = 0; k < N + 3; k++) {
     registry.register({
       name: `f${k}`,
       language: 'python',
@@ -35,10 +35,8 @@ async function round(zygote) {
       pure: true,
     });
   }
-  // the runner's first refresh, then a start 2 s later: the zygote boots then (zygote-starts.ts)
-  await registry.eval('f0', [Value.number(1)]);
-  await new Promise((resolve) => setTimeout(resolve, 2100));
-  await registry.eval('f1', [Value.number(1)]);
+  // the runner's first starts, one at a time: two trees, then the third boots the zygote (zygote-starts.ts)
+  for (let k = 0; k < 3; k++) await registry.eval(`f${k}`, [Value.number(1)]);
   if (zygote) {
     for (let i = 0; i < 500 && !runner.stats().zygote?.startsWith('ready'); i++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -46,7 +44,7 @@ async function round(zygote) {
   }
   const times = [];
   const cpu0 = process.cpuUsage();
-  for (let k = 2; k < N + 2; k++) {
+  for (let k = 3; k < N + 3; k++) {
     const t0 = performance.now();
     const value = await registry.eval(`f${k}`, [Value.number(1)]);
     if (value.value !== 1 + k) throw new Error(`f${k}: wrong result ${JSON.stringify(value)}`);

@@ -5,6 +5,8 @@
 //            found, sandbox probed, workers started);
 //   one    — one function over 4 × ROWS rows;
 //   four   — four functions over ROWS rows each, refreshed concurrently;
+//   many   — sixteen functions over ROWS / 4 rows each, refreshed
+//            concurrently: a model's refresh, a worker start per function;
 //   two    — (only when asked for) two functions over 2 × ROWS rows each: as
 //            many workers as `one` at 2 slots, so `four` against it shows
 //            what its further starts cost;
@@ -14,15 +16,18 @@
 // then the same `one` and `four` again on the same Registry (warm: workers
 // kept). For each: wall time, time to the first results (onProgress), and
 // the interpreters started (runner.stats().started), and this process's own
-// CPU time (with its spawner's: the process that starts trees for it) and minor page faults during it, and the workers' CPU time.
+// CPU time (with its spawner's: the process that starts trees for it) and minor page faults during it, the workers' CPU time, and the whole
+// machine's (a zygote's included, which no worker's tree counts).
 // RUNS timed runs follow one untimed run of every case (this process's code
 // compiled, as in an engine that has refreshed before); every other run takes
 // the cases in the other order.
 // Prints min/median/max over RUNS and the load average, and four / one as a
 // ratio of medians and of bests (the issue's targets are best of 3).
-// BENCH_CASES=cold,one,four picks cases (default all); BENCH_SLOTS=2,4 the pool sizes.
+// BENCH_CASES=cold,one,four,many picks cases (the default; also two, warmed); BENCH_SLOTS=2,4 the pool sizes.
 // BENCH_BASE=/path/to/other/python/dist/index.js runs the same cases on that
 // build too, alternating with this one in each run, each first in every other run (a baseline side by side).
+// BENCH_TREES=1 instead runs this build twice the same way: with a tree per
+// worker (IMPROV_EXTFN_ZYGOTE=0) and as configured (the zygote's forks).
 // BENCH_TIMELINE=1 prints, for each refresh of the first run, a timeline per
 // worker: its start, ready, chunks (count, rows, first and last, idle gaps
 // between chunks) and end, in ms from the refresh's start.
@@ -35,18 +40,21 @@ const { probeSandbox, readProcessTree } = sandbox;
 
 import { python as current } from '../dist/index.js';
 
-const VARIANTS = [['', current]];
+/** [label, runner factory, IMPROV_EXTFN_ZYGOTE for its cases (undefined: as the environment has it)]. */
+const VARIANTS = [['', current, process.env.IMPROV_EXTFN_ZYGOTE]];
 if (process.env.BENCH_BASE) {
-  VARIANTS.unshift(['base ', (await import(process.env.BENCH_BASE)).python]);
+  VARIANTS.unshift(['base ', (await import(process.env.BENCH_BASE)).python, VARIANTS[0][2]]);
   VARIANTS[1][0] = 'new  ';
+} else if (process.env.BENCH_TREES === '1') {
+  VARIANTS.splice(0, 1, ['trees  ', current, '0'], ['zygote ', current, undefined]);
 }
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const SLOTS = (process.env.BENCH_SLOTS ?? '2,4').split(',').map(Number);
 const PYTHON = process.env.IMPROV_EXTFN_PYTHON ?? '/usr/bin/python3';
-const NAMES = ['f0', 'f1', 'f2', 'f3'];
-const CASES = new Set((process.env.BENCH_CASES ?? 'cold,one,four').split(','));
+const NAMES = Array.from({ length: 16 }, (_, k) => `f${k}`);
+const CASES = new Set((process.env.BENCH_CASES ?? 'cold,one,four,many').split(','));
 const TIMELINE = process.env.BENCH_TIMELINE === '1';
 
 const probe = await probeSandbox({ policy: 'restricted' });
@@ -56,11 +64,13 @@ const rowsFor = (n) => Array.from({ length: n }, (_, i) => [Value.number(i), Val
 const rows = rowsFor(ROWS);
 const rows4 = rowsFor(4 * ROWS);
 const rows2 = CASES.has('two') ? rowsFor(2 * ROWS) : undefined;
+const rows16 = CASES.has('many') ? rowsFor(ROWS / 4) : undefined;
 
-function makeRegistry(python, maxWorkers) {
+/** A new runner and Registry with the functions `names` (f0…): what `warmUp()` starts. */
+function makeRegistry(python, maxWorkers, names) {
   const runner = python({ interpreter: PYTHON, policy, maxWorkers });
   const registry = new Registry({ runners: [runner], cache: false, timeoutMs: 30_000 });
-  NAMES.forEach((name, k) => {
+  names.forEach((name, k) => {
     registry.register({
       name,
       language: 'python',
@@ -159,6 +169,17 @@ function printTimeline(label, { log, names }, ms) {
 }
 
 /**
+ * CPU ms the whole machine has spent so far (every core's user, system and
+ * interrupt time from /proc/stat): what a refresh costs all its processes —
+ * the host, its spawner, bwrap, interpreters, a zygote — on a quiet machine.
+ */
+function machineCpu() {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/);
+  const [user, nice, system, , , irq, softirq, steal] = fields.slice(1).map(Number);
+  return (user + nice + system + irq + softirq + steal) * 10; // in 1/100 s
+}
+
+/**
  * This process's minor page faults so far. Every spawn forks the host, which
  * makes its whole heap copy-on-write until the child execs: each page the
  * host writes afterwards faults once (tens of µs each on a VM).
@@ -207,6 +228,7 @@ async function refresh(runner, registry, jobs, label, clock) {
   const faults0 = hostFaults();
   const cpu0 = process.cpuUsage();
   const spawner0 = spawnerCpu();
+  const machine0 = machineCpu();
   const t0 = performance.now();
   if (clock) {
     clock.t0 = t0;
@@ -223,6 +245,7 @@ async function refresh(runner, registry, jobs, label, clock) {
     ),
   );
   const ms = performance.now() - t0;
+  const machine = machineCpu() - machine0;
   all.forEach((results, j) => {
     check(results, NAMES.indexOf(jobs[j][0]));
   });
@@ -237,6 +260,7 @@ async function refresh(runner, registry, jobs, label, clock) {
     faults: hostFaults() - faults0,
     hostCpu: (cpu.user + cpu.system) / 1000 + spawnerCpu() - spawner0,
     workersCpu: workersCpu * 1000,
+    machineCpu: machine,
   };
 }
 
@@ -251,7 +275,12 @@ const add = (label, sample) => {
 
 /** Runs one case on a new Registry: each of `rounds` ([label, jobs]) in turn, the first cold. */
 async function runCase(python, slots, rounds, run, warmUp = false) {
-  const { runner, registry } = makeRegistry(python, slots);
+  const used = new Set(rounds.flatMap(([, jobs]) => jobs.map(([name]) => name)));
+  const { runner, registry } = makeRegistry(
+    python,
+    slots,
+    NAMES.filter((name) => name === 'f0' || used.has(name)),
+  );
   const clock = TIMELINE && run === 0 ? traced(runner) : undefined;
   if (warmUp) {
     // what an engine does when it loads the model: timed on its own, before the refresh
@@ -265,6 +294,7 @@ async function runCase(python, slots, rounds, run, warmUp = false) {
       faults: 0,
       hostCpu: 0,
       workersCpu: 0,
+      machineCpu: Number.NaN,
     });
   }
   for (const [label, jobs] of rounds) {
@@ -281,9 +311,12 @@ for (let run = -1; run < RUNS; run++) {
   timing = run >= 0;
   for (const slots of SLOTS) {
     // With BENCH_BASE, each build first in every other run: the second of a pair tends to be faster here.
-    for (const [v, python] of run % 2 ? [...VARIANTS].reverse() : VARIANTS) {
+    for (const [v, python, zygote] of run % 2 ? [...VARIANTS].reverse() : VARIANTS) {
+      // read at every worker start (zygoteEnabled)
+      if (zygote === undefined) delete process.env.IMPROV_EXTFN_ZYGOTE;
+      else process.env.IMPROV_EXTFN_ZYGOTE = zygote;
       const one = [['f0', rows4]];
-      const four = NAMES.map((name) => [name, rows]);
+      const four = NAMES.slice(0, 4).map((name) => [name, rows]);
       const cases = [];
       if (CASES.has('cold')) {
         cases.push(() =>
@@ -330,6 +363,16 @@ for (let run = -1; run < RUNS; run++) {
           ),
         );
       }
+      if (CASES.has('many')) {
+        cases.push(() =>
+          runCase(
+            python,
+            slots,
+            [[`${v}${slots} slots: 16 fns × ${ROWS / 4}`, NAMES.map((name) => [name, rows16])]],
+            run,
+          ),
+        );
+      }
       if (CASES.has('warmed')) {
         cases.push(() =>
           runCase(
@@ -360,7 +403,7 @@ for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);
   console.log(
     `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}` +
-      `  CPU ms host ${mmm(xs.map((x) => x.hostCpu))} workers ${mmm(xs.map((x) => x.workersCpu))}, host faults ${mmm(xs.map((x) => x.faults))}`,
+      `  CPU ms host ${mmm(xs.map((x) => x.hostCpu))} workers ${mmm(xs.map((x) => x.workersCpu))} machine ${mmm(xs.map((x) => x.machineCpu))}, host faults ${mmm(xs.map((x) => x.faults))}`,
   );
 }
 const mid = (xs) => sorted(xs)[Math.floor(xs.length / 2)];
@@ -376,7 +419,8 @@ for (const slots of CASES.has('one') && CASES.has('four') ? SLOTS : []) {
       console.log(
         `${v}${slots} slots: four / one (${state}) = ${(mid(four) / mid(one)).toFixed(2)} medians, ` +
           `${(Math.min(...four) / Math.min(...one)).toFixed(2)} best` +
-          `; host + workers CPU ${(mid(cpuOf(four4)) / mid(cpuOf(one4))).toFixed(2)} (medians)`,
+          `; host + workers CPU ${(mid(cpuOf(four4)) / mid(cpuOf(one4))).toFixed(2)}, machine CPU ` +
+          `${(mid(four4.map((x) => x.machineCpu)) / mid(one4.map((x) => x.machineCpu))).toFixed(2)} (medians)`,
       );
     }
   }

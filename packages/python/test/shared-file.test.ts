@@ -106,13 +106,21 @@ describe.skipIf(!restrictedOk)(
       expect(viaShared.vector[500]).toMatchObject({ error: 'Runtime' });
     });
 
-    test('with no writable shared directory, workers use the pipes', async () => {
-      const registry = registryWithDir('/proc/no-such-directory');
-      const probe = await registry.evalColumns('probe', [new Float64Array(3)]);
-      expect([...probe.values]).toEqual([0, 0, 0]);
-      const rows = await columnsOf(registry, 'rows');
-      expect(rows[0]).toEqual(outcome(Value.number(xs[0]! * 1.5 + ys[0]!)));
-      expect(rows[500]).toMatchObject({ error: 'Runtime' });
+    test('with no writable shared directory, tree workers use the pipes', async () => {
+      // a zygote's workers make theirs in the zygote's own directory instead (the first test)
+      const zygote = process.env.IMPROV_EXTFN_ZYGOTE;
+      process.env.IMPROV_EXTFN_ZYGOTE = '0';
+      try {
+        const registry = registryWithDir('/proc/no-such-directory');
+        const probe = await registry.evalColumns('probe', [new Float64Array(3)]);
+        expect([...probe.values]).toEqual([0, 0, 0]);
+        const rows = await columnsOf(registry, 'rows');
+        expect(rows[0]).toEqual(outcome(Value.number(xs[0]! * 1.5 + ys[0]!)));
+        expect(rows[500]).toMatchObject({ error: 'Runtime' });
+      } finally {
+        if (zygote === undefined) delete process.env.IMPROV_EXTFN_ZYGOTE;
+        else process.env.IMPROV_EXTFN_ZYGOTE = zygote;
+      }
     });
 
     test('a body that scribbles over the whole file after computing spoils no row of any chunk', async () => {

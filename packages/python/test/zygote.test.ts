@@ -1,7 +1,8 @@
 /**
  * Restricted Python workers cloned from a sandboxed zygote (docs/architecture.md,
  * "Zygote"), end to end through the runner: the same results as tree
- * workers, starts that really come from the zygote, the sandbox of each
+ * workers, starts that really come from the zygote (a refresh of several
+ * functions: one tree, then forks), the sandbox of each
  * worker tested by real attempts from bodies (host files, network, a sibling
  * worker's processes and /tmp, new namespaces, fork bomb, memory, deadline,
  * descriptors), a zygote that dies, and IMPROV_EXTFN_ZYGOTE=0.
@@ -19,20 +20,17 @@ afterEach(() => {
 });
 
 /**
- * Boots the runner's zygote as a sheet's later starts do: a start 2 s
- * (BOOT_AFTER_MS) after the runner's first boots it, while that start itself
- * goes through a tree; later starts come from it once it is ready.
+ * Boots the runner's zygote as a refresh of several functions does: two
+ * starts at once, the first a tree, the second boots the zygote and is its
+ * first fork (zygote-starts.ts).
  */
 async function zygoteReady(
   registry: { eval(name: string, args: never[]): Promise<unknown> },
-  runner: { stats(): { zygote?: string } },
+  runner: { stats(): { zygote?: string; zygoteStarts?: number; started: number } },
 ): Promise<void> {
-  await registry.eval('warm', []);
-  await new Promise((resolve) => setTimeout(resolve, 2_100));
-  await registry.eval('warm2', []);
-  expect(await waitFor(() => runner.stats().zygote?.startsWith('ready') === true, 15_000)).toBe(
-    true,
-  );
+  await Promise.all([registry.eval('warm', []), registry.eval('warm2', [])]);
+  expect(runner.stats().zygote).toMatch(/^ready \(pid \d+\)$/);
+  expect(runner.stats()).toMatchObject({ started: 2, zygoteStarts: 1 });
 }
 
 /** Fields of /proc/PID/status. */
@@ -198,16 +196,18 @@ describe.skipIf(!restrictedOk)(
         await registry.eval('txt', [Value.text('héllo')]),
         await registry.eval('when', [Value.datetime(new Date(Date.UTC(2024, 1, 28, 23, 30)))]),
       ];
-      const zyg = scopedRegistry('restricted', fns as never);
+      const zyg = scopedRegistry('restricted', fns as never, { maxWorkers: 2 });
       await zygoteReady(zyg.registry, zyg.runner);
       const fromZygote = await calls(zyg.registry);
       const stats = zyg.runner.stats();
-      expect(stats.zygoteStarts).toBe(3);
+      expect(stats.zygoteStarts).toBe(4); // warm2's, then one per function
+      expect(stats.started).toBe(5); // and warm's tree
       // the worker is a child of the zygote, pid 1 of its own pid namespace below bwrap's
       const zygotePid = Number(/pid (\d+)/.exec(stats.zygote ?? '')?.[1]);
       const workers = zyg.runner.workerPids();
       const nested = workers.filter((pid) => status(pid).NSpid?.split(/\s+/).length === 3);
-      expect(nested.length).toBe(3);
+      expect(nested.length).toBe(4);
+      expect(workers.length).toBe(5);
       for (const pid of nested) {
         const ppid = Number(status(pid).PPid);
         expect(Number(status(ppid).PPid)).toBe(zygotePid); // worker → zygote → bwrap
@@ -226,12 +226,27 @@ describe.skipIf(!restrictedOk)(
       }
 
       process.env.IMPROV_EXTFN_ZYGOTE = '0';
-      const trees = scopedRegistry('restricted', fns as never);
+      const trees = scopedRegistry('restricted', fns as never, { maxWorkers: 2 });
       const fromTrees = await calls(trees.registry);
       expect(trees.runner.stats().zygoteStarts).toBe(0);
       expect(trees.runner.stats().zygote).toBe('not used');
       expect(fromZygote).toEqual(fromTrees);
       expect(fromZygote[0]).toEqual(Value.number(11.5));
+    }, 60_000);
+
+    test('a cold refresh of four functions at once: the first a tree, the other three forks', async () => {
+      const fns = Object.fromEntries(
+        [0, 1, 2, 3].map((k) => [`f${k}`, [`result = args[0] * 2 + ${k}`, ['number'], 'number']]),
+      );
+      const { registry, runner } = scopedRegistry('restricted', fns as never, { maxWorkers: 2 });
+      const rows = Array.from({ length: 2000 }, (_, i) => [Value.number(i)]);
+      const results = await Promise.all([0, 1, 2, 3].map((k) => registry.evalBatch(`f${k}`, rows)));
+      results.forEach((column, k) => {
+        expect(column.length).toBe(2000);
+        expect(column[1999]).toEqual(Value.number(1999 * 2 + k));
+      });
+      expect(runner.stats()).toMatchObject({ started: 4, zygoteStarts: 3 });
+      expect(runner.stats().zygote).toMatch(/^ready/);
     }, 60_000);
 
     test('a body in a zygote worker: no host files, no network, no sibling, no new namespaces', async () => {
@@ -269,7 +284,7 @@ describe.skipIf(!restrictedOk)(
           .sort();
       const fromZygote = await text('descriptors');
       process.env.IMPROV_EXTFN_ZYGOTE = '0';
-      const trees = scopedRegistry('restricted', ATTEMPTS as never);
+      const trees = scopedRegistry('restricted', ATTEMPTS as never, { maxWorkers: 2 });
       const fromTree = (await trees.registry.eval('descriptors', [])) as { value: string };
       expect(trees.runner.stats().zygoteStarts).toBe(0);
       expect(kinds(fromZygote)).toEqual(kinds(fromTree.value));
@@ -305,7 +320,9 @@ describe.skipIf(!restrictedOk)(
     }, 90_000);
 
     test('the zygote killed: the next call still works (a new zygote, or a tree)', async () => {
-      const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never);
+      const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
+        maxWorkers: 2,
+      });
       await zygoteReady(registry, runner);
       expect(await registry.eval('readTmp', [])).toEqual(Value.text('empty'));
       const zygotePid = Number(/pid (\d+)/.exec(runner.stats().zygote ?? '')?.[1]);
@@ -314,7 +331,7 @@ describe.skipIf(!restrictedOk)(
       expect(await waitFor(() => !runner.stats().zygote?.includes(`pid ${zygotePid}`), 5000)).toBe(
         true,
       );
-      // a tree (its start boots a new zygote)
+      // its start boots a new zygote and forks from it
       expect(await registry.eval('forkTen', [])).toEqual(Value.text('10'));
       expect(await waitFor(() => runner.stats().zygote?.startsWith('ready') === true, 15_000)).toBe(
         true,

@@ -39,5 +39,6 @@ export {
   Zygote,
   type ZygoteForkOptions,
   type ZygoteOptions,
+  zygoteCannotServe,
   zygoteEnabled,
 } from './zygote.js';

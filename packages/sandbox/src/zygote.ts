@@ -26,6 +26,7 @@ import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
 import { ZYGOTE_GUEST_DIR } from './args.js';
+import { hostBinds } from './binds.js';
 import { TreeCgroup } from './cgroup.js';
 import { classifyExit, type TreeExit } from './exit.js';
 import { FIX_CGROUP } from './fixes.js';
@@ -42,11 +43,41 @@ export function zygoteEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
   return env.IMPROV_EXTFN_ZYGOTE !== '0';
 }
 
+/** What each worker of a zygote mounts anew, a tmpfs of its own (zygote.py, step 2). */
+const MOUNTED_PER_WORKER = ['/tmp', '/dev/shm'];
+
+/**
+ * Why the workers of a zygote for this interpreter and these read-only paths
+ * would not see what a tree sees, or undefined: a bound directory under
+ * /tmp or /dev/shm (a library directory, a virtual environment, the
+ * interpreter's own tree) would be covered by the worker's own tmpfs there.
+ */
+export function zygoteCannotServe(
+  command: string,
+  readOnlyPaths: readonly string[],
+): string | undefined {
+  let binds: string[];
+  try {
+    binds = hostBinds(command, readOnlyPaths);
+  } catch {
+    return undefined; // not bindable at all: the start reports it, whichever way it goes
+  }
+  for (const path of binds) {
+    const top = MOUNTED_PER_WORKER.find((dir) => path === dir || path.startsWith(`${dir}/`));
+    if (top) return `${path} is bound under ${top}, which each of its workers mounts anew`;
+  }
+  return undefined;
+}
+
 /** The zygote's setting: the workers' sandbox (binds, limits), and its program. */
 export interface ZygoteOptions
   extends Pick<SandboxOptions, 'command' | 'args' | 'env' | 'readOnlyPaths' | 'bwrapPath'> {
-  /** What its stdin gets first: the bootstrap's `N\n` and program (driver + zygote, precompiled). */
-  program: string;
+  /**
+   * What its stdin gets first: the bootstrap's `N\n` and program (driver +
+   * zygote, precompiled). A promise is awaited only after the tree is
+   * spawned: the interpreter boots while the program is made.
+   */
+  program: string | Promise<string>;
   /** The workers' limits; the zygote itself gets no CPU limit and room for all their processes. */
   limits?: Partial<SandboxLimits>;
   /** Most workers alive at once (sizes the zygote's process limit). */
@@ -167,6 +198,12 @@ export class Zygote {
     return this.#tree.pid;
   }
 
+  /**
+   * Boots a zygote. Its tree is spawned before the first await (as a
+   * worker's tree is: the caller's synchronous work, e.g. checking a batch's
+   * rows, runs while it boots), then its program is written and its ready
+   * line awaited.
+   */
   static async start(options: ZygoteOptions): Promise<Zygote> {
     const { functionName } = options;
     const dir = mkdtempSync(join(zygoteParent(), 'extfn-zygote-'));
@@ -174,42 +211,53 @@ export class Zygote {
     chmodSync(dir, 0o700);
     writeFileSync(join(dir, 'strict.bpf'), seccompProgram(), { mode: 0o644 });
     const server = createServer({ allowHalfOpen: false });
-    await new Promise<void>((resolve, reject) => {
+    // bound and listening when listen() returns (a unix socket); 'listening' and errors come later
+    const listening = new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(join(dir, 's'), () => resolve());
     });
     server.unref();
-    // the directory is the zygote's (0700): the socket need not be guarded twice
-    chmodSync(join(dir, 's'), 0o777);
     const workerLimits = resolveLimits(options.limits, undefined);
+    const launching = launchAsync({
+      command: options.command,
+      args: options.args,
+      env: { ...options.env, IMPROV_EXTFN_ZYGOTE_DIR: ZYGOTE_GUEST_DIR },
+      readOnlyPaths: options.readOnlyPaths,
+      bwrapPath: options.bwrapPath,
+      policy: 'restricted',
+      functionName,
+      zygoteDir: dir,
+      // RLIMIT_NPROC above the zygote counts all its workers' processes (each
+      // worker sets its own inside its user namespace); no CPU limit: it lives long
+      limits: {
+        ...workerLimits,
+        processes: workerLimits.processes * Math.max(1, options.maxWorkers) + 8,
+        cpuSeconds: 0,
+      },
+    });
     let tree: Launched;
+    let program: string;
     try {
-      tree = await launchAsync({
-        command: options.command,
-        args: options.args,
-        env: { ...options.env, IMPROV_EXTFN_ZYGOTE_DIR: ZYGOTE_GUEST_DIR },
-        readOnlyPaths: options.readOnlyPaths,
-        bwrapPath: options.bwrapPath,
-        policy: 'restricted',
-        functionName,
-        zygoteDir: dir,
-        // RLIMIT_NPROC above the zygote counts all its workers' processes (each
-        // worker sets its own inside its user namespace); no CPU limit: it lives long
-        limits: {
-          ...workerLimits,
-          processes: workerLimits.processes * Math.max(1, options.maxWorkers) + 8,
-          cpuSeconds: 0,
-        },
-      });
+      await listening;
+      // the directory is the zygote's (0700): the socket need not be guarded twice
+      chmodSync(join(dir, 's'), 0o777);
+      tree = await launching;
     } catch (error) {
       server.close();
       untrack(dir);
+      void launching.then((t) => t.kill()).catch(() => {});
       throw error;
     }
     const zygote = new Zygote(dir, tree, server);
     server.on('connection', (socket) => zygote.#accept(socket));
     tree.stdin.on('error', () => {});
-    const source = Buffer.from(options.program, 'utf8');
+    try {
+      program = await options.program;
+    } catch (error) {
+      await zygote.close();
+      throw error;
+    }
+    const source = Buffer.from(program, 'utf8');
     tree.stdin.write(Buffer.concat([Buffer.from(`${source.length}\n`), source]));
     try {
       // The tree holds the event loop until the zygote is ready: whoever awaits
@@ -378,6 +426,15 @@ export class Zygote {
     let hostPid: number | undefined;
     let born: number | undefined;
     try {
+      // made while the zygote clones (a cgroup v1 mkdir can take milliseconds), joined below
+      let cgroupError: unknown;
+      if (hostIsRoot()) {
+        try {
+          cgroup = TreeCgroup.create(limits.memoryBytes + limits.tmpfsBytes, limits.processes);
+        } catch (error) {
+          cgroupError = error;
+        }
+      }
       await Promise.race([
         connected,
         new Promise((_, reject) => {
@@ -390,9 +447,9 @@ export class Zygote {
       hostPid = this.#hostPid(pending.pid!);
       if (hostPid === undefined) throw new Error(`cannot find worker ${pending.pid} in /proc`);
       born = startTicks(hostPid);
-      if (hostIsRoot()) {
+      if (cgroupError !== undefined || cgroup) {
         try {
-          cgroup = TreeCgroup.create(limits.memoryBytes + limits.tmpfsBytes, limits.processes);
+          if (cgroupError !== undefined) throw cgroupError;
           cgroup?.add(hostPid);
         } catch (error) {
           throw ExtFnError.sandbox(
