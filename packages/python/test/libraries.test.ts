@@ -45,8 +45,8 @@ afterEach(() => {
 });
 
 /** A directory the sandbox's uid can read (mkdtemp makes 0700 ones). */
-function scratch(mode = 0o755): string {
-  const dir = mkdtempSync(join(tmpdir(), 'extfn-libs-'));
+function scratch(mode = 0o755, parent = tmpdir()): string {
+  const dir = mkdtempSync(join(parent, 'extfn-libs-'));
   chmodSync(dir, mode);
   dirs.push(dir);
   return dir;
@@ -112,6 +112,24 @@ describe.skipIf(!restrictedOk)(
       expect(probe.available).toBe(true);
       expect(probe.libraries).toEqual([{ name: 'tinypkg', version: '1.2.3', path: dir }]);
       expect(probe.detail).toContain('tinypkg 1.2.3');
+    });
+
+    test('packages under /tmp: several functions refreshed at once import them (trees: a cloned worker would cover /tmp)', async () => {
+      const dir = tinyPackage('4.5.6', scratch(0o755, '/tmp'));
+      const names = ['a', 'b', 'c', 'd'];
+      const fns = Object.fromEntries(
+        names.map((name) => [
+          name,
+          [`import tinypkg\nresult = tinypkg.__version__ + "${name}"`, [], 'text'],
+        ]),
+      );
+      const { registry, runner: r } = restricted(fns as never, { packages: [dir], maxWorkers: 2 });
+      const results = await Promise.all(names.map((name) => registry.evalBatch(name, [[], []])));
+      expect(results).toEqual(names.map((name) => [0, 1].map(() => Value.text(`4.5.6${name}`))));
+      expect(r.stats()).toMatchObject({ started: 4, zygoteStarts: 0 });
+      expect(r.stats().zygote).toMatch(
+        /^off: \/tmp\/extfn-libs-\w+ is bound under \/tmp, which each of its workers mounts anew$/,
+      );
     });
 
     test('an allowed directory comes after the standard library (it cannot shadow it) and its .pth files are not run', async () => {
