@@ -109,20 +109,24 @@ export function f64Results(
 }
 
 /**
- * A `callf64` response as one RowResult per row, written into `out` from
- * index `at` (a batch's results: no array per chunk to allocate and copy).
- * Nothing is written when the response has the wrong shape.
+ * A `callf64` response as one RowResult per row, checked now and written by
+ * the function returned into `out` from index `at` (a batch's results: no
+ * array per chunk to allocate and copy). A batch writes them when it is
+ * scheduled (`RowSource.finish`): made during the batch, every scavenge
+ * would move all the results made so far (they live on), tens of
+ * milliseconds each in a 10^5-row refresh. Throws when the response has the
+ * wrong shape.
  */
-export function f64ResultsInto(
+export function f64ValuesLater(
   fn: ExternalFn,
   frame: Frame,
   count: number,
-  out: RowResult[],
-  at: number,
-): void {
+): (out: RowResult[], at: number) => void {
   const { numbers, errors } = f64Results(fn, frame, count);
-  for (let i = 0; i < count; i++) out[at + i] = { type: 'number', value: numbers[i]! };
-  for (const [i, error] of errors) out[at + i] = error;
+  return (out, at) => {
+    for (let i = 0; i < count; i++) out[at + i] = { type: 'number', value: numbers[i]! };
+    for (const [i, error] of errors) out[at + i] = error;
+  };
 }
 
 // ---- callcols ---------------------------------------------------------------------

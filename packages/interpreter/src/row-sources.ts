@@ -23,7 +23,7 @@ import {
   colsResultsInto,
   colsValuesInto,
   f64Results,
-  f64ResultsInto,
+  f64ValuesLater,
   resultsFromJsonFrame,
   textResultsLater,
   textValuesLater,
@@ -97,6 +97,8 @@ export function valueRows(
   const arity = fn.argTypes.length;
   const out = typeof results === 'function' ? results : () => results;
   if (cols && !f64) return valueRowsCols(fn, rows, out);
+  // number results checked as each response comes, made at `finish` (see f64ValuesLater)
+  const deferred = deferredWrites();
   return {
     count: rows.length,
     encode: (start, count) =>
@@ -109,7 +111,8 @@ export function valueRows(
     decode(frame, start, count) {
       // A driver that reads f64 but writes JSON (f64: 'in') answers with `values`.
       if (f64 && frame.payload) {
-        f64ResultsInto(fn, frame, count, out(), start);
+        const write = f64ValuesLater(fn, frame, count);
+        deferred.hold(() => write(out(), start), frame.payload.length);
         return;
       }
       const part = resultsFromJsonFrame(fn, frame, count);
@@ -117,8 +120,11 @@ export function valueRows(
       for (let k = 0; k < count; k++) results[start + k] = part[k]!;
     },
     fail(row, error) {
-      out()[row] = error;
+      deferred.after(() => {
+        out()[row] = error;
+      });
     },
+    finish: deferred.finish,
   };
 }
 

@@ -323,6 +323,41 @@ describe('which frame a batch sends', () => {
   });
 });
 
+describe('evalBatch number results over callf64 are made when the batch is scheduled', () => {
+  const number = fn(['number'], 'number');
+  const rows = [1, 2, 3, 4].map((x) => [Value.number(x)]);
+  const f64Response = (numbers: number[], errors?: Record<string, unknown>): Frame => ({
+    header: { ok: true, rows: numbers.length, ...(errors ? { errors } : {}) },
+    payload: Buffer.from(new Float64Array(numbers).buffer),
+  });
+
+  test('a malformed response fails when it comes, not at finish', () => {
+    const source = valueRows(number, rows, [], true, false);
+    expect(() => source.decode(f64Response([1]), 0, 2)).toThrow(ResponseShapeError);
+  });
+
+  test('held until finish; a row failed after its chunk was read keeps its failure; errors land', () => {
+    const results: RowResult[] = new Array(4);
+    const source = valueRows(number, rows, results, true, false);
+    source.decode(f64Response([10, 20]), 0, 2);
+    source.decode(f64Response([30, 0], { 1: { type: 'ValueError', message: 'bad' } }), 2, 2);
+    const failure = ExtFnError.runtime('f', 'failed later');
+    source.fail(0, failure);
+    expect(results[1]).toBeUndefined(); // nothing made during the batch
+    source.finish?.();
+    expect(results.slice(0, 3)).toEqual([failure, Value.number(20), Value.number(30)]);
+    expect((results[3] as ExtFnError).message).toMatch(/ValueError: bad/);
+  });
+
+  test('a failure with nothing held lands at once', () => {
+    const results: RowResult[] = new Array(4);
+    const source = valueRows(number, rows, results, true, false);
+    const failure = ExtFnError.runtime('f', 'now');
+    source.fail(2, failure);
+    expect(results[2]).toBe(failure);
+  });
+});
+
 const COLS_DRIVER = readFileSync(new URL('./fixtures/cols-driver.py', import.meta.url), 'utf8');
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
