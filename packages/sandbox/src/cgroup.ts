@@ -8,6 +8,7 @@
  * (rlimits, tmpfs sizes, seccomp) hold alone.
  */
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 export type CgroupVersion = 'v1' | 'v2';
@@ -233,6 +234,15 @@ export class TreeCgroup {
   /** Moves a process (and so whatever it starts afterwards) into the cgroup. */
   add(pid: number): void {
     for (const file of this.procsFiles()) writeFileSync(file, String(pid));
+  }
+
+  /**
+   * `add` off the event loop: a write to cgroup.procs waits in the kernel
+   * for the cgroup lock (an RCU grace period on cgroup v1: milliseconds),
+   * which the host's loop should spend on its other workers.
+   */
+  async addAsync(pid: number): Promise<void> {
+    for (const file of this.procsFiles()) await writeFile(file, String(pid));
   }
 
   /** Processes still in the cgroup. */

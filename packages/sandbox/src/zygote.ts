@@ -450,7 +450,7 @@ export class Zygote {
       if (cgroupError !== undefined || cgroup) {
         try {
           if (cgroupError !== undefined) throw cgroupError;
-          cgroup?.add(hostPid);
+          await cgroup?.addAsync(hostPid);
         } catch (error) {
           throw ExtFnError.sandbox(
             `cannot move the worker into its cgroup (${(error as Error).message})`,
