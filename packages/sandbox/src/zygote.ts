@@ -106,6 +106,8 @@ interface ChildExit {
 interface PendingFork {
   id: number;
   pid?: number;
+  /** Called with the pid in the zygote's namespace as soon as the zygote answers it. */
+  onPid?(pid: number): void;
   stdio?: Socket;
   stderr?: Socket;
   /** Bytes after the token line of the stdio connection (the driver's first output). */
@@ -316,6 +318,7 @@ export class Zygote {
     if (!pending) return;
     if (typeof message.pid === 'number') {
       pending.pid = message.pid;
+      pending.onPid?.(message.pid);
       pending.settle();
     } else if (typeof message.error === 'string') {
       pending.fail(new Error(`the zygote could not clone: ${message.error}`));
@@ -435,8 +438,32 @@ export class Zygote {
           cgroupError = error;
         }
       }
+      // The worker joins its cgroup as soon as the zygote has answered its pid:
+      // a cgroup v1 join waits for an RCU grace period (often 10-30 ms), which
+      // then passes while the worker takes its steps and dials back. No body
+      // code runs before both are done: nothing is written to it until then.
+      let joined: Promise<void> | undefined;
+      pending.onPid = (guestPid) => {
+        joined = (async () => {
+          hostPid = this.#hostPid(guestPid);
+          if (hostPid === undefined) throw new Error(`cannot find worker ${guestPid} in /proc`);
+          born = startTicks(hostPid);
+          if (cgroupError === undefined && !cgroup) return;
+          try {
+            if (cgroupError !== undefined) throw cgroupError;
+            await cgroup?.addAsync(hostPid);
+          } catch (error) {
+            throw ExtFnError.sandbox(
+              `cannot move the worker into its cgroup (${(error as Error).message})`,
+              FIX_CGROUP,
+              { functionName, cause: error },
+            );
+          }
+        })();
+        joined.catch(() => {}); // awaited below, once the worker has dialed back
+      };
       await Promise.race([
-        connected,
+        connected.then(() => joined),
         new Promise((_, reject) => {
           timer = setTimeout(
             () => reject(new Error(`the worker did not dial back in ${options.startupMs} ms`)),
@@ -444,21 +471,6 @@ export class Zygote {
           );
         }),
       ]);
-      hostPid = this.#hostPid(pending.pid!);
-      if (hostPid === undefined) throw new Error(`cannot find worker ${pending.pid} in /proc`);
-      born = startTicks(hostPid);
-      if (cgroupError !== undefined || cgroup) {
-        try {
-          if (cgroupError !== undefined) throw cgroupError;
-          await cgroup?.addAsync(hostPid);
-        } catch (error) {
-          throw ExtFnError.sandbox(
-            `cannot move the worker into its cgroup (${(error as Error).message})`,
-            FIX_CGROUP,
-            { functionName, cause: error },
-          );
-        }
-      }
     } catch (error) {
       if (hostPid !== undefined) killPid(hostPid, born);
       pending.stdio?.destroy();
@@ -482,7 +494,7 @@ export class Zygote {
     this.forks++;
     return treeOf(
       this.#worker(
-        hostPid,
+        hostPid!, // found before `joined` resolved
         born,
         pending.stdio!,
         pending.stderr!,

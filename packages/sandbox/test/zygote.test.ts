@@ -12,6 +12,7 @@ import { ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { probeSandbox } from '../src/index.js';
 import { seccompArch, seccompProgram } from '../src/seccomp.js';
+import { hostIsRoot } from '../src/uid-pool.js';
 import { Zygote } from '../src/zygote.js';
 import { hasBwrap, hasPython, linux, PYTHON } from './helpers.js';
 
@@ -107,6 +108,65 @@ describe.skipIf(!available)(`zygote host side ${available ? '' : why}`, () => {
     expect(again.message).toContain('function next_fn:');
     await zygote.close();
   });
+
+  test('a worker joins its cgroup (root host) as soon as its pid is answered, before it dials back', async () => {
+    // The stand-in's worker waits (WAIT=1) until its cgroup changes, then dials
+    // back and says whether it changed: a join that waited for the dial-back
+    // would never come first (its cgroup v1 grace period would follow the
+    // worker's steps instead of overlapping them).
+    const program = [
+      'import json, os, socket, sys, time',
+      "print(json.dumps({'zygote': 'ready'}), flush=True)",
+      'while True:',
+      '    line = sys.stdin.readline()',
+      '    if not line: os._exit(0)',
+      '    req = json.loads(line)',
+      "    before = open('/proc/self/cgroup').read()",
+      '    pid = os.fork()',
+      '    if pid == 0:',
+      '        deadline = time.monotonic() + 5',
+      "        while req['env'].get('WAIT') == '1' and time.monotonic() < deadline:",
+      "            if open('/proc/self/cgroup').read() != before: break",
+      '            time.sleep(0.005)',
+      "        joined = open('/proc/self/cgroup').read() != before",
+      '        conns = []',
+      "        for stream in ('stdio', 'stderr'):",
+      '            s = socket.socket(socket.AF_UNIX)',
+      "            s.connect('/run/extfn-zygote/s')",
+      "            s.sendall(('%s %s\\n' % (req['token'], stream)).encode())",
+      '            conns.append(s)',
+      "        conns[0].sendall(b'joined\\n' if joined else b'not joined\\n')",
+      '        time.sleep(30)',
+      '        os._exit(0)',
+      "    print(json.dumps({'id': req['id'], 'pid': pid}), flush=True)",
+    ].join('\n');
+    const zygote = await start(program);
+    try {
+      const own = (pid: number) => readFileSync(`/proc/${pid}/cgroup`, 'utf8');
+      const cgroups = hostIsRoot() && own(zygote.pid!).includes('/tree-');
+      const worker = await zygote.fork({
+        functionName: 'worker_fn',
+        startupMs: 10_000,
+        env: { WAIT: cgroups ? '1' : '0' },
+      });
+      try {
+        const said = await new Promise<string>((resolve) => {
+          let text = '';
+          worker.stdout.on('data', (chunk: Buffer) => {
+            text += chunk.toString('utf8');
+            if (text.includes('\n')) resolve(text.trim());
+          });
+        });
+        // without cgroups (not root, or none offered) there is nothing to join
+        expect(said).toBe(cgroups ? 'joined' : 'not joined');
+        if (cgroups) expect(own(worker.pid!)).not.toBe(own(zygote.pid!));
+      } finally {
+        await worker.kill();
+      }
+    } finally {
+      await zygote.close();
+    }
+  }, 30_000);
 });
 
 describe.skipIf(!available)(`a host awaiting a zygote ${available ? '' : why}`, () => {
