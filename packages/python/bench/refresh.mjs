@@ -16,8 +16,9 @@
 // then the same `one` and `four` again on the same Registry (warm: workers
 // kept). For each: wall time, time to the first results (onProgress), and
 // the interpreters started (runner.stats().started), and this process's own
-// CPU time (with its spawner's: the process that starts trees for it) and minor page faults during it, the workers' CPU time, and the whole
-// machine's (a zygote's included, which no worker's tree counts).
+// CPU time (with its spawner's: the process that starts trees for it), minor
+// page faults and garbage collection during it, the workers' CPU time, and the
+// whole machine's (a zygote's included, which no worker's tree counts).
 // RUNS timed runs follow one untimed run of every case (this process's code
 // compiled, as in an engine that has refreshed before); every other run takes
 // the cases in the other order.
@@ -30,9 +31,15 @@
 // worker (IMPROV_EXTFN_ZYGOTE=0) and as configured (the zygote's forks).
 // BENCH_TIMELINE=1 prints, for each refresh of the first run, a timeline per
 // worker: its start, ready, chunks (count, rows, first and last, idle gaps
-// between chunks) and end, in ms from the refresh's start.
+// between chunks) and end, in ms from the refresh's start, and when this
+// process's event loop was held more than 4 ms (its work, a collection, or the
+// CPU given to other processes); BENCH_TIMELINE_CHUNKS=N lists N chunks a
+// worker (4 by default).
+// BENCH_API=columns refreshes through evalColumns (two Float64Array columns
+// in, one out) instead of evalBatch's Value rows.
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { Registry, Value } from '@improv/extfn-core';
 import * as sandbox from '@improv/extfn-sandbox';
 
@@ -60,7 +67,12 @@ const TIMELINE = process.env.BENCH_TIMELINE === '1';
 const probe = await probeSandbox({ policy: 'restricted' });
 const policy = probe.ok ? 'restricted' : 'trusted';
 
-const rowsFor = (n) => Array.from({ length: n }, (_, i) => [Value.number(i), Value.number(0.5)]);
+const COLUMNS = process.env.BENCH_API === 'columns';
+/** n rows of (i, 0.5): Value rows for evalBatch, or two Float64Array columns (BENCH_API=columns). */
+const rowsFor = (n) =>
+  COLUMNS
+    ? [Float64Array.from({ length: n }, (_, i) => i), new Float64Array(n).fill(0.5)]
+    : Array.from({ length: n }, (_, i) => [Value.number(i), Value.number(0.5)]);
 const rows = rowsFor(ROWS);
 const rows4 = rowsFor(4 * ROWS);
 const rows2 = CASES.has('two') ? rowsFor(2 * ROWS) : undefined;
@@ -85,7 +97,7 @@ function makeRegistry(python, maxWorkers, names) {
 
 function check(results, k) {
   for (let i = 0; i < results.length; i += 997) {
-    if (results[i].value !== i + 0.5 + k) {
+    if ((COLUMNS ? results[i] : results[i].value) !== i + 0.5 + k) {
       throw new Error(`row ${i}: wrong result ${JSON.stringify(results[i])}`);
     }
   }
@@ -101,6 +113,12 @@ function traced(runner) {
   const at = () => performance.now() - clock.t0;
   const pool = runner.pool;
   pool.observer = (event) => clock.log.push({ t: at(), ...event });
+  let last = performance.now();
+  clock.ticker = setInterval(() => {
+    const now = performance.now();
+    if (now - last > 4) clock.log.push({ t: last - clock.t0, end: now - clock.t0, type: 'stall' });
+    last = now;
+  }, 1);
   const acquire = pool.acquire.bind(pool);
   const seen = new WeakSet();
   pool.acquire = async (...args) => {
@@ -152,6 +170,12 @@ function printTimeline(label, { log, names }, ms) {
   const f = (x) => (x === undefined ? '—' : x.toFixed(0));
   const name = (key) => names.get(key) ?? key.slice(0, 6);
   console.log(`  timeline: ${label}, ${ms.toFixed(0)} ms`);
+  console.log(
+    `    event loop held > 4 ms: ${log
+      .filter((e) => e.type === 'stall')
+      .map((e) => `${e.t.toFixed(0)}-${e.end.toFixed(0)}`)
+      .join(' ')}`,
+  );
   for (const [pid, w] of workers) {
     const c = w.chunks;
     const rows = c.reduce((sum, x) => sum + x.rows, 0);
@@ -161,7 +185,7 @@ function printTimeline(label, { log, names }, ms) {
     console.log(
       `    ${name(w.key)} pid ${pid}: start ${f(w.start)} ready ${f(w.ready)} | ${c.length} chunks ${rows} rows ` +
         `${f(c[0]?.t)}→${f(c.at(-1)?.end)} busy ${f(busy)} gaps ${f(gaps)} | first ${c
-          .slice(0, 4)
+          .slice(0, Number(process.env.BENCH_TIMELINE_CHUNKS ?? 4))
           .map((x) => `${x.rows}@${f(x.t)}-${f(x.end)}`)
           .join(' ')} | stop ${f(w.stop)} freed ${f(w.freed)}`,
     );
@@ -221,6 +245,19 @@ function workerCpu(runner) {
   return out;
 }
 
+/** This process's garbage collections (start, duration in ms), as the observer delivers them. */
+const collections = [];
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) collections.push([e.startTime, e.duration]);
+}).observe({ entryTypes: ['gc'] });
+/** Milliseconds of garbage collection that began from `t0` for `ms`. */
+async function gcMs(t0, ms) {
+  await new Promise((resolve) => setTimeout(resolve, 0)); // the observer's entries delivered
+  let sum = 0;
+  for (const [start, duration] of collections) if (start >= t0 && start < t0 + ms) sum += duration;
+  return sum;
+}
+
 /** Refreshes `jobs` ([name, rows] pairs) at once; wall time, first results, starts. */
 async function refresh(runner, registry, jobs, label, clock) {
   const before = runner.stats().started;
@@ -236,13 +273,18 @@ async function refresh(runner, registry, jobs, label, clock) {
   }
   let first;
   const all = await Promise.all(
-    jobs.map(([name, input]) =>
-      registry.evalBatch(name, input, {
+    jobs.map(([name, input]) => {
+      const options = {
         onProgress: (done) => {
           if (done > 0 && first === undefined) first = performance.now() - t0;
         },
-      }),
-    ),
+      };
+      if (!COLUMNS) return registry.evalBatch(name, input, options);
+      return registry.evalColumns(name, input, options).then(({ values, errors }) => {
+        if (errors.size > 0) throw new Error(`${name}: ${[...errors.values()][0].message}`);
+        return values;
+      });
+    }),
   );
   const ms = performance.now() - t0;
   const machine = machineCpu() - machine0;
@@ -261,6 +303,7 @@ async function refresh(runner, registry, jobs, label, clock) {
     hostCpu: (cpu.user + cpu.system) / 1000 + spawnerCpu() - spawner0,
     workersCpu: workersCpu * 1000,
     machineCpu: machine,
+    gc: await gcMs(t0, ms),
   };
 }
 
@@ -300,6 +343,7 @@ async function runCase(python, slots, rounds, run, warmUp = false) {
   for (const [label, jobs] of rounds) {
     add(label, await refresh(runner, registry, jobs, label, clock));
   }
+  if (clock) clearInterval(clock.ticker);
   await registry.close();
 }
 
@@ -403,7 +447,7 @@ for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);
   console.log(
     `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}` +
-      `  CPU ms host ${mmm(xs.map((x) => x.hostCpu))} workers ${mmm(xs.map((x) => x.workersCpu))} machine ${mmm(xs.map((x) => x.machineCpu))}, host faults ${mmm(xs.map((x) => x.faults))}`,
+      `  CPU ms host ${mmm(xs.map((x) => x.hostCpu))} workers ${mmm(xs.map((x) => x.workersCpu))} machine ${mmm(xs.map((x) => x.machineCpu))}, host faults ${mmm(xs.map((x) => x.faults))}, host GC ms ${mmm(xs.map((x) => x.gc))}`,
   );
 }
 const mid = (xs) => sorted(xs)[Math.floor(xs.length / 2)];
