@@ -472,6 +472,7 @@ export class Zygote {
         }),
       ]);
     } catch (error) {
+      pending.onPid = undefined; // a pid answered after this: no join for a start given up
       if (hostPid !== undefined) killPid(hostPid, born);
       pending.stdio?.destroy();
       pending.stderr?.destroy();
