@@ -13,12 +13,15 @@
  * Across functions: a worker keeps serving its function while that function
  * has queued work (a freed worker goes to a waiter of its own function
  * first); a waiter whose function has an idle or starting worker is served
- * first when a busy slot frees (no start), then callers of the function
- * with the fewest workers (oldest first among equals); and a batch lane
- * gives its worker back between chunks only when `shouldYield` says so — to
- * a caller of its own function (no restart), to a function with at least
- * two busy workers fewer, or, once it has waited TURN_MS, to a function
- * with fewer busy workers and a ready idle worker (turns). A function that
+ * first when a busy slot frees (no start; the one with the most work left
+ * first), then callers of the function with the fewest workers (oldest
+ * first among equals); and a batch lane gives its worker back between
+ * chunks only when `shouldYield` says so — to a caller of its own function
+ * (no restart), to a function with at least two busy workers fewer, or
+ * (turns) to a function with fewer busy workers and a ready idle worker
+ * when that function has clearly more work left, or has waited TURN_MS; of
+ * the busy functions, the one with the least work left gives the turn. So
+ * functions that share too few slots finish together. A function that
  * has a worker gets another only when the work its batches have not handed
  * out yet (`trackBacklog`) comes to more than START_PAYOFF starts per
  * worker it has, and then only with a
@@ -102,6 +105,17 @@ export const EXTRA_LIVE = 4;
  */
 export const TURN_MS = 50;
 
+/**
+ * A turn goes to a waiting function at once when its work left per worker is
+ * more than SHARE_SLACK times the giving function's plus SHARE_MARGIN_MS:
+ * the function with the most work left bounds when all of them are done
+ * (longest remaining first), and the slack keeps two functions with about
+ * the same work left from handing a slot back and forth chunk after chunk
+ * (each handover idles the worker for a round trip).
+ */
+export const SHARE_SLACK = 1.25;
+export const SHARE_MARGIN_MS = 5;
+
 /** How long a worker must have been idle before it is evicted for a function that has a worker already. */
 export const EVICT_IDLE_MS = 1_000;
 
@@ -127,6 +141,12 @@ interface Waiter<W extends PooledWorker> {
   timer?: NodeJS.Timeout;
   /** When it began to wait (performance.now()): turns go to those that waited TURN_MS. */
   since: number;
+}
+
+/** A running batch's estimates of the work it has not handed out yet (see Pool.trackBacklog). */
+interface Backlog {
+  estimateMs: () => number;
+  leftMs: (() => number) | undefined;
 }
 
 /**
@@ -183,8 +203,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #idleCheck: NodeJS.Timeout | undefined;
   /** Workers per function: live and starting (not those exiting). */
   #perKey = new Map<string, number>();
-  /** Per function, each running batch's estimate of the work it has not handed out yet (ms). */
-  #backlogs = new Map<string, Set<() => number>>();
+  /** Per function, each running batch's estimates of the work it has not handed out yet (see trackBacklog). */
+  #backlogs = new Map<string, Set<Backlog>>();
   /** Starts begun by `prestart`, by function, not taken yet; undefined once one failed. */
   #prestarts = new Map<string, Promise<W | undefined>>();
   /** Interpreter starts in flight (spawned, not ready yet). */
@@ -246,16 +266,20 @@ export class Pool<W extends PooledWorker = PooledWorker> {
 
   /**
    * A running batch of `key` tells the pool how much work (ms) it has not
-   * handed out yet, so the pool starts another worker of that function only
-   * when it pays (see `#mayStart`). Call the returned function when the batch ends.
+   * handed out yet: `estimateMs`, so the pool starts another worker of that
+   * function only when it pays (see `#mayStart`), and `leftMs`, so turns go
+   * to the function with the most work left (see `shouldYield`; without it,
+   * the batch's work left counts as unknown: as much as any). Call the
+   * returned function when the batch ends.
    */
-  trackBacklog(key: string, estimateMs: () => number): () => void {
+  trackBacklog(key: string, estimateMs: () => number, leftMs?: () => number): () => void {
     const set = this.#backlogs.get(key) ?? new Set();
-    set.add(estimateMs);
+    const backlog: Backlog = { estimateMs, leftMs };
+    set.add(backlog);
     this.#backlogs.set(key, set);
     this.#pump(); // a waiter of this function may be worth a worker now
     return () => {
-      set.delete(estimateMs);
+      set.delete(backlog);
       if (set.size === 0 && this.#backlogs.get(key) === set) this.#backlogs.delete(key);
     };
   }
@@ -295,31 +319,70 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * over costs nothing), or a caller of a function with at least two busy
    * workers fewer (its fair share: a function with none gets one first)
    * that could be served with the slot, or — turns — a caller of a function
-   * with fewer busy workers whose worker is idle and ready, once it has
-   * waited TURN_MS: functions that share too few slots then take turns, so
-   * all of them progress and they finish together (no function left alone
-   * on one worker at the end while a slot idles) and a call of another
-   * function waits a turn, not a whole refresh.
+   * with fewer busy workers whose worker is idle and ready, when `key` has
+   * the least work left per busy worker of the functions now busy and the
+   * caller's function clearly more (SHARE_SLACK; work not known yet counts
+   * as the most), or the caller has waited TURN_MS with its worker ready. The
+   * function with the most work left bounds the refresh, so
+   * functions that share too few slots finish together (no function left
+   * alone on one worker at the end while a slot idles), and a call of a
+   * function with little work waits a turn, not a whole refresh.
    */
   shouldYield(key: string): boolean {
     const mine = this.busyOf(key);
     const now = performance.now();
+    let least: boolean | undefined; // looked at once, when a turn is in question
     for (const waiter of this.#queue) {
       if (waiter.key === key) return true;
       const theirs = waiter.key === undefined ? 0 : this.busyOf(waiter.key);
       if (theirs + 1 < mine && (this.#cheap(waiter.key) || this.#mayStart(waiter.key))) {
         return true;
       }
-      if (
-        theirs < mine &&
-        waiter.key !== undefined &&
-        this.#idle.has(waiter.key) &&
-        now - waiter.since >= TURN_MS
-      ) {
-        return true;
-      }
+      if (theirs >= mine || waiter.key === undefined || !this.#idle.has(waiter.key)) continue;
+      least ??= this.#leastLeft(key);
+      if (!least) continue;
+      // Work not known yet counts as the most (a batch not measured yet has all of it left).
+      const clearlyMore =
+        this.#leftPerWorker(waiter.key, 1) >
+        SHARE_SLACK * this.#leftPerWorker(key, 0) + SHARE_MARGIN_MS;
+      if (clearlyMore || this.#readyWaitMs(waiter, now) >= TURN_MS) return true;
     }
     return false;
+  }
+
+  /**
+   * `key`'s work left (ms, its batches' `leftMs`) per busy worker, counting
+   * `extra` more: unbounded when not known (a call outside a batch, a batch
+   * not measured yet or that does not say).
+   */
+  #leftPerWorker(key: string, extra: number): number {
+    const backlogs = this.#backlogs.get(key);
+    if (!backlogs) return Number.POSITIVE_INFINITY;
+    let ms = 0;
+    for (const backlog of backlogs) ms += backlog.leftMs?.() ?? Number.POSITIVE_INFINITY;
+    return ms / Math.max(1, this.busyOf(key) + extra);
+  }
+
+  /**
+   * How long a waiter has waited with a worker of its function ready: since
+   * it came, or since its worker was parked (a worker that has just booted
+   * for a caller that came long before has not waited a turn yet).
+   */
+  #readyWaitMs(waiter: Waiter<W>, now: number): number {
+    let ready = now;
+    for (const worker of this.#idle.get(waiter.key!) ?? []) {
+      ready = Math.min(ready, this.#idleSince.get(worker) ?? now);
+    }
+    return now - Math.max(waiter.since, ready);
+  }
+
+  /** Whether no other busy function has less work left per busy worker than `key`: it gives the turn. */
+  #leastLeft(key: string): boolean {
+    const mine = this.#leftPerWorker(key, 0);
+    for (const other of this.#busyPer.keys()) {
+      if (other !== key && this.#leftPerWorker(other, 0) < mine) return false;
+    }
+    return true;
   }
 
   /**
@@ -685,7 +748,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     const backlogs = this.#backlogs.get(key);
     if (workers === 0 || !backlogs) return true;
     let backlogMs = 0;
-    for (const estimate of backlogs) backlogMs += estimate();
+    for (const backlog of backlogs) backlogMs += backlog.estimateMs();
     const payoff = START_PAYOFF * this.#startMs;
     if (backlogMs / workers > payoff) return true;
     return (
@@ -820,7 +883,9 @@ export class Pool<W extends PooledWorker = PooledWorker> {
 
   /**
    * Serves waiting callers while a busy slot is free: first those whose
-   * function has an idle or starting worker (no start), oldest first; then,
+   * function has an idle or starting worker (no start), the function with
+   * the most work left per worker first (see `shouldYield`), oldest first
+   * among equals; then,
    * among those that `#mayStart`, callers whose function has the fewest
    * workers, oldest first among equals, with a start when `maxLive` leaves
    * room. Room being freed by an exiting worker is promised to a waiter
@@ -828,7 +893,13 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    */
   #pump(): void {
     if (this.#closed) return;
-    for (const waiter of [...this.#queue]) {
+    const mostLeftFirst = this.#queue
+      .map((waiter) => ({
+        waiter,
+        left: waiter.key === undefined ? 0 : this.#leftPerWorker(waiter.key, 1),
+      }))
+      .sort((a, b) => (a.left === b.left ? 0 : a.left > b.left ? -1 : 1)); // stable: oldest first among equals
+    for (const { waiter } of mostLeftFirst) {
       if (this.#busy >= this.max) return;
       if (waiter.key === undefined) continue;
       const idle = this.#takeIdle(waiter.key);

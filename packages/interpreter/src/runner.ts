@@ -418,8 +418,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     endLease(this.pool, lease);
   }
 
-  trackBacklog(key: string, estimateMs: () => number): () => void {
-    return this.pool.trackBacklog(key, estimateMs);
+  trackBacklog(key: string, estimateMs: () => number, leftMs?: () => number): () => void {
+    return this.pool.trackBacklog(key, estimateMs, leftMs);
   }
 
   wouldServe(key: string, idleOnly?: boolean): boolean {

@@ -99,9 +99,11 @@ export interface SchedulerContext {
   endLease(lease: Lease): void;
   /**
    * Tells the pool, while the batch runs, how many milliseconds of work it
-   * has not handed out yet (see Pool.trackBacklog); returns the function that ends it.
+   * has not handed out yet: `estimateMs` to judge starts by (0 until the time
+   * per row is measured well enough), `leftMs` to give turns by (an estimate
+   * from the first chunk on); see Pool.trackBacklog. Returns the function that ends it.
    */
-  trackBacklog?(key: string, estimateMs: () => number): () => void;
+  trackBacklog?(key: string, estimateMs: () => number, leftMs?: () => number): () => void;
   /**
    * Whether a request for `key` would get a worker at once (see Pool.wouldServe);
    * with `idleOnly`, an idle worker of its own (no start). Without it, every lane opens.
@@ -166,6 +168,21 @@ export async function schedule(
     if (!rampedUp) return 0;
     const cost = Number.isFinite(cheapestPerRowMs) ? cheapestPerRowMs : (perRowMs ?? 0);
     return (n - next) * cost;
+  };
+
+  /**
+   * Work not handed out yet, in ms, for turns between functions (see
+   * Pool.shouldYield), by the figure the chunks are sized by. Unbounded
+   * (not known) until that figure is good enough to judge by: a fresh
+   * worker's first rows are mostly round trip, and a figure from them would
+   * be tens of times too high. Unbounded too while failed rows wait to be re-run.
+   */
+  const leftMs = () => {
+    if (stopped !== undefined) return 0;
+    if (retries.length > 0 || !rampedUp || perRowMs === undefined) {
+      return Number.POSITIVE_INFINITY;
+    }
+    return (n - next) * perRowMs;
   };
 
   /** The next range: a piece or row to retry, or a fresh chunk. */
@@ -345,7 +362,7 @@ export async function schedule(
       spawnLanes(running.size + 1);
     }
   }
-  const untrack = ctx.trackBacklog?.(key, backlogMs);
+  const untrack = ctx.trackBacklog?.(key, backlogMs, leftMs);
   try {
     // One lane until the time per row is known (then `grow`, see send): one interpreter
     // start before the first rows come back, and each function started together gets

@@ -7,7 +7,8 @@
  * a second worker only for work that pays for the start (this batch's, or
  * its recent batches' when it is refreshed again and again); a cold refresh
  * starts one interpreter before its first results; functions that share too
- * few slots take turns on them (TURN_MS), so they progress together.
+ * few slots take turns on them, by the work they have left, so they progress
+ * and finish together.
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
@@ -84,11 +85,15 @@ const fn = (name: string): ExternalFn => ({
  * The runner's wiring (runner.ts), with fake workers behind the pool's
  * Launch seam: a start takes `startMs`, a row `perRowMs`.
  */
-function fakeRunner(maxWorkers: number, perRowMs = 0.01, startMs = 2) {
+function fakeRunner(
+  maxWorkers: number,
+  perRowMs = 0.01,
+  startMs: number | ((nth: number) => number) = 2,
+) {
   const starts: string[] = [];
   const pool = new Pool<DispatchWorker>(maxWorkers, 30_000, async (key) => {
     starts.push(key);
-    await sleep(startMs); // an interpreter start
+    await sleep(typeof startMs === 'number' ? startMs : startMs(starts.length - 1)); // an interpreter start
     return new FakeWorker(key, perRowMs, events);
   });
   // Requests that had to queue for a worker.
@@ -123,7 +128,7 @@ function fakeRunner(maxWorkers: number, perRowMs = 0.01, startMs = 2) {
     perRowMs: new Map(),
     request: (f, key, request) => dispatch(dispatchContext, f, key, request),
     endLease: (lease) => endLease(pool, lease),
-    trackBacklog: (key, estimateMs) => pool.trackBacklog(key, estimateMs),
+    trackBacklog: (key, estimateMs, leftMs) => pool.trackBacklog(key, estimateMs, leftMs),
     wouldServe: (key) => pool.wouldServe(key),
     toError: toExtFnError,
   };
@@ -379,6 +384,39 @@ describe('scheduling across functions (fake workers)', () => {
     expect(Math.abs(ended.a! - ended.b!)).toBeLessThan(6 * TURN_MS);
     expect(idleSlots).toEqual([]);
     expect(pool.counters().peak).toBe(1);
+  });
+
+  test('four cold functions whose workers are ready at different times finish together: the first ready gives way to those with more left', async () => {
+    // As with a zygote: the first worker (a tree) is ready at 40 ms, the forks at 80 ms;
+    // 40 ms of work each (0.0004 ms a row). Worked off in the order their workers came,
+    // `a` would be done before the others had begun, and one of them would end alone.
+    const { pool, ctx, events } = fakeRunner(2, 0.0004, (nth) => (nth === 0 ? 40 : 80));
+    pool.startsFork = () => true;
+    const names = ['a', 'b', 'c', 'd'];
+    const done: Record<string, number> = { a: 0, b: 0, c: 0, d: 0 };
+    /** Rows done by each function when each function's batch ended. */
+    const atEnd: Record<string, Record<string, number>> = {};
+    const all = await Promise.all(
+      names.map((name) => {
+        pool.prestart(name, fn(name));
+        return refresh(ctx, name, 100_000, undefined, (count) => {
+          done[name]! += count;
+          if (done[name] === 100_000) atEnd[name] = { ...done };
+        });
+      }),
+    );
+    for (const results of all) expect(results.every((r, i) => r === i)).toBe(true);
+    expect(events.filter((e) => e.startsWith('start')).length).toBe(4);
+    // when the first function finished, every other one was more than half done
+    const first = names.find(
+      (name) => Object.values(atEnd[name]!).filter((n) => n === 100_000).length === 1,
+    )!;
+    for (const name of names) {
+      expect(
+        atEnd[first]![name],
+        `${name} when ${first} finished: ${JSON.stringify(atEnd[first])}`,
+      ).toBeGreaterThan(50_000);
+    }
   });
 
   test('a call of a function with a warm worker waits a turn, not a whole refresh, with every slot held', async () => {

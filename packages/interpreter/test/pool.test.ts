@@ -2,12 +2,22 @@
  * The pool through its seam (`Launch`) with fake workers — no interpreter:
  * the bound, FIFO waiting, reuse by function, eviction of another
  * function's idle worker, idle shutdown, one-shot slots, failures, close,
- * and a function's second worker only for a backlog that pays for the start.
+ * a function's second worker only for a backlog that pays for the start,
+ * and turns between functions by the work they have left.
  */
 import type { ExternalFn } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { WorkerFailure } from '../src/failures.js';
-import { EVICT_IDLE_MS, EXTRA_LIVE, Pool, type PooledWorker, START_PAYOFF } from '../src/pool.js';
+import {
+  EVICT_IDLE_MS,
+  EXTRA_LIVE,
+  Pool,
+  type PooledWorker,
+  SHARE_MARGIN_MS,
+  SHARE_SLACK,
+  START_PAYOFF,
+  TURN_MS,
+} from '../src/pool.js';
 import { waitFor } from './helpers.js';
 
 class FakeWorker implements PooledWorker {
@@ -284,5 +294,89 @@ describe('pool with fake workers', () => {
     const t1 = performance.now();
     expect((await pool.acquire('c', fn('c'))).key).toBe('c');
     expect(performance.now() - t1).toBeLessThan(EVICT_IDLE_MS);
+  });
+
+  test('a turn goes to the function with the most work left, given by the busy function with the least', async () => {
+    const { pool } = fakePool(2);
+    pool.release(await pool.acquire('c', fn('c')), true); // c: warm, idle
+    const a = await pool.acquire('a', fn('a'));
+    const b = await pool.acquire('b', fn('b'));
+    const left: Record<string, number> = { a: 10, b: 100, c: 100 };
+    for (const key of ['a', 'b', 'c'])
+      pool.trackBacklog(
+        key,
+        () => 0,
+        () => left[key]!,
+      );
+    let served: FakeWorker | undefined;
+    const waiting = pool.acquire('c', fn('c')).then((w) => {
+      served = w;
+      return w;
+    });
+    // c has far more left than a: a gives its slot at the next chunk, without waiting a turn;
+    // b, with as much left as c, keeps its own
+    expect(pool.shouldYield('a')).toBe(true);
+    expect(pool.shouldYield('b')).toBe(false);
+    // a batch not measured yet counts as having all of its work left
+    left.c = Number.POSITIVE_INFINITY;
+    expect(pool.shouldYield('a')).toBe(true);
+    // c with little more than a left: no handover yet …
+    left.c = (SHARE_SLACK * left.a! + SHARE_MARGIN_MS) * 0.9;
+    expect(pool.shouldYield('a')).toBe(false);
+    // … until c has waited a turn; still only from a, the busy function with the least left
+    await new Promise((resolve) => setTimeout(resolve, TURN_MS + 5));
+    expect(pool.shouldYield('a')).toBe(true);
+    expect(pool.shouldYield('b')).toBe(false);
+    pool.release(a, true);
+    expect((await waiting).key).toBe('c');
+    expect(served).toBeDefined();
+    pool.release(served!, true);
+    pool.release(b, true);
+  });
+
+  test('a freed slot goes first to the waiting function with the most work left, then the oldest', async () => {
+    const { pool } = fakePool(1);
+    for (const key of ['b', 'c', 'd']) pool.release(await pool.acquire(key, fn(key)), true); // warm, idle
+    const a = await pool.acquire('a', fn('a'));
+    const left: Record<string, number> = { b: 10, c: 100, d: 10 };
+    for (const key of ['b', 'c', 'd'])
+      pool.trackBacklog(
+        key,
+        () => 0,
+        () => left[key]!,
+      );
+    const order: string[] = [];
+    const waiters = ['b', 'c', 'd'].map((key) =>
+      pool.acquire(key, fn(key)).then((w) => {
+        order.push(key);
+        pool.release(w, true);
+      }),
+    );
+    pool.release(a, true);
+    await Promise.all(waiters);
+    expect(order).toEqual(['c', 'b', 'd']);
+  });
+
+  test('a caller whose worker has only just booted has not waited a turn yet, however long ago it came', async () => {
+    const pool = new Pool<FakeWorker>(1, 60_000, async (key) => {
+      if (key === 'c') await new Promise((resolve) => setTimeout(resolve, 2 * TURN_MS));
+      return new FakeWorker(key);
+    });
+    const a = await pool.acquire('a', fn('a'));
+    for (const key of ['a', 'c'])
+      pool.trackBacklog(
+        key,
+        () => 0,
+        () => 100,
+      );
+    pool.prestart('c', fn('c')); // boots beside a's work, taking no busy slot
+    const waiting = pool.acquire('c', fn('c'));
+    await waitFor(() => pool.counters().live === 2); // c's worker ready, parked
+    // c came 2 × TURN_MS ago, but its worker is ready only now, with as much work left as a
+    expect(pool.shouldYield('a')).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, TURN_MS + 5));
+    expect(pool.shouldYield('a')).toBe(true);
+    pool.release(a, true);
+    pool.release(await waiting, true);
   });
 });

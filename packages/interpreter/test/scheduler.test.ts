@@ -2,7 +2,7 @@
  * The batch scheduler through its seam (`schedule(ctx)`) with a fake
  * dispatcher — no interpreter: chunking, every row settled once, hang
  * isolation (a failed chunk re-run row by row), start failures settled once,
- * abort, progress, and the lane bound.
+ * abort, progress, the lane bound, and what the pool is told of the work left.
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
@@ -118,6 +118,33 @@ describe('scheduler with a fake dispatcher', () => {
     expect(progress.at(-1)).toBe(5_000);
     expect(leasesEnded()).toBeGreaterThan(0);
     expect(ctx.perRowMs.has('k')).toBe(true); // the next batch starts at the learnt size
+  });
+
+  test('the batch tells the pool its work left for turns: unbounded until its time per row is measured, then rows left times it', async () => {
+    const { rows } = source(5_000);
+    const { ctx, requests } = fakeContext(undefined, 1);
+    let leftMs: (() => number) | undefined;
+    const seen: { left: number; next: number }[] = [];
+    ctx.trackBacklog = (_key, _estimateMs, left) => {
+      leftMs = left;
+      return () => {};
+    };
+    const request = ctx.request.bind(ctx);
+    ctx.request = (f, key, r) => {
+      // what the pool sees once this chunk is handed out: the rows after it are left
+      seen.push({ left: leftMs!(), next: (r.header as { start: number }).start + r.rows });
+      return request(f, key, r);
+    };
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    // the fake answers 0.01 ms a row; the first chunks (past the first) sample
+    // RAMP_ROWS rows before the figure counts, then it is the rows not handed out yet times that
+    const known = seen.findIndex(({ left }) => Number.isFinite(left));
+    expect(known).toBeGreaterThan(1);
+    for (const { left } of seen.slice(0, known)) expect(left).toBe(Number.POSITIVE_INFINITY);
+    for (const { left, next } of seen.slice(known))
+      expect(left).toBeCloseTo((5_000 - next) * 0.01, 6);
+    expect(seen.length - known).toBeGreaterThan(2);
+    expect(requests.length).toBeGreaterThan(3);
   });
 
   test("a cold batch's slow first request (a fresh worker) does not keep its next chunks at one row", async () => {
