@@ -14,7 +14,9 @@
 //            `registry.warmUp()` (what an engine calls when it loads a
 //            model), the warmUp timed on its own;
 // then the same `one` and `four` again on the same Registry (warm: workers
-// kept). For each: wall time, time to the first results (onProgress), and
+// kept). For each: wall time, time to the first results (onProgress), for
+// several functions how far apart they finished (`ends apart`: the last
+// one's end minus the first one's; 0 for one function), and
 // the interpreters started (runner.stats().started), and this process's own
 // CPU time (with its spawner's: the process that starts trees for it), minor
 // page faults and garbage collection during it, the workers' CPU time, and the
@@ -272,6 +274,7 @@ async function refresh(runner, registry, jobs, label, clock) {
     clock.log.length = 0;
   }
   let first;
+  const ends = [];
   const all = await Promise.all(
     jobs.map(([name, input]) => {
       const options = {
@@ -279,10 +282,14 @@ async function refresh(runner, registry, jobs, label, clock) {
           if (done > 0 && first === undefined) first = performance.now() - t0;
         },
       };
-      if (!COLUMNS) return registry.evalBatch(name, input, options);
+      const ended = (results) => {
+        ends.push(performance.now());
+        return results;
+      };
+      if (!COLUMNS) return registry.evalBatch(name, input, options).then(ended);
       return registry.evalColumns(name, input, options).then(({ values, errors }) => {
         if (errors.size > 0) throw new Error(`${name}: ${[...errors.values()][0].message}`);
-        return values;
+        return ended(values);
       });
     }),
   );
@@ -298,6 +305,7 @@ async function refresh(runner, registry, jobs, label, clock) {
   return {
     ms,
     first,
+    apart: Math.max(...ends) - Math.min(...ends),
     starts: runner.stats().started - before,
     faults: hostFaults() - faults0,
     hostCpu: (cpu.user + cpu.system) / 1000 + spawnerCpu() - spawner0,
@@ -446,7 +454,7 @@ console.log(
 for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);
   console.log(
-    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} starts ${xs.map((x) => x.starts).join(',')}` +
+    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} ends apart ${mmm(xs.map((x) => x.apart ?? Number.NaN)).padEnd(11)} starts ${xs.map((x) => x.starts).join(',')}` +
       `  CPU ms host ${mmm(xs.map((x) => x.hostCpu))} workers ${mmm(xs.map((x) => x.workersCpu))} machine ${mmm(xs.map((x) => x.machineCpu))}, host faults ${mmm(xs.map((x) => x.faults))}, host GC ms ${mmm(xs.map((x) => x.gc))}`,
   );
 }
