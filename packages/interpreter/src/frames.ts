@@ -20,20 +20,22 @@ export interface Frame {
   elapsedMs?: number;
   /**
    * For a response: the driver's own milliseconds on the request (its `workMs`,
-   * docs/protocol.md), when it says and the figure fits inside `elapsedMs`.
+   * docs/protocol.md), when it says and the figure fits inside the time since
+   * the request was written (for one queued behind another, more than `elapsedMs`).
    */
   workMs?: number;
 }
 
 /**
  * A response's `workMs` (docs/protocol.md, "Requests"): the driver's own time
- * on the request, taken when it is a number from 0 to `elapsedMs`, the time
- * the host saw. Only a hint for chunk sizes: a body could make its driver say
- * anything, and the host never believes more than it saw itself.
+ * on the request, taken when it is a number from 0 to `sawMs`, the time the
+ * host saw the request out. Only a hint for chunk sizes and turns: a body
+ * could make its driver say anything, and the host never believes more than
+ * it saw itself.
  */
-export function driverWorkMs(header: FrameHeader, elapsedMs: number): number | undefined {
+export function driverWorkMs(header: FrameHeader, sawMs: number): number | undefined {
   const work = header.workMs;
-  return typeof work === 'number' && work >= 0 && work <= elapsedMs ? work : undefined;
+  return typeof work === 'number' && work >= 0 && work <= sawMs ? work : undefined;
 }
 
 /** An error the driver reports for a row or for `load`. */

@@ -148,6 +148,10 @@ export async function schedule(
   let sampledMs = 0;
   /** The cheapest chunk past the first, per row: what the work left is judged by. */
   let cheapestPerRowMs = Number.POSITIVE_INFINITY;
+  /** The least work per row of a chunk past the first (see `leftMs`). */
+  let leastWorkPerRowMs = Number.POSITIVE_INFINITY;
+  /** Whether a chunk past the first took half a chunk's target time of work: its rows, more than its fixed cost. */
+  let sizedChunk = false;
   let size = perRowMs === undefined ? 1 : maxChunk;
   /** Rows behind `perRowMs` in this batch, halved at each sample so recent chunks count most. */
   let weight = 0;
@@ -172,17 +176,19 @@ export async function schedule(
 
   /**
    * Work not handed out yet, in ms, for turns between functions (see
-   * Pool.shouldYield), by the figure the chunks are sized by. Unbounded
-   * (not known) until that figure is good enough to judge by: a fresh
-   * worker's first rows are mostly round trip, and a figure from them would
-   * be tens of times too high. Unbounded too while failed rows wait to be re-run.
+   * Pool.shouldYield): rows left × the least work per row of a chunk so far
+   * (the worker's own time when it gives it), once a chunk has taken at
+   * least half a chunk's target time, or by an earlier batch's figure.
+   * Unbounded (not known) before: a fresh worker's first chunks are mostly
+   * fixed cost, and a figure from them came out up to fifteen times too
+   * high. The least, since CPU taken by other processes only ever makes a
+   * chunk slower. Unbounded too while failed rows wait to be re-run.
    */
   const leftMs = () => {
     if (stopped !== undefined) return 0;
-    if (retries.length > 0 || !rampedUp || perRowMs === undefined) {
-      return Number.POSITIVE_INFINITY;
-    }
-    return (n - next) * perRowMs;
+    if (retries.length > 0) return Number.POSITIVE_INFINITY;
+    const cost = sizedChunk ? leastWorkPerRowMs : reliable ? perRowMs : undefined;
+    return cost === undefined ? Number.POSITIVE_INFINITY : (n - next) * cost;
   };
 
   /** The next range: a piece or row to retry, or a fresh chunk. */
@@ -267,6 +273,8 @@ export async function schedule(
       // judge more workers by: what the host saw, its own share included.
       sampledMs += elapsed;
       cheapestPerRowMs = Math.min(cheapestPerRowMs, elapsed / count);
+      leastWorkPerRowMs = Math.min(leastWorkPerRowMs, work / count);
+      sizedChunk ||= work >= chunkMs / 2;
     }
     rampedUp ||= reliable || sampledRows >= RAMP_ROWS || sampledMs >= RAMP_MS;
     if (rampedUp) grow(); // looked at after every chunk: a slot may have come free

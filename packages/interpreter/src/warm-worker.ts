@@ -272,7 +272,8 @@ export class WarmWorker {
     if (this.#queued) throw new Error('a worker takes at most one request queued behind another');
     const queued = this.#waiting !== undefined;
     const id = this.#nextId++;
-    const timing = { started: performance.now() };
+    const sent = performance.now();
+    const timing = { started: sent };
     // The payload goes into the shared file, the header says where (the pipes when it
     // cannot); one queued behind stays clear of the running one's region.
     let region = payload
@@ -303,8 +304,12 @@ export class WarmWorker {
     try {
       const frame = await reply;
       if (region || frame.header.shm !== undefined) this.#readShared(frame, region, options);
-      frame.elapsedMs = performance.now() - timing.started;
-      const work = driverWorkMs(frame.header, frame.elapsedMs);
+      const now = performance.now();
+      frame.elapsedMs = now - timing.started;
+      // Bounded by the time since it was written, not `elapsedMs`: a request queued
+      // behind another starts in the worker when that one ends, which can be well
+      // before the host reads that answer and starts this one's clock.
+      const work = driverWorkMs(frame.header, now - sent);
       if (work !== undefined) frame.workMs = work;
       return frame;
     } finally {

@@ -419,6 +419,27 @@ describe('scheduling across functions (fake workers)', () => {
     }
   });
 
+  test('warm functions of different sizes on two slots: the one with the most work left never gives its slot to one with less', async () => {
+    // a: 200 ms of work, b and c: 50 ms each (0.001 ms a row), every figure known from
+    // an earlier batch. a bounds the refresh: each turn it took the others would make it later.
+    const { ctx, events, starts } = fakeRunner(2, 0.001, 10);
+    const sizes: Record<string, number> = { a: 200_000, b: 50_000, c: 50_000 };
+    await Promise.all(Object.keys(sizes).map((name) => refresh(ctx, name, 1_000)));
+    events.length = 0;
+    const all = await Promise.all(Object.entries(sizes).map(([name, n]) => refresh(ctx, name, n)));
+    for (const results of all) expect(results.every((r, i) => r === i)).toBe(true);
+    expect(starts.sort()).toEqual(['a', 'b', 'c']);
+    const first = events.indexOf('request a');
+    const last = events.lastIndexOf('request a');
+    const between = events.slice(first, last);
+    expect(
+      between.filter((e) => e === 'release a'),
+      between.join(', '),
+    ).toEqual([]);
+    // b and c took turns on the other slot
+    expect(between.filter((e) => e === 'request c').length).toBeGreaterThan(0);
+  });
+
   test('a call of a function with a warm worker waits a turn, not a whole refresh, with every slot held', async () => {
     const { pool, ctx } = fakeRunner(1, 0.05, 10);
     await pool.warm('b', fn('b'));

@@ -90,6 +90,22 @@ describe.skipIf(!hasPython)('a request queued behind another on a warm worker', 
     await Promise.all(two);
   });
 
+  test("the one behind keeps its driver's workMs when the host reads the one ahead late", async () => {
+    const worker = await sleeperWorker();
+    const first = call(worker, [0.05]);
+    const second = call(worker, [0.1]);
+    // the host busy while both run: it reads the first answer after the second has
+    // been written too, so the second's clock (from that reading) sees almost nothing
+    const until = performance.now() + 400;
+    while (performance.now() < until) {
+      // hold the event loop
+    }
+    await first;
+    const frame = await second;
+    expect(frame.elapsedMs!).toBeLessThan(50);
+    expect(frame.workMs, "the worker's own time on it: 100 ms of sleep").toBeGreaterThanOrEqual(95);
+  });
+
   test('the one behind times out on its own deadline; the one ahead keeps its answer', async () => {
     const worker = await sleeperWorker();
     const first = call(worker, [0.2]);

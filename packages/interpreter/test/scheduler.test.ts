@@ -120,31 +120,43 @@ describe('scheduler with a fake dispatcher', () => {
     expect(ctx.perRowMs.has('k')).toBe(true); // the next batch starts at the learnt size
   });
 
-  test('the batch tells the pool its work left for turns: unbounded until its time per row is measured, then rows left times it', async () => {
-    const { rows } = source(5_000);
-    const { ctx, requests } = fakeContext(undefined, 1);
+  test('the batch tells the pool its work left for turns: not known until a chunk took half the target, then rows left × the least work per row', async () => {
+    const { rows } = source(20_000);
+    const { ctx } = fakeContext(undefined, 1);
     let leftMs: (() => number) | undefined;
-    const seen: { left: number; next: number }[] = [];
     ctx.trackBacklog = (_key, _estimateMs, left) => {
       leftMs = left;
       return () => {};
     };
+    // each chunk costs 0.5 ms whatever its size, and 0.001 ms a row: small chunks'
+    // figures per row are far too high
+    const cost = (count: number) => 0.5 + 0.001 * count;
+    const sent: { left: number; next: number; count: number }[] = [];
     const request = ctx.request.bind(ctx);
-    ctx.request = (f, key, r) => {
+    ctx.request = async (f, key, r) => {
       // what the pool sees once this chunk is handed out: the rows after it are left
-      seen.push({ left: leftMs!(), next: (r.header as { start: number }).start + r.rows });
-      return request(f, key, r);
+      const start = (r.header as { start: number }).start;
+      sent.push({ left: leftMs!(), next: start + r.rows, count: r.rows });
+      const frame = await request(f, key, r);
+      return { ...frame, elapsedMs: cost(r.rows) };
     };
     await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
-    // the fake answers 0.01 ms a row; the first chunks (past the first) sample
-    // RAMP_ROWS rows before the figure counts, then it is the rows not handed out yet times that
-    const known = seen.findIndex(({ left }) => Number.isFinite(left));
-    expect(known).toBeGreaterThan(1);
-    for (const { left } of seen.slice(0, known)) expect(left).toBe(Number.POSITIVE_INFINITY);
-    for (const { left, next } of seen.slice(known))
-      expect(left).toBeCloseTo((5_000 - next) * 0.01, 6);
-    expect(seen.length - known).toBeGreaterThan(2);
-    expect(requests.length).toBeGreaterThan(3);
+    expect(sent.length).toBeGreaterThan(4);
+    let known = false;
+    let least = Number.POSITIVE_INFINITY;
+    for (let k = 0; k < sent.length; k++) {
+      const { left, next } = sent[k]!;
+      if (k === 0) expect(left).toBe(Number.POSITIVE_INFINITY);
+      else
+        expect(left, `chunk ${k}`).toBe(known ? (20_000 - next) * least : Number.POSITIVE_INFINITY);
+      // what the answer to this chunk teaches (the first is a fresh worker's: not counted)
+      if (k > 0) {
+        least = Math.min(least, cost(sent[k]!.count) / sent[k]!.count);
+        known ||= cost(sent[k]!.count) >= ctx.chunkMs / 2;
+      }
+    }
+    expect(known).toBe(true);
+    expect(sent.findIndex((x) => Number.isFinite(x.left))).toBeGreaterThan(1);
   });
 
   test("a cold batch's slow first request (a fresh worker) does not keep its next chunks at one row", async () => {
