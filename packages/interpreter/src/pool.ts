@@ -146,7 +146,8 @@ interface Waiter<W extends PooledWorker> {
 /** A running batch's estimates of the work it has not handed out yet (see Pool.trackBacklog). */
 interface Backlog {
   estimateMs: () => number;
-  leftMs: (() => number) | undefined;
+  /** Undefined while not measured yet. */
+  leftMs: (() => number | undefined) | undefined;
 }
 
 /**
@@ -272,7 +273,11 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * the batch's work left counts as unknown: as much as any). Call the
    * returned function when the batch ends.
    */
-  trackBacklog(key: string, estimateMs: () => number, leftMs?: () => number): () => void {
+  trackBacklog(
+    key: string,
+    estimateMs: () => number,
+    leftMs?: () => number | undefined,
+  ): () => void {
     const set = this.#backlogs.get(key) ?? new Set();
     const backlog: Backlog = { estimateMs, leftMs };
     set.add(backlog);
@@ -321,8 +326,9 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * that could be served with the slot, or — turns — a caller of a function
    * with fewer busy workers whose worker is idle and ready, when `key` has
    * the least work left per busy worker of the functions now busy and the
-   * caller's function clearly more (SHARE_SLACK; work not known yet counts
-   * as the most), or the caller has waited TURN_MS with its worker ready. The
+   * caller's function clearly more (SHARE_SLACK; a batch not measured yet
+   * counts as a turn's worth), or the caller has waited TURN_MS with its
+   * worker ready. The
    * function with the most work left bounds the refresh, so
    * functions that share too few slots finish together (no function left
    * alone on one worker at the end while a slot idles), and a call of a
@@ -341,7 +347,6 @@ export class Pool<W extends PooledWorker = PooledWorker> {
       if (theirs >= mine || waiter.key === undefined || !this.#idle.has(waiter.key)) continue;
       least ??= this.#leastLeft(key);
       if (!least) continue;
-      // Work not known yet counts as the most (a batch not measured yet has all of it left).
       const clearlyMore =
         this.#leftPerWorker(waiter.key, 1) >
         SHARE_SLACK * this.#leftPerWorker(key, 0) + SHARE_MARGIN_MS;
@@ -352,14 +357,18 @@ export class Pool<W extends PooledWorker = PooledWorker> {
 
   /**
    * `key`'s work left (ms, its batches' `leftMs`) per busy worker, counting
-   * `extra` more: unbounded when not known (a call outside a batch, a batch
-   * not measured yet or that does not say).
+   * `extra` more. A batch not measured yet (or that does not say) counts as
+   * a turn's worth (TURN_MS): a function with less than that left gives way
+   * to it at once, one with more only once it has waited a turn — a guess
+   * of all its rows at a fresh worker's first figures would take the slot of
+   * a function with far more work than it has. A call outside a batch
+   * counts as unbounded: served at the next chunk's end.
    */
   #leftPerWorker(key: string, extra: number): number {
     const backlogs = this.#backlogs.get(key);
     if (!backlogs) return Number.POSITIVE_INFINITY;
     let ms = 0;
-    for (const backlog of backlogs) ms += backlog.leftMs?.() ?? Number.POSITIVE_INFINITY;
+    for (const backlog of backlogs) ms += backlog.leftMs?.() ?? TURN_MS;
     return ms / Math.max(1, this.busyOf(key) + extra);
   }
 

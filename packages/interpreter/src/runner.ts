@@ -418,7 +418,11 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     endLease(this.pool, lease);
   }
 
-  trackBacklog(key: string, estimateMs: () => number, leftMs?: () => number): () => void {
+  trackBacklog(
+    key: string,
+    estimateMs: () => number,
+    leftMs?: () => number | undefined,
+  ): () => void {
     return this.pool.trackBacklog(key, estimateMs, leftMs);
   }
 

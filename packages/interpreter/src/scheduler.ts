@@ -100,10 +100,14 @@ export interface SchedulerContext {
   /**
    * Tells the pool, while the batch runs, how many milliseconds of work it
    * has not handed out yet: `estimateMs` to judge starts by (0 until the time
-   * per row is measured well enough), `leftMs` to give turns by (an estimate
-   * from the first chunk on); see Pool.trackBacklog. Returns the function that ends it.
+   * per row is measured well enough), `leftMs` to give turns by (undefined
+   * until measured); see Pool.trackBacklog. Returns the function that ends it.
    */
-  trackBacklog?(key: string, estimateMs: () => number, leftMs?: () => number): () => void;
+  trackBacklog?(
+    key: string,
+    estimateMs: () => number,
+    leftMs?: () => number | undefined,
+  ): () => void;
   /**
    * Whether a request for `key` would get a worker at once (see Pool.wouldServe);
    * with `idleOnly`, an idle worker of its own (no start). Without it, every lane opens.
@@ -179,16 +183,17 @@ export async function schedule(
    * Pool.shouldYield): rows left × the least work per row of a chunk so far
    * (the worker's own time when it gives it), once a chunk has taken at
    * least half a chunk's target time, or by an earlier batch's figure.
-   * Unbounded (not known) before: a fresh worker's first chunks are mostly
-   * fixed cost, and a figure from them came out up to fifteen times too
-   * high. The least, since CPU taken by other processes only ever makes a
-   * chunk slower. Unbounded too while failed rows wait to be re-run.
+   * Undefined (not measured yet) before: a fresh worker's first chunks are
+   * mostly fixed cost, and a figure from them came out up to fifteen times
+   * too high. The least, since CPU taken by other processes only ever makes
+   * a chunk slower. Unbounded while failed rows wait to be re-run (each may
+   * hang for its whole deadline).
    */
   const leftMs = () => {
     if (stopped !== undefined) return 0;
     if (retries.length > 0) return Number.POSITIVE_INFINITY;
     const cost = sizedChunk ? leastWorkPerRowMs : reliable ? perRowMs : undefined;
-    return cost === undefined ? Number.POSITIVE_INFINITY : (n - next) * cost;
+    return cost === undefined ? undefined : (n - next) * cost;
   };
 
   /** The next range: a piece or row to retry, or a fresh chunk. */

@@ -301,12 +301,12 @@ describe('pool with fake workers', () => {
     pool.release(await pool.acquire('c', fn('c')), true); // c: warm, idle
     const a = await pool.acquire('a', fn('a'));
     const b = await pool.acquire('b', fn('b'));
-    const left: Record<string, number> = { a: 10, b: 100, c: 100 };
+    const left: Record<string, number | undefined> = { a: 10, b: 100, c: 100 };
     for (const key of ['a', 'b', 'c'])
       pool.trackBacklog(
         key,
         () => 0,
-        () => left[key]!,
+        () => left[key],
       );
     let served: FakeWorker | undefined;
     const waiting = pool.acquire('c', fn('c')).then((w) => {
@@ -317,9 +317,13 @@ describe('pool with fake workers', () => {
     // b, with as much left as c, keeps its own
     expect(pool.shouldYield('a')).toBe(true);
     expect(pool.shouldYield('b')).toBe(false);
-    // a batch not measured yet counts as having all of its work left
-    left.c = Number.POSITIVE_INFINITY;
+    // a batch not measured yet counts as a turn's worth of work: more than a has left,
+    // less than what would make a function with 100 ms left give way before a turn
+    left.c = undefined;
     expect(pool.shouldYield('a')).toBe(true);
+    left.a = 100;
+    expect(pool.shouldYield('a')).toBe(false);
+    left.a = 10;
     // c with little more than a left: no handover yet …
     left.c = (SHARE_SLACK * left.a! + SHARE_MARGIN_MS) * 0.9;
     expect(pool.shouldYield('a')).toBe(false);

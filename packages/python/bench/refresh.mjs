@@ -7,6 +7,9 @@
 //   four   — four functions over ROWS rows each, refreshed concurrently;
 //   many   — sixteen functions over ROWS / 4 rows each, refreshed
 //            concurrently: a model's refresh, a worker start per function;
+//   mixed  — (only when asked for) three functions refreshed at once, one
+//            over 4 × ROWS rows and two over ROWS: the large one bounds the
+//            refresh, so every turn it gives the others makes it later;
 //   two    — (only when asked for) two functions over 2 × ROWS rows each: as
 //            many workers as `one` at 2 slots, so `four` against it shows
 //            what its further starts cost;
@@ -26,7 +29,7 @@
 // the cases in the other order.
 // Prints min/median/max over RUNS and the load average, and four / one as a
 // ratio of medians and of bests (the issue's targets are best of 3).
-// BENCH_CASES=cold,one,four,many picks cases (the default; also two, warmed); BENCH_SLOTS=2,4 the pool sizes.
+// BENCH_CASES=cold,one,four,many picks cases (the default; also two, mixed, warmed); BENCH_SLOTS=2,4 the pool sizes.
 // BENCH_BASE=/path/to/other/python/dist/index.js runs the same cases on that
 // build too, alternating with this one in each run, each first in every other run (a baseline side by side).
 // BENCH_TREES=1 instead runs this build twice the same way: with a tree per
@@ -410,6 +413,25 @@ for (let run = -1; run < RUNS; run++) {
             [
               [`${v}${slots} slots: four fns × ${ROWS}`, four],
               [`${v}${slots} slots: four fns × ${ROWS} (warm)`, four],
+            ],
+            run,
+          ),
+        );
+      }
+      if (CASES.has('mixed')) {
+        const mixed = [
+          ['f0', rows4],
+          ['f1', rows],
+          ['f2', rows],
+        ];
+        const label = `${v}${slots} slots: mixed, 1 fn × ${4 * ROWS} + 2 × ${ROWS}`;
+        cases.push(() =>
+          runCase(
+            python,
+            slots,
+            [
+              [label, mixed],
+              [`${label} (warm)`, mixed],
             ],
             run,
           ),
