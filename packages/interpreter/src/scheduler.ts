@@ -275,9 +275,13 @@ export async function schedule(
     if (chunksDone++ > 0 || reliable) {
       sampledRows += count;
       // How long the work left takes, and whether the batch has run long enough to
-      // judge more workers by: what the host saw, its own share included.
-      sampledMs += elapsed;
-      cheapestPerRowMs = Math.min(cheapestPerRowMs, elapsed / count);
+      // judge more workers by: what the host saw, its own share included — but not
+      // less than the worker's own time: a chunk queued behind another is timed
+      // from the host's reading of the answer ahead, which may come after the
+      // worker has done most of it (then the cheapest would be a fraction of the cost).
+      const seen = Math.max(elapsed, work);
+      sampledMs += seen;
+      cheapestPerRowMs = Math.min(cheapestPerRowMs, seen / count);
       leastWorkPerRowMs = Math.min(leastWorkPerRowMs, work / count);
       sizedChunk ||= work >= chunkMs / 2;
     }

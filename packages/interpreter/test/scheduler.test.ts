@@ -158,6 +158,32 @@ describe('scheduler with a fake dispatcher', () => {
     expect(sent.findIndex((x) => x.left !== undefined)).toBeGreaterThan(1);
   });
 
+  test('a chunk the host timed short (queued behind another, its answer read late) does not shrink the work left that starts are judged by', async () => {
+    const { rows } = source(20_000);
+    const { ctx } = fakeContext(undefined, 1);
+    let estimateMs: (() => number) | undefined;
+    ctx.trackBacklog = (_key, estimate) => {
+      estimateMs = estimate;
+      return () => {};
+    };
+    const seen: { backlog: number; next: number }[] = [];
+    const request = ctx.request.bind(ctx);
+    let k = 0;
+    ctx.request = async (f, key, r) => {
+      const start = (r.header as { start: number }).start;
+      seen.push({ backlog: estimateMs!(), next: start + r.rows });
+      const frame = await request(f, key, r);
+      // from the fourth chunk on, the host's clock saw almost nothing of it; the worker
+      // says what it really took (0.01 ms a row, as the fake's own times)
+      return k++ >= 3 ? { ...frame, elapsedMs: 0.001, workMs: 0.01 * r.rows } : frame;
+    };
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(seen.length).toBeGreaterThan(5);
+    for (const { backlog, next } of seen.slice(5)) {
+      expect(backlog).toBeCloseTo((20_000 - next) * 0.01, 6);
+    }
+  });
+
   test("a cold batch's slow first request (a fresh worker) does not keep its next chunks at one row", async () => {
     const { rows, results } = source(5_000);
     const { ctx, requests } = fakeContext();
