@@ -270,8 +270,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * handed out yet: `estimateMs`, so the pool starts another worker of that
    * function only when it pays (see `#mayStart`), and `leftMs`, so turns go
    * to the function with the most work left (see `shouldYield`; without it,
-   * the batch's work left counts as unknown: as much as any). Call the
-   * returned function when the batch ends.
+   * or while it says undefined, the batch counts as a turn's worth: see
+   * `#leftPerWorker`). Call the returned function when the batch ends.
    */
   trackBacklog(
     key: string,
@@ -328,16 +328,17 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * the least work left per busy worker of the functions now busy and the
    * caller's function clearly more (SHARE_SLACK; a batch not measured yet
    * counts as a turn's worth), or the caller has waited TURN_MS with its
-   * worker ready. The
-   * function with the most work left bounds the refresh, so
-   * functions that share too few slots finish together (no function left
+   * worker ready. The function with the most work left bounds the refresh,
+   * so functions that share too few slots finish together (no function left
    * alone on one worker at the end while a slot idles), and a call of a
    * function with little work waits a turn, not a whole refresh.
    */
   shouldYield(key: string): boolean {
     const mine = this.busyOf(key);
     const now = performance.now();
-    let least: boolean | undefined; // looked at once, when a turn is in question
+    // `key`'s work left per busy worker and whether it is the least: looked at once, when a turn is in question
+    let mineLeft: number | undefined;
+    let least: boolean | undefined;
     for (const waiter of this.#queue) {
       if (waiter.key === key) return true;
       const theirs = waiter.key === undefined ? 0 : this.busyOf(waiter.key);
@@ -345,12 +346,12 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         return true;
       }
       if (theirs >= mine || waiter.key === undefined || !this.#idle.has(waiter.key)) continue;
-      least ??= this.#leastLeft(key);
-      if (!least) continue;
+      mineLeft ??= this.#leftPerWorker(key, 0);
+      least ??= this.#leastLeft(key, mineLeft);
+      if (!least) continue; // another busy function gives the turn
       const clearlyMore =
-        this.#leftPerWorker(waiter.key, 1) >
-        SHARE_SLACK * this.#leftPerWorker(key, 0) + SHARE_MARGIN_MS;
-      if (clearlyMore || this.#readyWaitMs(waiter, now) >= TURN_MS) return true;
+        this.#leftPerWorker(waiter.key, 1) > SHARE_SLACK * mineLeft + SHARE_MARGIN_MS;
+      if (clearlyMore || this.#readyWaitMs(waiter.key, waiter.since, now) >= TURN_MS) return true;
     }
     return false;
   }
@@ -377,17 +378,19 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    * it came, or since its worker was parked (a worker that has just booted
    * for a caller that came long before has not waited a turn yet).
    */
-  #readyWaitMs(waiter: Waiter<W>, now: number): number {
+  #readyWaitMs(key: string, since: number, now: number): number {
     let ready = now;
-    for (const worker of this.#idle.get(waiter.key!) ?? []) {
+    for (const worker of this.#idle.get(key) ?? []) {
       ready = Math.min(ready, this.#idleSince.get(worker) ?? now);
     }
-    return now - Math.max(waiter.since, ready);
+    return now - Math.max(since, ready);
   }
 
-  /** Whether no other busy function has less work left per busy worker than `key`: it gives the turn. */
-  #leastLeft(key: string): boolean {
-    const mine = this.#leftPerWorker(key, 0);
+  /**
+   * Whether no other busy function has less work left per busy worker than
+   * `key` (`mine`): it gives the turn.
+   */
+  #leastLeft(key: string, mine: number): boolean {
     for (const other of this.#busyPer.keys()) {
       if (other !== key && this.#leftPerWorker(other, 0) < mine) return false;
     }
