@@ -100,13 +100,16 @@ export interface BuiltChain {
 /**
  * The programs that run before the interpreter, each exec'ing the next, for
  * a tree spawned by a parent that leaks the descriptors `leaks` (the host's,
- * or the spawner's: none once it closed its own). Exported for tests.
+ * or the spawner's: none once it closed its own). `gate`: the chain first
+ * waits for a line on stdin, written once the host has moved it into its
+ * cgroup (a tree the spawner starts needs none: it follows the tree there
+ * before handing it over). Exported for tests.
  */
 export function buildChain(
   options: LaunchOptions,
   limits: SandboxLimits,
   command: string,
-  cgroup: TreeCgroup | undefined,
+  gate: boolean,
   leaks: readonly number[],
 ): BuiltChain {
   const { policy, functionName } = options;
@@ -146,7 +149,7 @@ export function buildChain(
   const chain: string[] = [];
   const shell = confined ? chainShell() : undefined;
   const stage: ChainShellStage = {
-    gate: cgroup !== undefined,
+    gate,
     memoryBytes: limits.memoryBytes,
     processes: outerNproc ? processes : undefined,
     openFiles: limits.openFiles,
@@ -164,7 +167,7 @@ export function buildChain(
     stage.refuseHigh = closing.length === 0 && (restricted || tools.perl !== undefined);
     chain.push(...chainShellArgs(shell, stage), ...closing);
   } else {
-    if (cgroup) chain.push(...cgroupGateArgs(tools.sh ?? '/bin/sh'));
+    if (gate) chain.push(...cgroupGateArgs(tools.sh ?? '/bin/sh'));
     if (confined) chain.push(...prlimitArgs(tools.prlimit!, { ...limits, processes }, outerNproc));
   }
   if (!restricted && confined) {
@@ -267,9 +270,10 @@ interface Prepared {
 
 /**
  * Everything decided before anything starts, for a tree whose parent leaks
- * `leaks`; throws (leaving nothing behind) when it cannot be.
+ * `leaks`; throws (leaving nothing behind) when it cannot be. `spawner`: the
+ * spawner starts it, and moves it into its cgroup without a gate.
  */
-function prepare(options: LaunchOptions, leaks: readonly number[]): Prepared {
+function prepare(options: LaunchOptions, leaks: readonly number[], spawner: boolean): Prepared {
   const { policy, functionName } = options;
   const limits = resolveLimits(options.limits, options.timeoutMs);
   const command = findExecutableCached(options.command);
@@ -291,7 +295,7 @@ function prepare(options: LaunchOptions, leaks: readonly number[]): Prepared {
     throw sandboxError(`cannot create the tree's cgroup (${why})`, FIX_CGROUP, functionName, cause);
   }
   try {
-    const built = buildChain(options, limits, command, cgroup, leaks);
+    const built = buildChain(options, limits, command, cgroup !== undefined && !spawner, leaks);
     // leased last, so no check above has to hand it back before throwing
     const uid = hostIsRoot() && confined ? leaseTreeUid(functionName) : undefined;
     const restricted = policy === 'restricted';
@@ -430,7 +434,7 @@ function chainSpawn(
 
 /** Starts one tree from this process (synchronous: `launchSandboxed`). */
 export function launch(options: LaunchOptions): Launched {
-  const prepared = prepare(options, leakingDescriptorsCached());
+  const prepared = prepare(options, leakingDescriptorsCached(), false);
   // stdoutPipe: fd 1 a FIFO the child can reopen (see stdout-pipe.ts); else Node's socket
   const pipe = options.stdoutPipe ? openStdoutPipe(prepared.uid) : undefined;
   let child: ChainProcess;
@@ -450,7 +454,7 @@ export function launch(options: LaunchOptions): Launched {
 export async function launchAsync(options: LaunchOptions): Promise<Launched> {
   const spawner = readySpawner();
   if (!spawner) return launch(options);
-  const prepared = prepare(options, spawner.leaks);
+  const prepared = prepare(options, spawner.leaks, true);
   let pipe: StdoutPipe | undefined;
   let child: ChainProcess;
   try {
@@ -461,7 +465,8 @@ export async function launchAsync(options: LaunchOptions): Promise<Launched> {
     child = await spawner.spawn(chainSpawn(options, prepared, stdout)).catch(() => {
       // from this process, whose own inherited descriptors the chain must close
       const { limits, command, cgroup } = prepared;
-      const direct = buildChain(options, limits, command, cgroup, leakingDescriptorsCached());
+      const gate = cgroup !== undefined; // this process moves it, behind the gate (started())
+      const direct = buildChain(options, limits, command, gate, leakingDescriptorsCached());
       return spawnDirect(chainSpawn(options, { ...prepared, ...direct }, stdout));
     });
   } catch (error) {
@@ -486,8 +491,8 @@ function started(
   const stdout = pipe?.stdout ?? (child.stdout as Readable);
   const { pid, stdin } = child;
   let gateError: string | undefined;
-  // with `gated`, the spawner did it (spawner-process.ts): the host's loop never waits on cgroup.procs
-  if (cgroup && pid !== undefined && !child.gated) {
+  // with `moved`, the spawner did it (spawner-process.ts): the host's loop never waits on cgroup.procs
+  if (cgroup && pid !== undefined && !child.moved) {
     try {
       cgroup.add(pid);
       stdin.write('\n'); // opens the gate: written before anything the caller writes

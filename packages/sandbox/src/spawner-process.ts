@@ -10,10 +10,10 @@
  *   through /proc/<host pid>/fd: the host cannot send plain descriptors over
  *   Node's channel. `fd3` (base64) is written to a pipe on the child's fd 3
  *   (bwrap's seccomp program). `cgroupProcs`: the tree's cgroup.procs files;
- *   the child's pid is written to each, then the gate line to its stdin (the
- *   chain's shell waits for it), and the answer carries `gated: true`; a
- *   child that cannot be moved is killed and answered with `{id, error}`
- *   (the host then starts the tree itself, as for any spawner failure). Answers
+ *   the child and every process it starts are moved there while it boots
+ *   (`moveTree`), and only then handed over, with `moved: true`; a tree that
+ *   cannot be moved is killed and answered with `{id, error}` (the host then
+ *   starts the tree itself, as for any spawner failure). Answers
  *   `{id, pid}` with the child's stdin,
  *   `{id, stream}` with its stdout (when piped) and stderr, then `{id, exit}`
  *   when it ends; or `{id, error}` when it could not start.
@@ -31,6 +31,7 @@ import { closeSync, constants, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { leakingDescriptors } from './host.js';
+import { descendantsOf } from './proc.js';
 
 interface SpawnRequest {
   op: 'spawn';
@@ -72,41 +73,78 @@ function stopReading(stream: unknown): void {
   handle?.readStop?.();
 }
 
+/** Rounds of `moveTree` before a tree counts as never settling (a boot forks once: bwrap). */
+const MOVE_ROUNDS = 8;
+
 /**
- * Moves the child into its cgroup and opens the gate, or kills it. Here, not
- * in the host: a write to cgroup.procs sleeps until an RCU grace period ends
- * (3–11 ms a tree on a VM), which in the host would stall every worker's
- * frames for that long at each start.
+ * Moves a tree into its cgroup while it boots. A write to cgroup.procs
+ * sleeps until an RCU grace period ends (10-25 ms a tree on a loaded VM, as
+ * long as bwrap and the interpreter take to get ready), so the two overlap
+ * instead of the tree waiting at a gate. A process forked before its parent
+ * moved stays behind, so the tree is walked again after every round, until
+ * a walk finds nothing not moved yet. Here, not in the host: its loop would
+ * stall every worker's frames for the grace period. Nothing of a body runs
+ * outside: the host writes nothing to the tree before it is handed over.
+ * What the boot allocated before its move stays charged where it was.
  */
-async function gate(child: ChildProcess, files: string[]): Promise<string | undefined> {
-  // a child gone before its gate line (EPIPE) must not take the spawner down with an unhandled 'error'
-  child.stdin!.on('error', () => {});
+async function moveTree(root: number, files: string[]): Promise<void> {
+  const moved = new Set<number>();
+  let todo = [root];
+  for (let round = 0; todo.length > 0; round++) {
+    if (round === MOVE_ROUNDS) throw new Error(`it kept starting processes (${moved.size} moved)`);
+    for (const pid of todo) {
+      for (const file of files) {
+        try {
+          await writeFile(file, String(pid));
+        } catch (error) {
+          // gone meanwhile: nothing left to run outside
+          if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+        }
+      }
+      moved.add(pid);
+    }
+    todo = descendantsOf(root).filter((pid) => !moved.has(pid));
+  }
+}
+
+/** Moves the tree into its cgroup, or kills it: the reason, if it was killed. */
+async function follow(child: ChildProcess, files: string[]): Promise<string | undefined> {
+  const root = child.pid!;
   try {
-    for (const file of files) await writeFile(file, String(child.pid));
-    await new Promise<void>((resolve, reject) =>
-      child.stdin!.write('\n', (error) => (error ? reject(error) : resolve())),
-    );
+    await moveTree(root, files);
     return undefined;
   } catch (error) {
-    try {
-      process.kill(-child.pid!, 'SIGKILL'); // never let it run outside its cgroup
-    } catch {}
+    // never let it run outside its cgroup: its group, and whatever left the group (bwrap's
+    // --new-session child dies with bwrap too)
+    for (const pid of [-root, ...descendantsOf(root)]) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
+    }
     return (error as Error).message;
   }
 }
 
-/** Hands the child's pipes to the host; false when it was killed at its gate instead (an error answer). */
+/** Hands the child's pipes to the host; false when it was killed instead (an error answer). */
 async function handOver(id: number, child: ChildProcess, files?: string[]): Promise<boolean> {
   if (files) {
-    const why = await gate(child, files);
+    const why = await follow(child, files);
     if (why !== undefined) {
       for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.destroy();
       await send({ id, error: `cannot move the tree into its cgroup: ${why}` });
       return false;
     }
+    // Node has closed the stdin of a child that exited: there is nothing to hand
+    // over, and the host starts the tree itself, where its end and stderr are seen
+    if (child.exitCode !== null || child.signalCode !== null || child.stdin?.destroyed) {
+      for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.destroy();
+      const how = child.signalCode ?? `code ${child.exitCode ?? 'unknown'}`;
+      await send({ id, error: `the tree ended (${how}) before it was moved into its cgroup` });
+      return false;
+    }
   }
   await send(
-    { id, pid: child.pid, ...(files ? { gated: true } : {}) },
+    { id, pid: child.pid, ...(files ? { moved: true } : {}) },
     child.stdin as unknown as Socket,
   );
   if (child.stdout) await send({ id, stream: 'stdout' }, child.stdout as unknown as Socket);

@@ -40,8 +40,8 @@ export interface ChainProcess {
   exit: Promise<ChainStatus>;
   ref(): void;
   unref(): void;
-  /** The spawner moved it into its cgroup and opened its gate (`cgroupProcs`). */
-  gated?: boolean;
+  /** The spawner moved it, and all it started, into its cgroup (`cgroupProcs`). */
+  moved?: boolean;
 }
 
 /** What a tree is started with. */
@@ -57,8 +57,9 @@ export interface ChainSpawn {
   /** A host descriptor for the next fd (the shared file). */
   extra: number | undefined;
   /**
-   * The tree's cgroup.procs files: the spawner moves it there and opens its
-   * gate, or kills it and fails the spawn (launch.ts does both without a spawner).
+   * The tree's cgroup.procs files: the spawner moves it there while it boots
+   * and hands it over once it is in, or kills it and fails the spawn (without
+   * a spawner, launch.ts moves it behind the chain's gate).
    */
   cgroupProcs?: readonly string[];
 }
@@ -69,7 +70,7 @@ interface Pending {
   pid?: number;
   stdin?: Socket;
   stdout?: Socket;
-  gated?: boolean;
+  moved?: boolean;
   wantStdout: boolean;
   /** Set once handed over: the tree's exit goes here. */
   ended?: (status: ChainStatus) => void;
@@ -84,8 +85,8 @@ type Message = {
   stream?: 'stdout' | 'stderr';
   exit?: { code: number | null; signal: string | null };
   error?: string;
-  /** With `pid`: the spawner moved the tree into its cgroup and opened its gate. */
-  gated?: boolean;
+  /** With `pid`: the spawner moved the tree into its cgroup. */
+  moved?: boolean;
 };
 
 /** The built program next to this module (run from source, as the tests do: the build's); undefined if neither is there (a bundle). */
@@ -220,7 +221,7 @@ class Spawner {
     if (message.pid !== undefined) {
       tree.pid = message.pid;
       tree.stdin = handle;
-      if (message.gated) tree.gated = true;
+      if (message.moved) tree.moved = true;
     } else if (message.stream === 'stdout') tree.stdout = handle;
     else if (message.stream === 'stderr' && handle) this.#handOver(id, tree, handle);
   }
@@ -244,7 +245,7 @@ class Spawner {
       stdout: tree.stdout,
       stderr,
       exit,
-      ...(tree.gated ? { gated: true } : {}),
+      ...(tree.moved ? { moved: true } : {}),
       ref: () => {
         for (const stream of streams) stream?.ref();
         if (!holding) this.#hold(1);

@@ -262,7 +262,7 @@ describe('which chain a tree gets', () => {
     'restricted: one shell, then bwrap, unless turned off',
     async () => {
       expect(await chainShellReady()).toBe(dash);
-      const { chain } = buildChain(options('restricted'), limits, '/usr/bin/true', undefined, []);
+      const { chain } = buildChain(options('restricted'), limits, '/usr/bin/true', false, []);
       const bwrapAt = chain.findIndex((arg) => /\/bwrap$/.test(arg));
       expect(chain[0]).toBe(dash);
       expect(chain.slice(0, bwrapAt).some((arg) => /prlimit|perl/.test(arg))).toBe(false);
@@ -271,13 +271,7 @@ describe('which chain a tree gets', () => {
       if (!isRoot && isSystemPath(dash!)) expect(chain[inner]).toBe(dash);
       if (isRoot) expect(chain[inner]).toBe('/usr/bin/true');
       // a leak above 9 from the parent: Perl follows to close it
-      const leaky = buildChain(
-        options('restricted'),
-        limits,
-        '/usr/bin/true',
-        undefined,
-        [60],
-      ).chain;
+      const leaky = buildChain(options('restricted'), limits, '/usr/bin/true', false, [60]).chain;
       if (findExecutable('perl')) {
         const perlAt = leaky.findIndex((arg) => /\/perl$/.test(arg));
         expect(perlAt).toBeGreaterThan(0);
@@ -285,13 +279,7 @@ describe('which chain a tree gets', () => {
       }
 
       process.env.IMPROV_EXTFN_SHELL_CHAIN = '0';
-      const fallback = buildChain(
-        options('restricted'),
-        limits,
-        '/usr/bin/true',
-        undefined,
-        [],
-      ).chain;
+      const fallback = buildChain(options('restricted'), limits, '/usr/bin/true', false, []).chain;
       expect(fallback[0]).toMatch(/\/prlimit$/);
     },
   );
@@ -301,7 +289,7 @@ describe('which chain a tree gets', () => {
     async () => {
       expect(await chainShellReady()).toBe(dash);
       const odd = { ...limits, memoryBytes: limits.memoryBytes + 100 };
-      const { chain } = buildChain(options('unsandboxed'), odd, '/usr/bin/true', undefined, []);
+      const { chain } = buildChain(options('unsandboxed'), odd, '/usr/bin/true', false, []);
       expect(chain[0]).toMatch(/\/prlimit$/);
     },
   );

@@ -3,10 +3,10 @@
  * (the host does not fork), with the same pipes, FIFO stdout, shared file
  * and seccomp program as a tree the host starts itself; IMPROV_EXTFN_SPAWNER=0
  * turns it off; a spawner that dies takes its restricted trees with it and
- * the next tree still starts. Where trees get a cgroup, the spawner moves each
- * into it before its chain runs (the host's loop never waits on cgroup.procs),
- * and kills one it cannot move (the spawn fails; the host then starts the
- * tree itself, as for any spawner failure).
+ * the next tree still starts. Where trees get a cgroup, the spawner moves each,
+ * with all it started, into it while it boots and before the host gets it (the
+ * host's loop never waits on cgroup.procs), and kills one it cannot move (the
+ * spawn fails; the host then starts the tree itself, as for any spawner failure).
  */
 import { execFileSync } from 'node:child_process';
 import {
@@ -21,6 +21,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
+import { TreeCgroup } from '../src/cgroup.js';
 import {
   cgroupSupport,
   launchSandboxedAsync,
@@ -29,7 +30,7 @@ import {
   spawnerPid,
   spawnerReady,
 } from '../src/index.js';
-import { statFields } from '../src/proc.js';
+import { descendantsOf, statFields } from '../src/proc.js';
 import { readySpawner } from '../src/spawner.js';
 import { hasBwrap, hasPython, isRoot, linux, PYTHON } from './helpers.js';
 
@@ -146,81 +147,106 @@ const cgroups = linux ? cgroupSupport().version : false;
 
 describe('spawner and the tree’s cgroup', () => {
   test.skipIf(!(linux && hasPython && cgroups && (isRoot || hasBwrap)))(
-    `a tree it starts runs in its own cgroup from its first instruction (cgroups here: ${cgroups || 'none'})`,
+    `a tree it starts is in its own cgroup, with every process it started, before the host gets it (cgroups here: ${cgroups || 'none'})`,
     async () => {
       expect(await spawnerReady()).toBe(true);
-      // the chain execs in place: the direct child's pid becomes the interpreter (or bwrap)
+      // the chain execs in place: the direct child's pid becomes the command (or bwrap).
+      // The shell forks at once, long before a first cgroup.procs write returns
+      // (an RCU grace period): a tree moved by its first pid alone leaves them behind.
       const policy: SandboxPolicy = isRoot ? 'unsandboxed' : 'restricted';
-      const tree = await start(policy, 'import sys\nprint("up", flush=True)\nsys.stdin.readline()');
+      const tree = await launchSandboxedAsync({
+        command: '/bin/sh',
+        args: ['-c', 'sleep 30 & sleep 30 & echo up; read _'],
+        policy,
+      });
+      trees.push(tree);
       expect(parentOf(tree.pid!)).toBe(spawnerPid());
-      expect(await firstLine(tree.stdout)).toBe('up');
+      const processes = [tree.pid!, ...descendantsOf(tree.pid!)];
+      expect(processes.length).toBeGreaterThanOrEqual(3);
       const own = cgroupsOf(process.pid);
-      const its = cgroupsOf(tree.pid!);
-      for (const controller of cgroups === 'v1' ? ['memory', 'pids'] : ['']) {
-        expect(its.get(controller)).toMatch(new RegExp(`/improv-extfn-${process.pid}/tree-\\d+$`));
-        expect(its.get(controller)).not.toBe(own.get(controller));
+      for (const pid of processes) {
+        const its = cgroupsOf(pid);
+        for (const controller of cgroups === 'v1' ? ['memory', 'pids'] : ['']) {
+          expect(its.get(controller)).toMatch(
+            new RegExp(`/improv-extfn-${process.pid}/tree-\\d+$`),
+          );
+          expect(its.get(controller)).not.toBe(own.get(controller));
+          expect(its.get(controller)).toBe(cgroupsOf(tree.pid!).get(controller));
+        }
       }
+      expect(await firstLine(tree.stdout)).toBe('up');
       tree.stdin.write('\n');
       expect(await tree.exited).toEqual({ exitCode: 0, signal: null });
     },
   );
 
-  /** A chain as the gate holds it: `marker` is made only once its gate line arrived. */
-  const gatedSpawn = (procs: string, marker: string, before = '') =>
+  /** A chain that writes its pid to `marker`, then sleeps, started with `procs` as its cgroup.procs files. */
+  const spawnWith = (procs: string[], script: string) =>
     readySpawner()!.spawn({
       file: '/bin/sh',
-      args: ['-c', `${before}read -r _ || exit 125; : > ${marker}`],
+      args: ['-c', script],
       env: { PATH: '/usr/bin:/bin' },
       uid: undefined,
       stdout: 'pipe',
       fd3: undefined,
       extra: undefined,
-      cgroupProcs: [procs],
+      cgroupProcs: procs,
     });
 
   test.skipIf(!linux)(
-    'one it cannot move into its cgroup is killed before its chain runs: the spawn fails, saying why',
+    'one it cannot move into its cgroup is killed, never handed over: the spawn fails, saying why',
     async () => {
       expect(await spawnerReady()).toBe(true);
-      const dir = mkdtempSync(join(tmpdir(), 'extfn-gate-'));
+      const dir = mkdtempSync(join(tmpdir(), 'extfn-move-'));
       try {
-        const ran = join(dir, 'ran');
-        await expect(gatedSpawn('/proc/no-such-cgroup/cgroup.procs', ran)).rejects.toThrow(
-          /^cannot move the tree into its cgroup: .*ENOENT/,
-        );
+        const marker = join(dir, 'pid');
+        await expect(
+          spawnWith(['/proc/no-such-cgroup/cgroup.procs'], `echo $$ > ${marker}; sleep 30`),
+        ).rejects.toThrow(/^cannot move the tree into its cgroup: .*ENOENT/);
+        // it may or may not have got as far as its first line; either way it runs no more
         await new Promise((resolve) => setTimeout(resolve, 200));
-        expect(existsSync(ran)).toBe(false);
+        if (existsSync(marker)) {
+          const pid = Number(readFileSync(marker, 'utf8'));
+          expect(() => process.kill(pid, 0)).toThrow();
+        }
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
     },
   );
 
-  test.skipIf(!linux)('a child gone before its gate line costs the spawner nothing', async () => {
-    expect(await spawnerReady()).toBe(true);
-    const before = spawnerPid();
-    const dir = mkdtempSync(join(tmpdir(), 'extfn-gate-'));
-    try {
-      // the "cgroup.procs" is a FIFO: the spawner's write waits until the child has shut its stdin
-      const procs = join(dir, 'procs');
-      execFileSync('mkfifo', [procs]);
-      const closed = join(dir, 'closed');
-      const spawned = gatedSpawn(procs, join(dir, 'ran'), `exec 0<&-; : > ${closed}; sleep 5; `);
-      spawned.catch(() => {});
-      while (!existsSync(closed)) await new Promise((resolve) => setTimeout(resolve, 10));
-      const reader = openSync(procs, constants.O_RDONLY | constants.O_NONBLOCK);
-      // the gate line met a closed pipe: the spawn fails, and the spawner carries on
-      // (EPIPE: the child lives on, its read end shut)
-      await expect(spawned).rejects.toThrow(/^cannot move the tree into its cgroup: .*EPIPE/);
-      closeSync(reader);
-      expect(spawnerPid()).toBe(before);
-      const next = await start('trusted', ECHO);
-      expect(parentOf(next.pid!)).toBe(before);
-      const reply = firstLine(next.stdout);
-      next.stdin.write('still here\n');
-      expect(await reply).toBe('STILL HERE');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  test.skipIf(!(linux && isRoot && cgroups))(
+    'a tree gone before it was moved fails its spawn, saying so (not its cgroup), and the spawner carries on',
+    async () => {
+      expect(await spawnerReady()).toBe(true);
+      const before = spawnerPid();
+      const dir = mkdtempSync(join(tmpdir(), 'extfn-move-'));
+      const cgroup = TreeCgroup.create(64 << 20, 8)!;
+      try {
+        // the first "cgroup.procs" is a FIFO: the spawner's write waits until the
+        // child has exited (and been reaped); the real one then has no such process
+        const fifo = join(dir, 'procs');
+        execFileSync('mkfifo', [fifo]);
+        const done = join(dir, 'done');
+        const spawned = spawnWith([fifo, ...cgroup.procsFiles()], `: > ${done}`);
+        spawned.catch(() => {});
+        while (!existsSync(done)) await new Promise((resolve) => setTimeout(resolve, 10));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+        await expect(spawned).rejects.toThrow(
+          /^the tree ended \(code 0\) before it was moved into its cgroup$/,
+        );
+        closeSync(reader);
+        expect(spawnerPid()).toBe(before);
+        const next = await start('trusted', ECHO);
+        expect(parentOf(next.pid!)).toBe(before);
+        const reply = firstLine(next.stdout);
+        next.stdin.write('still here\n');
+        expect(await reply).toBe('STILL HERE');
+      } finally {
+        await cgroup.remove();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });
