@@ -172,7 +172,9 @@ async function attempts(
         outputBytes,
         payloadInto,
       });
-      ctx.pool.noteWork(key, frame.elapsedMs ?? 0);
+      // no less than the worker's own time: a chunk queued behind another is timed from
+      // the host's reading of the answer ahead, which can come after most of its work
+      ctx.pool.noteWork(key, Math.max(frame.elapsedMs ?? 0, frame.workMs ?? 0));
       try {
         decode?.(frame);
       } catch (error) {

@@ -31,6 +31,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 class FakeWorker implements DispatchWorker {
   static nextPid = 1;
   static deaths = 0;
+  /** Answers as a chunk queued behind another and read late: the host saw a tenth of its work. */
+  static readLate = false;
   readonly pid = FakeWorker.nextPid++;
   alive = true;
   requests = 0;
@@ -55,7 +57,7 @@ class FakeWorker implements DispatchWorker {
     }
     return {
       header: { values: Array.from({ length: count }, (_, k) => start + k) },
-      elapsedMs: ms,
+      ...(FakeWorker.readLate ? { elapsedMs: ms / 10, workMs: ms } : { elapsedMs: ms }),
     };
   }
   leftWork(): string | undefined {
@@ -315,6 +317,18 @@ describe('scheduling across functions (fake workers)', () => {
       'a',
     ]);
     expect(perRound[3], 'and it is kept').toEqual([]);
+  });
+
+  test("a function's recent work counts a chunk the host read late at the worker's own time", async () => {
+    const { ctx, pool } = fakeRunner(1);
+    FakeWorker.readLate = true;
+    try {
+      expect((await refresh(ctx, 'a', 3_000)).every((r, i) => r === i)).toBe(true);
+    } finally {
+      FakeWorker.readLate = false;
+    }
+    // 3 000 rows at 0.01 ms: 30 ms of work, of which the host saw 3
+    expect(pool.recentWorkMs('a')).toBeGreaterThan(25);
   });
 
   test('a small batch starts one worker, however many slots', async () => {
