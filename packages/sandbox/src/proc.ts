@@ -1,6 +1,6 @@
 /**
  * What the host reads about a running tree from /proc: a process's stat
- * fields, its children, its CPU time, and a sampler that watches the
+ * fields, its direct children, its CPU time, and a sampler that watches the
  * guest's CPU time so a CPU-limit label rests on what the host saw.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -29,16 +29,6 @@ export function childrenOf(pid: number): number[] {
     try {
       if (Number(statFields(name)[1]) === pid) out.push(Number(name));
     } catch {}
-  }
-  return out;
-}
-
-/** Every process below `root`, as /proc lists them now. */
-export function descendantsOf(root: number): number[] {
-  const out: number[] = [];
-  for (let next = [root]; next.length > 0; ) {
-    next = next.flatMap((pid) => childrenOf(pid));
-    out.push(...next);
   }
   return out;
 }

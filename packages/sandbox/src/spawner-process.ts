@@ -31,7 +31,7 @@ import { closeSync, constants, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { leakingDescriptors } from './host.js';
-import { descendantsOf } from './proc.js';
+import { readProcessTree } from './process-tree.js';
 
 interface SpawnRequest {
   op: 'spawn';
@@ -103,8 +103,13 @@ async function moveTree(root: number, files: string[]): Promise<void> {
       }
       moved.add(pid);
     }
-    todo = descendantsOf(root).filter((pid) => !moved.has(pid));
+    todo = treePids(root).filter((pid) => !moved.has(pid));
   }
+}
+
+/** The pids of the tree under `root` now (every thread's children: process-tree.ts), root first. */
+function treePids(root: number): number[] {
+  return readProcessTree(root)?.processes.map((p) => p.pid) ?? [];
 }
 
 /** Moves the tree into its cgroup, or kills it: the reason, if it was killed. */
@@ -116,7 +121,7 @@ async function follow(child: ChildProcess, files: string[]): Promise<string | un
   } catch (error) {
     // never let it run outside its cgroup: its group, and whatever left the group (bwrap's
     // --new-session child dies with bwrap too)
-    for (const pid of [-root, ...descendantsOf(root)]) {
+    for (const pid of [-root, ...treePids(root)]) {
       try {
         process.kill(pid, 'SIGKILL');
       } catch {}
