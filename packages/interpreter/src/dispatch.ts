@@ -8,7 +8,7 @@
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { LoadFailure, WorkerFailure } from './failures.js';
-import type { Frame, Payload } from './frames.js';
+import { type Frame, type Payload, requestMs } from './frames.js';
 import { driverErrorToExtFnError, ResponseShapeError } from './from-driver.js';
 import type { Pool, PooledWorker } from './pool.js';
 import { responseForm, responseLimits } from './response-limits.js';
@@ -172,9 +172,7 @@ async function attempts(
         outputBytes,
         payloadInto,
       });
-      // no less than the worker's own time: a chunk queued behind another is timed from
-      // the host's reading of the answer ahead, which can come after most of its work
-      ctx.pool.noteWork(key, Math.max(frame.elapsedMs ?? 0, frame.workMs ?? 0));
+      ctx.pool.noteWork(key, requestMs(frame));
       try {
         decode?.(frame);
       } catch (error) {

@@ -38,6 +38,16 @@ export function driverWorkMs(header: FrameHeader, sawMs: number): number | undef
   return typeof work === 'number' && work >= 0 && work <= sawMs ? work : undefined;
 }
 
+/**
+ * How long a request took, as work goes: the host's time on it, but no less
+ * than the driver's own (`workMs`). A request queued behind another is timed
+ * from the host's reading of the answer ahead, which can come after the
+ * worker has done most of it.
+ */
+export function requestMs(frame: Frame): number {
+  return Math.max(frame.elapsedMs ?? 0, frame.workMs ?? 0);
+}
+
 /** An error the driver reports for a row or for `load`. */
 export interface DriverError {
   /** The exception's type, e.g. `ValueError`; `ResultTypeError` for a result of the wrong type. */

@@ -29,7 +29,7 @@
 import { type BatchOptions, type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import type { Lease, WorkerRequest } from './dispatch.js';
 import { WorkerFailure } from './failures.js';
-import type { Frame } from './frames.js';
+import { type Frame, requestMs } from './frames.js';
 import type { RowSource } from './row-sources.js';
 
 /** Largest chunk in rows, whatever the timing says. */
@@ -275,11 +275,10 @@ export async function schedule(
     if (chunksDone++ > 0 || reliable) {
       sampledRows += count;
       // How long the work left takes, and whether the batch has run long enough to
-      // judge more workers by: what the host saw, its own share included — but not
-      // less than the worker's own time: a chunk queued behind another is timed
-      // from the host's reading of the answer ahead, which may come after the
-      // worker has done most of it (then the cheapest would be a fraction of the cost).
-      const seen = Math.max(elapsed, work);
+      // judge more workers by: what the host saw, its own share included, but no
+      // less than the worker's own time (else a queued chunk read late would make
+      // the cheapest a fraction of the cost).
+      const seen = requestMs(frame);
       sampledMs += seen;
       cheapestPerRowMs = Math.min(cheapestPerRowMs, seen / count);
       leastWorkPerRowMs = Math.min(leastWorkPerRowMs, work / count);

@@ -134,17 +134,19 @@ async function follow(child: ChildProcess, files: string[]): Promise<string | un
 async function handOver(id: number, child: ChildProcess, files?: string[]): Promise<boolean> {
   if (files) {
     const why = await follow(child, files);
-    if (why !== undefined) {
-      for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.destroy();
-      await send({ id, error: `cannot move the tree into its cgroup: ${why}` });
-      return false;
-    }
     // Node has closed the stdin of a child that exited: there is nothing to hand
     // over, and the host starts the tree itself, where its end and stderr are seen
-    if (child.exitCode !== null || child.signalCode !== null || child.stdin?.destroyed) {
+    const ended = child.exitCode !== null || child.signalCode !== null || child.stdin?.destroyed;
+    if (why !== undefined || ended) {
       for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.destroy();
       const how = child.signalCode ?? `code ${child.exitCode ?? 'unknown'}`;
-      await send({ id, error: `the tree ended (${how}) before it was moved into its cgroup` });
+      await send({
+        id,
+        error:
+          why !== undefined
+            ? `cannot move the tree into its cgroup: ${why}`
+            : `the tree ended (${how}) before it was moved into its cgroup`,
+      });
       return false;
     }
   }
