@@ -148,7 +148,7 @@ function traced(runner) {
 }
 
 /** One line per worker: start → ready, chunks, the idle time between them, stop → freed. */
-function printTimeline(label, { log, names }, ms) {
+function printTimeline(label, { log, names, t0 }, ms) {
   const workers = new Map();
   const pending = new Map(); // starts not ready yet, by function
   for (const e of log) {
@@ -179,6 +179,12 @@ function printTimeline(label, { log, names }, ms) {
     `    event loop held > 4 ms: ${log
       .filter((e) => e.type === 'stall')
       .map((e) => `${e.t.toFixed(0)}-${e.end.toFixed(0)}`)
+      .join(' ')}`,
+  );
+  console.log(
+    `    garbage collections: ${collections
+      .filter(([start]) => start >= t0 && start < t0 + ms)
+      .map(([start, duration, kind]) => `${kind}@${(start - t0).toFixed(0)}+${duration.toFixed(0)}`)
       .join(' ')}`,
   );
   for (const [pid, w] of workers) {
@@ -250,10 +256,13 @@ function workerCpu(runner) {
   return out;
 }
 
-/** This process's garbage collections (start, duration in ms), as the observer delivers them. */
+const GC_KINDS = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak', 16: 'scavenge-minor' };
+/** This process's garbage collections (start, duration in ms, kind), as the observer delivers them. */
 const collections = [];
 new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) collections.push([e.startTime, e.duration]);
+  for (const e of list.getEntries()) {
+    collections.push([e.startTime, e.duration, GC_KINDS[e.detail?.kind] ?? 'gc']);
+  }
 }).observe({ entryTypes: ['gc'] });
 /** Milliseconds of garbage collection that began from `t0` for `ms`. */
 async function gcMs(t0, ms) {
@@ -301,7 +310,10 @@ async function refresh(runner, registry, jobs, label, clock) {
   all.forEach((results, j) => {
     check(results, NAMES.indexOf(jobs[j][0]));
   });
-  if (clock) printTimeline(label, clock, ms);
+  if (clock) {
+    await new Promise((resolve) => setTimeout(resolve, 0)); // the collections' entries delivered
+    printTimeline(label, clock, ms);
+  }
   const cpu = process.cpuUsage(cpu0);
   let workersCpu = 0;
   for (const [pid, seconds] of workerCpu(runner)) workersCpu += seconds - (workers0.get(pid) ?? 0);
@@ -349,6 +361,7 @@ async function runCase(python, slots, rounds, run, warmUp = false) {
       hostCpu: 0,
       workersCpu: 0,
       machineCpu: Number.NaN,
+      gc: Number.NaN,
     });
   }
   for (const [label, jobs] of rounds) {
