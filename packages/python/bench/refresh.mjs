@@ -44,7 +44,7 @@
 // in, one out) instead of evalBatch's Value rows.
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { PerformanceObserver } from 'node:perf_hooks';
+import { PerformanceObserver, constants as perf } from 'node:perf_hooks';
 import { Registry, Value } from '@improv/extfn-core';
 import * as sandbox from '@improv/extfn-sandbox';
 
@@ -148,7 +148,7 @@ function traced(runner) {
 }
 
 /** One line per worker: start → ready, chunks, the idle time between them, stop → freed. */
-function printTimeline(label, { log, names, t0 }, ms) {
+function printTimeline(label, { log, names, t0 }, ms, gcs) {
   const workers = new Map();
   const pending = new Map(); // starts not ready yet, by function
   for (const e of log) {
@@ -182,8 +182,7 @@ function printTimeline(label, { log, names, t0 }, ms) {
       .join(' ')}`,
   );
   console.log(
-    `    garbage collections: ${collections
-      .filter(([start]) => start >= t0 && start < t0 + ms)
+    `    garbage collections: ${gcs
       .map(([start, duration, kind]) => `${kind}@${(start - t0).toFixed(0)}+${duration.toFixed(0)}`)
       .join(' ')}`,
   );
@@ -256,7 +255,12 @@ function workerCpu(runner) {
   return out;
 }
 
-const GC_KINDS = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak', 16: 'scavenge-minor' };
+const GC_KINDS = {
+  [perf.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [perf.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [perf.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [perf.NODE_PERFORMANCE_GC_WEAKCB]: 'weak',
+};
 /** This process's garbage collections (start, duration in ms, kind), as the observer delivers them. */
 const collections = [];
 new PerformanceObserver((list) => {
@@ -264,12 +268,10 @@ new PerformanceObserver((list) => {
     collections.push([e.startTime, e.duration, GC_KINDS[e.detail?.kind] ?? 'gc']);
   }
 }).observe({ entryTypes: ['gc'] });
-/** Milliseconds of garbage collection that began from `t0` for `ms`. */
-async function gcMs(t0, ms) {
+/** The garbage collections that began from `t0` for `ms` (once the observer has delivered them). */
+async function collectionsIn(t0, ms) {
   await new Promise((resolve) => setTimeout(resolve, 0)); // the observer's entries delivered
-  let sum = 0;
-  for (const [start, duration] of collections) if (start >= t0 && start < t0 + ms) sum += duration;
-  return sum;
+  return collections.filter(([start]) => start >= t0 && start < t0 + ms);
 }
 
 /** Refreshes `jobs` ([name, rows] pairs) at once; wall time, first results, starts. */
@@ -310,10 +312,8 @@ async function refresh(runner, registry, jobs, label, clock) {
   all.forEach((results, j) => {
     check(results, NAMES.indexOf(jobs[j][0]));
   });
-  if (clock) {
-    await new Promise((resolve) => setTimeout(resolve, 0)); // the collections' entries delivered
-    printTimeline(label, clock, ms);
-  }
+  const gcs = await collectionsIn(t0, ms);
+  if (clock) printTimeline(label, clock, ms, gcs);
   const cpu = process.cpuUsage(cpu0);
   let workersCpu = 0;
   for (const [pid, seconds] of workerCpu(runner)) workersCpu += seconds - (workers0.get(pid) ?? 0);
@@ -326,7 +326,7 @@ async function refresh(runner, registry, jobs, label, clock) {
     hostCpu: (cpu.user + cpu.system) / 1000 + spawnerCpu() - spawner0,
     workersCpu: workersCpu * 1000,
     machineCpu: machine,
-    gc: await gcMs(t0, ms),
+    gc: gcs.reduce((sum, [, duration]) => sum + duration, 0),
   };
 }
 
