@@ -150,6 +150,16 @@ export interface LanguageRunner {
   cacheSalt?(): Promise<string>;
 
   /**
+   * Told when a function of its language is registered (a model loading): a
+   * runner may begin, in the background, what a host process does once
+   * before its first call — find the interpreter, probe the sandbox — so
+   * that the first refresh does not wait for it. Optional. Never throws,
+   * never starts a worker or runs a body, reports nothing: what fails is
+   * met and reported again by the calls.
+   */
+  onRegister?(fn: ExternalFn): void;
+
+  /**
    * A hint that calls of `fn` are coming (a batch core is about to check):
    * a runner may start what they will need — an interpreter lookup, a
    * worker — so that start-up overlaps core's checks. Optional. Never

@@ -226,6 +226,9 @@ export class Registry {
       throw new Error(`a runner for language "${handle.language}" is already installed`);
     }
     this.#runners.set(handle.language, handle);
+    for (const { fn } of this.#functions.values()) {
+      if (fn.language === handle.language) handle.onRegister(fn);
+    }
   }
 
   /** The languages with a runner installed. */
@@ -247,6 +250,8 @@ export class Registry {
     const fn = parseExternalFn(descriptor);
     const previous = this.#functions.get(fn.name)?.fn;
     this.#functions.set(fn.name, { fn, digest: functionDigest(fn) });
+    // its runner may begin what its first call would otherwise wait for (onRegister)
+    this.#runners.get(fn.language)?.onRegister(fn);
     return previous;
   }
 

@@ -93,6 +93,16 @@ export class RunnerHandle {
     }
   }
 
+  /** Passes the notice on (see LanguageRunner.onRegister): nothing after close, never a throw. */
+  onRegister(fn: ExternalFn): void {
+    if (this.#closing || !this.runner.onRegister) return;
+    try {
+      this.runner.onRegister(fn);
+    } catch {
+      // a notice: the calls meet and report whatever failed here
+    }
+  }
+
   /**
    * Passes the hint on (see LanguageRunner.prepare): nothing after close,
    * never a throw; a promise (the start needs a lookup first) settles, never

@@ -616,6 +616,62 @@ describe('cache keys and shared values', () => {
   });
 });
 
+describe('onRegister: the notice of a registration', () => {
+  /** The fake runner (language `fake`) recording each notice by function name. */
+  function noticing(onRegister?: (name: string) => void) {
+    const fake = fakeRunner();
+    const notices: string[] = [];
+    const runner: LanguageRunner = {
+      ...fake.runner,
+      onRegister(f) {
+        notices.push(f.name);
+        onRegister?.(f.name);
+      },
+    };
+    return { runner, notices };
+  }
+
+  test('each registration of its language, those in the constructor too, before any call', async () => {
+    const { runner, notices } = noticing();
+    const other = fakeRunner('other');
+    const registry = new Registry({
+      runners: [runner, other.runner],
+      functions: [fn('a', 'add', ['number', 'number'], 'number')],
+    });
+    expect(notices).toEqual(['a']);
+    registry.register(fn('b', 'echo', ['number'], 'number'));
+    registry.register(fn('c', 'echo', ['number'], 'number', false, 'other'));
+    registry.register(fn('b', 'echo', ['number'], 'number', true)); // replaced: told again
+    expect(notices).toEqual(['a', 'b', 'b']);
+    expect(() => registry.register({ name: 'bad', language: 'fake' })).toThrow(/invalid/);
+    expect(notices).toEqual(['a', 'b', 'b']);
+    expect(await registry.eval('a', [V.number(1), V.number(2)])).toEqual(V.number(3));
+    expect(notices).toEqual(['a', 'b', 'b']);
+  });
+
+  test('functions registered before their runner is added are told when it is', () => {
+    const registry = new Registry();
+    registry.register(fn('a', 'add', ['number', 'number'], 'number'));
+    registry.register(fn('z', 'echo', ['number'], 'number', false, 'other'));
+    const { runner, notices } = noticing();
+    registry.addRunner(runner);
+    expect(notices).toEqual(['a']);
+  });
+
+  test('a notice that throws changes nothing; none after close', async () => {
+    const { runner, notices } = noticing(() => {
+      throw new Error('a broken notice');
+    });
+    const registry = new Registry({ runners: [runner], cache: false });
+    expect(registry.register(fn('a', 'add', ['number', 'number'], 'number'))).toBeUndefined();
+    expect(registry.get('a')?.name).toBe('a');
+    expect(await registry.eval('a', [V.number(1), V.number(2)])).toEqual(V.number(3));
+    await registry.close();
+    expect(() => registry.register(fn('b', 'echo', ['number'], 'number'))).toThrow(/closed/);
+    expect(notices).toEqual(['a']);
+  });
+});
+
 describe('prepare: the hint before a batch', () => {
   /** The fake runner with a `prepare` that records each hint and how many batches had been entered by then. */
   function preparing() {

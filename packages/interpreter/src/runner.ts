@@ -33,6 +33,7 @@ import {
   assertSandboxAvailable,
   DEFAULT_LIMITS,
   policyFor,
+  probeSandbox,
   type SandboxLimits,
   type SandboxOptions,
   type SandboxPolicy,
@@ -230,6 +231,21 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
       }),
       driverSource: this.#spec.driverSource,
     });
+  }
+
+  /**
+   * A function was registered (a model loading): what this host process does
+   * once before its first call — the interpreter lookup, the sandbox probe,
+   * which also boots the spawner (packages/sandbox) — begins now, in the
+   * background, so that the first refresh does not wait for it (~150 ms of a
+   * new process's first refresh on a 2-core VM: packages/python/README.md).
+   * Both are remembered for the process; no worker starts here.
+   */
+  onRegister(_fn: ExternalFn): void {
+    const policy = this.#policy();
+    if (this.#closed || this.#preparedFor === policy) return;
+    this.#resolve().catch(() => {}); // a failure is met by the calls, which look again
+    probeSandbox({ policy, ...this.#bwrap() }).catch(() => {});
   }
 
   /**

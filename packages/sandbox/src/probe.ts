@@ -23,6 +23,7 @@ import { findExecutable } from './host.js';
 import { fallbackAllowed, policyFor, type SandboxPolicy } from './policy.js';
 import { runTree } from './run-tree.js';
 import { seccompArch } from './seccomp.js';
+import { readySpawner } from './spawner.js';
 import { hostTools } from './tools.js';
 import { hostIsRoot } from './uid-pool.js';
 
@@ -171,13 +172,17 @@ async function runProbe(
   if (!tools.prlimit || !tools.setpriv) {
     return fail('util-linux prlimit/setpriv are missing, so limits cannot be set', FIX_UTIL_LINUX);
   }
-  if (policy === 'restricted') {
-    const bwrap = findExecutable(bwrapPath ?? 'bwrap');
-    if (!bwrap)
-      return fail(
-        `bubblewrap not found (looked for ${bwrapPath ?? 'bwrap on PATH'})`,
-        FIX_NO_BWRAP,
-      );
+  const bwrap = policy === 'restricted' ? findExecutable(bwrapPath ?? 'bwrap') : undefined;
+  if (policy === 'restricted' && !bwrap) {
+    return fail(`bubblewrap not found (looked for ${bwrapPath ?? 'bwrap on PATH'})`, FIX_NO_BWRAP);
+  }
+  // The probe comes before a process's first tree: the spawner boots meanwhile,
+  // so that tree (a runner's first worker) is not a fork of this process.
+  readySpawner();
+  // The trial run (and every tree after it) uses the one-shell chain if its
+  // own probe passed: that probe runs while bubblewrap is asked its version.
+  const chain = chainShellReady();
+  if (bwrap) {
     const version = await execa(bwrap, ['--version'], { reject: false, timeout: 5000 });
     const match = /(\d+)\.(\d+)(?:\.(\d+))?/.exec(String(version.stdout));
     probe.bwrap = { path: bwrap, version: match?.[0] ?? 'unknown' };
@@ -191,8 +196,7 @@ async function runProbe(
   const cgroup = cgroupSupport();
   const id = findExecutable('id', '/usr/bin:/bin');
   if (!id) return fail('cannot find /usr/bin/id for the trial run', 'install coreutils');
-  // the trial run (and every tree after it) uses the one-shell chain if its own probe passed
-  await chainShellReady();
+  await chain;
   let trial: Awaited<ReturnType<typeof runTree>> | undefined;
   let failure: { message: string; fix: string } | undefined;
   try {

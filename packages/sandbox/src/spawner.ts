@@ -9,9 +9,9 @@
  * once, small; it spawns each tree and hands its pipes back over the IPC
  * channel, so the host itself never forks again.
  *
- * Until the spawner is ready (its start overlaps the host's first trees),
- * and wherever it cannot run, trees start the direct way (launch.ts).
- * IMPROV_EXTFN_SPAWNER=0 turns it off.
+ * The sandbox's probe starts it (probe.ts: before a process's first tree),
+ * else the first launch. Until it is ready, and wherever it cannot run,
+ * trees start the direct way (launch.ts). IMPROV_EXTFN_SPAWNER=0 turns it off.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
