@@ -59,21 +59,42 @@ export function columnsSuite(
           });
           assert.equal(counts.rows() - before, values.length, 'the error cell was evaluated');
           assert.equal(out.errors.get(values.length), given, 'the error cell did not come back');
+          // Without error cells in, the columns go to the runner's own typed path where it has one.
+          const typedBefore = counts.typedColumnCalls();
+          const whole = await registry.evalColumns<Column>(`identity_${type}`, [
+            column.slice(0, values.length) as Column,
+          ]);
+          if (counts.hasTypedColumns && type !== 'number') {
+            assert.equal(
+              counts.typedColumnCalls() - typedBefore,
+              1,
+              `evalColumns did not reach ${registry.languages[0]}'s own callTypedColumns`,
+            );
+          }
           const rows = values.map((_, i) => [readCell(fn, [column], 0, i) as Value]);
           const batch = await registry.evalBatch(`identity_${type}`, rows);
           for (let i = 0; i < values.length; i++) {
             const single = await registry.eval(`identity_${type}`, rows[i]!).catch((e) => e);
-            const error = out.errors.get(i);
-            const cell = error ?? readCell(fn, [out.values], 0, i);
-            for (const [what, other] of [
-              ['evalBatch', batch[i]!],
-              ['eval', single],
+            for (const [how, got] of [
+              ['with an error cell', out],
+              ['without', whole],
             ] as const) {
-              if (ExtFnError.isInstance(other)) {
-                assert.equal(error?.message, other.message, `row ${i} against ${what}`);
-              } else {
-                assert.equal(error, undefined, `row ${i}: ${show(error)} in columns only`);
-                assertSame(cell as Value, other, `row ${i} against ${what}`);
+              const error = got.errors.get(i);
+              const cell = error ?? readCell(fn, [got.values], 0, i);
+              for (const [what, other] of [
+                ['evalBatch', batch[i]!],
+                ['eval', single],
+              ] as const) {
+                if (ExtFnError.isInstance(other)) {
+                  assert.equal(error?.message, other.message, `row ${i} (${how}) against ${what}`);
+                } else {
+                  assert.equal(
+                    error,
+                    undefined,
+                    `row ${i} (${how}): ${show(error)} in columns only`,
+                  );
+                  assertSame(cell as Value, other, `row ${i} (${how}) against ${what}`);
+                }
               }
             }
           }
@@ -92,7 +113,7 @@ export function columnsSuite(
         `typed ${type} columns with a ${returnType} result give each row what evalBatch and eval give, errors included`,
       ),
       () =>
-        k.withRegistry(async (registry, define) => {
+        k.withRegistry(async (registry, define, counts) => {
           define(`misfit_${type}`, bodies.identity, [type], returnType);
           const fn = registry.get(`misfit_${type}`)!;
           const values = SAMPLES[type](samples).filter((value) =>
@@ -100,7 +121,15 @@ export function columnsSuite(
           );
           const column = newColumn(type, values.length);
           for (let i = 0; i < values.length; i++) writeCell(column, i, values[i]!);
+          const typedBefore = counts.typedColumnCalls();
           const out = await registry.evalColumns<Column>(`misfit_${type}`, [column]);
+          if (counts.hasTypedColumns) {
+            assert.equal(
+              counts.typedColumnCalls() - typedBefore,
+              1,
+              `evalColumns did not reach ${registry.languages[0]}'s own callTypedColumns`,
+            );
+          }
           const rows = values.map((_, i) => [readCell(fn, [column], 0, i) as Value]);
           const batch = await registry.evalBatch(`misfit_${type}`, rows);
           const resultFn = { ...fn, argTypes: [returnType] };

@@ -121,22 +121,28 @@ export interface Counts {
   rows(): number;
   /** Calls of the runner's own `callColumns`. */
   columnCalls(): number;
+  /** Calls of the runner's own `callTypedColumns`. */
+  typedColumnCalls(): number;
   /** Calls of the runner's own `prepare` (the hint before a batch). */
   prepares(): number;
   /** The runner has its own `callColumns`. */
   readonly hasColumns: boolean;
+  /** The runner has its own `callTypedColumns`. */
+  readonly hasTypedColumns: boolean;
   /** The runner claims vectorized functions (`capabilities.vectorized`). */
   readonly vectorized: boolean;
 }
 
 /**
  * A wrapper that counts what reaches the runner, and passes every method
- * the runner has straight through — `callBatch`, `callColumns` and `prepare` included,
- * so the kit tests the runner's own paths, not core's fallbacks.
+ * the runner has straight through — `callBatch`, `callColumns`,
+ * `callTypedColumns`, `cacheSalt`, `onRegister`, `prepare` and `warmUp`
+ * included, so the kit tests the runner's own paths, not core's fallbacks.
  */
 export function counting(runner: LanguageRunner): { runner: LanguageRunner; counts: Counts } {
   let rows = 0;
   let columnCalls = 0;
+  let typedColumnCalls = 0;
   let prepares = 0;
   const wrapped: LanguageRunner = {
     specificationVersion: runner.specificationVersion,
@@ -172,13 +178,26 @@ export function counting(runner: LanguageRunner): { runner: LanguageRunner; coun
       return callColumns(fn, columns, options);
     };
   }
+  if (runner.callTypedColumns) {
+    const callTypedColumns = runner.callTypedColumns.bind(runner);
+    wrapped.callTypedColumns = (fn, columns, options) => {
+      rows += columns[0]?.length ?? 0;
+      typedColumnCalls++;
+      return callTypedColumns(fn, columns, options);
+    };
+  }
+  if (runner.cacheSalt) wrapped.cacheSalt = runner.cacheSalt.bind(runner);
+  if (runner.onRegister) wrapped.onRegister = runner.onRegister.bind(runner);
+  if (runner.warmUp) wrapped.warmUp = runner.warmUp.bind(runner);
   return {
     runner: wrapped,
     counts: {
       rows: () => rows,
       columnCalls: () => columnCalls,
+      typedColumnCalls: () => typedColumnCalls,
       prepares: () => prepares,
       hasColumns: runner.callColumns !== undefined,
+      hasTypedColumns: runner.callTypedColumns !== undefined,
       vectorized: runner.capabilities.vectorized === true,
     },
   };
