@@ -237,8 +237,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
    * A function was registered (a model loading): what this host process does
    * once before its first call — the interpreter lookup, the sandbox probe,
    * which also boots the spawner (packages/sandbox) — begins now, in the
-   * background, so that the first refresh does not wait for it (~150 ms of a
-   * new process's first refresh on a 2-core VM: packages/python/README.md).
+   * background, so that the first refresh does not wait for it (about half
+   * of a new process's first refresh on a 2-core VM: packages/python/README.md).
    * Both are remembered for the process; no worker starts here.
    */
   onRegister(_fn: ExternalFn): void {
