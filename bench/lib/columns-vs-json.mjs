@@ -2,12 +2,14 @@
 // packages/r/bench/columns.mjs: callcols (binary columns of every type)
 // against JSON `call` frames, side by side in one run. Two bodies over ROWS
 // rows, `upper` (text, text → text) and `nextDay` (datetime → datetime), each
-// through evalBatch (rows of Values) and evalColumns (typed columns), on a
+// through evalBatch (rows of Values), evalColumns (typed columns) and
+// evalColumns with one error cell in (row 0: the other rows still go as
+// typed columns, compacted), on a
 // runner with callcols (the default) and on one with JSON frames only
 // (`f64: false`). Prints rows/s, min/median/max of RUNS runs after a warm-up,
 // and the load average while it ran.
 import { availableParallelism, loadavg } from 'node:os';
-import { Registry, Value } from '../../packages/core/dist/index.js';
+import { ExtFnError, Registry, Value } from '../../packages/core/dist/index.js';
 import { probeSandbox } from '../../packages/sandbox/dist/index.js';
 
 /** Rows and columns of the two bodies' arguments. */
@@ -67,19 +69,23 @@ export async function columnsVsJson({ language, runner, bodies, rows: ROWS, runs
   const results = [];
   try {
     for (const name of Object.keys(fns)) {
-      for (const api of ['evalBatch', 'evalColumns']) {
+      for (const api of ['evalBatch', 'evalColumns', 'evalColumns, 1 error cell in']) {
         const rates = { callcols: [], json: [] };
         const run = async (path) => {
           const registry = paths[path];
           const { rows, columns } = input[name];
           const t0 = performance.now();
+          const errorCell = api === 'evalBatch' || api === 'evalColumns' ? 0 : 1;
           const out =
             api === 'evalBatch'
               ? await registry.evalBatch(name, rows)
-              : await registry.evalColumns(name, columns);
+              : await registry.evalColumns(name, columns, {
+                  errors: new Map(errorCell ? [[0, ExtFnError.runtime(name, 'upstream')]] : []),
+                });
           const ms = performance.now() - t0;
           const failed = api === 'evalBatch' ? out.filter((r) => r.kind).length : out.errors.size;
-          if (failed) throw new Error(`${path} ${name} ${api}: ${failed} rows failed`);
+          if (failed !== errorCell)
+            throw new Error(`${path} ${name} ${api}: ${failed} rows failed`);
           return (ROWS / ms) * 1000;
         };
         for (const path of ['callcols', 'json']) await run(path); // warm-up: workers, chunk size

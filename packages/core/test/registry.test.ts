@@ -463,6 +463,44 @@ describe('evalColumns', () => {
     );
   });
 
+  test('with error cells in, the other rows still go to callTypedColumns, compacted, and come back in place', async () => {
+    const { runner, calls } = fakeRunner();
+    const seen: (readonly Column[])[] = [];
+    const typed = {
+      ...runner,
+      callTypedColumns: async (_fn: unknown, columns: readonly Column[]) => {
+        seen.push(columns);
+        const days = columns[1] as BigInt64Array;
+        return {
+          values: (columns[0] as string[]).map((s, j) => `${s.toUpperCase()}${days[j]}`),
+          errors: new Map([[1, ExtFnError.runtime('up', 'no b')]]), // row 1 of the compacted rows: b
+        };
+      },
+    };
+    const registry = new Registry({ runners: [typed as unknown as LanguageRunner] });
+    registry.register(fn('up', 'echo', ['text', 'datetime'], 'text'));
+    const upstream = ExtFnError.runtime('up', 'an error cell');
+    const into = ['x', 'x', 'x', 'x', 'x'];
+    const out = await registry.evalColumns<string[]>(
+      'up',
+      [['a', 'skipped', 'b', 'c', 'd'], BigInt64Array.of(1n, 2n, 3n, 4n, 5n)],
+      { errors: new Map([[1, upstream]]), into },
+    );
+    expect(seen).toEqual([[['a', 'b', 'c', 'd'], BigInt64Array.of(1n, 3n, 4n, 5n)]]);
+    expect(calls).toEqual([]); // no Value row went to call or callBatch
+    expect(out.values).toBe(into);
+    expect(out.values).toEqual(['A1', '', '', 'C4', 'D5']);
+    expect(out.errors.get(1)).toBe(upstream);
+    expect(out.errors.get(2)?.message).toMatch(/no b/);
+    expect([...out.errors.keys()].sort()).toEqual([1, 2]);
+    // every row an error cell: nothing to run
+    const none = await registry.evalColumns<string[]>('up', [['a'], BigInt64Array.of(1n)], {
+      errors: new Map([[0, upstream]]),
+    });
+    expect(seen).toHaveLength(1);
+    expect(none.errors.get(0)).toBe(upstream);
+  });
+
   test("a cell no Value can hold is that row's error, naming the argument; the other rows run", async () => {
     const registry = new Registry({ runners: [fakeRunner().runner] });
     registry.register(fn('flag', 'echo', ['boolean'], 'boolean'));
