@@ -10,37 +10,9 @@ import { join } from 'node:path';
 import { type ExternalFn, ExtFnError, Registry, Value } from '@improv/extfn-core';
 import { probeSandbox, spawnerPid } from '@improv/extfn-sandbox';
 import { describe, expect, test } from 'vitest';
-import type { DispatchWorker } from '../src/dispatch.js';
-import type { Frame, FrameHeader, RawJson } from '../src/frames.js';
 import { createRunnerWithLaunch } from '../src/runner.js';
 import type { InterpreterRunnerOptions, InterpreterSpec } from '../src/types.js';
-
-/** Answers JSON `call` frames: each row's arguments summed. */
-class FakeWorker implements DispatchWorker {
-  static nextPid = 1;
-  readonly pid = FakeWorker.nextPid++;
-  alive = true;
-  requests = 0;
-  busyMs = 0;
-  constructor(readonly key: string) {}
-  async request(header: FrameHeader): Promise<Frame> {
-    const rows = JSON.parse((header.rows as RawJson).text) as number[][];
-    this.requests++;
-    return { header: { values: rows.map((row) => row.reduce((a, b) => a + b, 0)) }, elapsedMs: 1 };
-  }
-  leftWork(): undefined {
-    return undefined;
-  }
-  async retire(): Promise<void> {
-    this.alive = false;
-  }
-  async stop(): Promise<void> {
-    this.alive = false;
-  }
-  async kill(): Promise<void> {
-    this.alive = false;
-  }
-}
+import { SummingWorker } from './summing-worker.js';
 
 const descriptor = (name: string): ExternalFn => ({
   name,
@@ -67,7 +39,7 @@ function setUp(options: InterpreterRunnerOptions, found = true) {
   const runner = createRunnerWithLaunch(
     spec,
     { maxWorkers: 2, ...options },
-    async (key) => new FakeWorker(key),
+    async (key) => new SummingWorker(key),
   );
   const registry = new Registry({ runners: [runner], cache: false, timeoutMs: 5_000 });
   return { registry, runner, lookups: () => lookups };

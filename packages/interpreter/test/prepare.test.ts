@@ -10,41 +10,13 @@ import { type ExternalFn, ExtFnError, Registry, type RowResult, Value } from '@i
 import { describe, expect, test } from 'vitest';
 import type { DispatchWorker } from '../src/dispatch.js';
 import { WorkerFailure } from '../src/failures.js';
-import type { Frame, FrameHeader, RawJson } from '../src/frames.js';
 import { Pool } from '../src/pool.js';
 import { createRunnerWithLaunch } from '../src/runner.js';
 import type { InterpreterRunner, InterpreterSpec } from '../src/types.js';
 import { fixtureRegistry, hasPython } from './helpers.js';
+import { SummingWorker } from './summing-worker.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Answers JSON `call` frames: each row's arguments summed. */
-class FakeWorker implements DispatchWorker {
-  static nextPid = 1;
-  readonly pid = FakeWorker.nextPid++;
-  alive = true;
-  requests = 0;
-  busyMs = 0;
-  constructor(readonly key: string) {}
-  async request(header: FrameHeader): Promise<Frame> {
-    const rows = JSON.parse((header.rows as RawJson).text) as number[][];
-    await sleep(1);
-    this.requests++;
-    return { header: { values: rows.map((row) => row.reduce((a, b) => a + b, 0)) }, elapsedMs: 1 };
-  }
-  leftWork(): undefined {
-    return undefined;
-  }
-  async retire(): Promise<void> {
-    this.alive = false;
-  }
-  async stop(): Promise<void> {
-    this.alive = false;
-  }
-  async kill(): Promise<void> {
-    this.alive = false;
-  }
-}
 
 const SPEC: InterpreterSpec = {
   language: 'fake',
@@ -82,7 +54,7 @@ function setUp(
       await sleep(options.startMs ?? 20); // an interpreter start
       if (fn.body === 'fail')
         throw new WorkerFailure('exited', 'the interpreter exited with code 1');
-      return new FakeWorker(key);
+      return new SummingWorker(key);
     },
   );
   const callBatch = runner.callBatch.bind(runner);
@@ -214,13 +186,13 @@ describe('Pool.prestart', () => {
   const fn = descriptor('f');
   function pool(max = 2, startMs = 10, maxLive?: number) {
     const starts: string[] = [];
-    const p = new Pool<FakeWorker>(
+    const p = new Pool<SummingWorker>(
       max,
       30_000,
       async (key) => {
         starts.push(key);
         await sleep(startMs);
-        return new FakeWorker(key);
+        return new SummingWorker(key);
       },
       maxLive,
     );
@@ -258,7 +230,7 @@ describe('Pool.prestart', () => {
     const { pool: p, starts } = pool(1);
     const held = await p.acquire('g', fn);
     expect(p.prestart('f', fn)).toBe(true); // room to live: the start overlaps g's work
-    let served: FakeWorker | undefined;
+    let served: SummingWorker | undefined;
     const waiting = p.acquire('f', fn).then((w) => {
       served = w;
       return w;
@@ -295,14 +267,14 @@ describe('Pool.prestart', () => {
   test('a failed prestart: its caller starts a worker of its own', async () => {
     let fail = true;
     const starts: string[] = [];
-    const p = new Pool<FakeWorker>(2, 30_000, async (key) => {
+    const p = new Pool<SummingWorker>(2, 30_000, async (key) => {
       starts.push(key);
       await sleep(5);
       if (fail) {
         fail = false;
         throw new WorkerFailure('exited', 'the interpreter exited with code 1');
       }
-      return new FakeWorker(key);
+      return new SummingWorker(key);
     });
     expect(p.prestart('f', fn)).toBe(true);
     const worker = await p.acquire('f', fn);
@@ -358,7 +330,7 @@ describe('warmUp (fake workers): a worker per function ready before the first re
       async (key, f) => {
         launches.push(f.name);
         await sleep(5);
-        return new FakeWorker(key);
+        return new SummingWorker(key);
       },
     );
     const registry = new Registry({ runners: [runner], cache: false });
@@ -392,12 +364,12 @@ describe('Pool.warm', () => {
   const launcher = (starts: string[]) => async (key: string) => {
     starts.push(key);
     await sleep(10);
-    return new FakeWorker(key);
+    return new SummingWorker(key);
   };
 
   test('resolves once the worker is ready and idle; a caller takes it without a start', async () => {
     const starts: string[] = [];
-    const p = new Pool<FakeWorker>(1, 30_000, launcher(starts));
+    const p = new Pool<SummingWorker>(1, 30_000, launcher(starts));
     expect(await p.warm('f', fn)).toBe(true);
     expect(p.counters()).toMatchObject({ live: 1, busy: 0 });
     expect(await p.warm('f', fn)).toBe(true); // it has one
@@ -409,7 +381,7 @@ describe('Pool.warm', () => {
 
   test('joins a prestart under way; false without room to live', async () => {
     const starts: string[] = [];
-    const p = new Pool<FakeWorker>(1, 30_000, launcher(starts), 1);
+    const p = new Pool<SummingWorker>(1, 30_000, launcher(starts), 1);
     expect(p.prestart('f', fn)).toBe(true);
     expect(await p.warm('f', fn)).toBe(true);
     expect(starts).toEqual(['f']);
@@ -420,10 +392,10 @@ describe('Pool.warm', () => {
 
   test("rejects with the start's failure, also after a prestart that failed", async () => {
     let failures = 2;
-    const p = new Pool<FakeWorker>(2, 30_000, async (key) => {
+    const p = new Pool<SummingWorker>(2, 30_000, async (key) => {
       await sleep(5);
       if (failures-- > 0) throw new WorkerFailure('exited', 'the interpreter exited with code 1');
-      return new FakeWorker(key);
+      return new SummingWorker(key);
     });
     expect(p.prestart('f', fn)).toBe(true);
     const error = await p.warm('f', fn).catch((e) => e);
