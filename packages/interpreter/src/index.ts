@@ -47,3 +47,4 @@ export type {
   ResolvedInterpreter,
 } from './types.js';
 export { type LibraryChoice, withAllowedLibraries } from './with-libraries.js';
+export { closeIdleZygotes } from './zygote-starts.js';

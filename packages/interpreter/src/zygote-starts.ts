@@ -19,10 +19,19 @@
  * start, the setting uses trees for the rest of the process; so does one
  * that binds a directory its workers would cover (`zygoteCannotServe`). A
  * zygote that dies is replaced at the next start, up to MAX_DEATHS times.
+ *
+ * When the last runner holding a zygote closes, the zygote stays idle for
+ * IMPROV_EXTFN_ZYGOTE_IDLE_MS (30 s by default; 0: closed with it), so the
+ * next runner of the setting (a model opened again, a new Registry) forks
+ * at once instead of starting trees and booting another. An idle zygote has
+ * run no body and holds no data (workers fork before they load one); it
+ * never keeps the host process alive and dies with it; `closeIdleZygotes()`
+ * ends it at once.
  */
 import { type SandboxOptions, Zygote, zygoteCannotServe } from '@improv/extfn-sandbox';
 
 const MAX_DEATHS = 3;
+const IDLE_MS = 30_000;
 /** A runner's first starts, one at a time, are trees (see the top). */
 const TREES_FIRST = 2;
 
@@ -36,6 +45,8 @@ interface Entry {
   deaths: number;
   /** Why this setting uses trees for the rest of the process. */
   off: string | undefined;
+  /** Set while no runner holds it: closes it when it fires. */
+  idle: NodeJS.Timeout | undefined;
 }
 
 const entries = new Map<string, Entry>();
@@ -137,9 +148,13 @@ export class ZygoteStarts {
     this.#closed = true;
     const entry = this.#entry;
     if (!entry || --entry.users > 0) return;
-    entries.delete(entry.key);
-    await entry.booting?.catch(() => {});
-    await entry.zygote?.close();
+    const ms = idleMs();
+    if (ms > 0 && !entry.off && (entry.booting || entry.zygote?.alive)) {
+      entry.idle = setTimeout(() => void closeEntry(entry), ms);
+      entry.idle.unref();
+      return;
+    }
+    await closeEntry(entry);
   }
 
   #hold(setting: ZygoteSetting): Entry {
@@ -155,6 +170,10 @@ export class ZygoteStarts {
       setting.maxWorkers,
     ]);
     let entry = entries.get(key);
+    if (entry?.idle) {
+      clearTimeout(entry.idle);
+      entry.idle = undefined;
+    }
     if (!entry) {
       entry = {
         key,
@@ -164,6 +183,7 @@ export class ZygoteStarts {
         proven: false,
         deaths: 0,
         off: zygoteCannotServe(sandbox.command, sandbox.readOnlyPaths ?? []),
+        idle: undefined,
       };
       entries.set(key, entry);
     }
@@ -189,7 +209,7 @@ export class ZygoteStarts {
         startupMs: setting.startupMs,
       });
       if (entries.get(entry.key) !== entry) {
-        await zygote.close(); // every runner let go while it booted
+        await zygote.close(); // closed while it booted
         return;
       }
       entry.zygote = zygote;
@@ -199,4 +219,29 @@ export class ZygoteStarts {
       entry.booting = undefined;
     }
   }
+}
+
+/** IMPROV_EXTFN_ZYGOTE_IDLE_MS, read when a zygote's last runner lets go. */
+function idleMs(): number {
+  const raw = process.env.IMPROV_EXTFN_ZYGOTE_IDLE_MS;
+  const ms = raw === undefined || raw === '' ? Number.NaN : Number(raw);
+  return Number.isFinite(ms) && ms >= 0 ? ms : IDLE_MS;
+}
+
+/** Closes a zygote no runner holds (its idle time is up, or it is not to stay). */
+async function closeEntry(entry: Entry): Promise<void> {
+  if (entry.users > 0 || entries.get(entry.key) !== entry) return;
+  clearTimeout(entry.idle);
+  entries.delete(entry.key);
+  await entry.booting?.catch(() => {});
+  await entry.zygote?.close();
+}
+
+/**
+ * Closes at once every zygote no runner holds, which would otherwise stay
+ * idle for IMPROV_EXTFN_ZYGOTE_IDLE_MS after its last runner closed: for a
+ * host that wants no subprocess left once its runners are closed.
+ */
+export async function closeIdleZygotes(): Promise<void> {
+  await Promise.all([...entries.values()].map(closeEntry));
 }

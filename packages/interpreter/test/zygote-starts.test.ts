@@ -3,8 +3,8 @@
  * for the sandbox's Zygote: booted at the first start, which waits for it
  * as every start does while it boots; shared by runners of one setting; off
  * for good when it cannot start, its first worker fails, or it would cover
- * a bound directory; replaced when it dies (up to three times); closed with
- * the last runner holding it.
+ * a bound directory; replaced when it dies (up to three times); idle for a
+ * while after the last runner holding it closes, then closed.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { beforeEach, describe, expect, test, vi } from 'vitest';
@@ -40,7 +40,7 @@ vi.mock('@improv/extfn-sandbox', async (original) => ({
   },
 }));
 
-const { ZygoteStarts } = await import('../src/zygote-starts.js');
+const { ZygoteStarts, closeIdleZygotes } = await import('../src/zygote-starts.js');
 
 let n = 0;
 /** A setting of its own per test (zygotes are shared per setting in the process). */
@@ -51,10 +51,13 @@ const setting = () => ({
   startupMs: 1000,
 });
 const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-beforeEach(() => {
+beforeEach(async () => {
+  await closeIdleZygotes();
   made.length = 0;
   startFails = undefined;
+  delete process.env.IMPROV_EXTFN_ZYGOTE_IDLE_MS;
 });
 
 describe('zygote starts', () => {
@@ -75,7 +78,7 @@ describe('zygote starts', () => {
     expect(starts.zygoteFor(s)).toBe(made[0]); // ready: no promise
     expect(starts.stats().zygote).toBe(`ready (pid ${made[0]!.pid})`);
     await starts.close();
-    expect(made[0]!.closed).toBe(1);
+    expect(made[0]!.closed).toBe(0); // idle for the next runner of the setting
     expect(starts.forking()).toBe(false);
   });
 
@@ -93,7 +96,8 @@ describe('zygote starts', () => {
     await starts.close();
   });
 
-  test('shared by the runners of one setting, closed with the last', async () => {
+  test('shared by the runners of one setting, closed with the last (IMPROV_EXTFN_ZYGOTE_IDLE_MS=0)', async () => {
+    process.env.IMPROV_EXTFN_ZYGOTE_IDLE_MS = '0';
     const s = setting();
     const a = new ZygoteStarts();
     const b = new ZygoteStarts();
@@ -108,6 +112,48 @@ describe('zygote starts', () => {
     await b.close();
     expect(made[0]!.closed).toBe(1);
     expect(b.stats().zygote).toBe('closed');
+  });
+
+  test('idle after its last runner: the next runner forks from it at once, and it closes when the idle time is up', async () => {
+    process.env.IMPROV_EXTFN_ZYGOTE_IDLE_MS = '80';
+    const s = setting();
+    const a = new ZygoteStarts();
+    const zygote = await a.zygoteFor(s, 1);
+    a.succeeded(zygote as never);
+    await a.close();
+    expect(made[0]!.closed).toBe(0);
+    // a new runner's first start, one at a time, would be a tree; the idle zygote serves it
+    const b = new ZygoteStarts();
+    expect(b.zygoteFor(s)).toBe(zygote);
+    await sleep(160); // held: the idle time does not run
+    expect(made[0]!.closed).toBe(0);
+    await b.close();
+    expect(made[0]!.closed).toBe(0);
+    await sleep(160);
+    expect(made[0]!.closed).toBe(1);
+    // gone: the next runner starts trees first again, and a later boot is a new zygote
+    const c = new ZygoteStarts();
+    expect(c.zygoteFor(s)).toBeUndefined();
+    expect(await c.zygoteFor(s, 1)).toBe(made[1]);
+    await c.close();
+    await closeIdleZygotes();
+    expect(made[1]!.closed).toBe(1);
+  });
+
+  test('closeIdleZygotes closes idle zygotes at once and leaves held ones', async () => {
+    const idle = setting();
+    const held = setting();
+    const a = new ZygoteStarts();
+    const b = new ZygoteStarts();
+    await a.zygoteFor(idle, 1);
+    await b.zygoteFor(held, 1);
+    await a.close();
+    expect(made.map((z) => z.closed)).toEqual([0, 0]);
+    await closeIdleZygotes();
+    expect(made.map((z) => z.closed)).toEqual([1, 0]);
+    await b.close();
+    await closeIdleZygotes();
+    expect(made.map((z) => z.closed)).toEqual([1, 1]);
   });
 
   test('a setting that binds a directory under /tmp uses trees, with the reason', async () => {

@@ -16,10 +16,15 @@
 //   parts   — a new process timing, one after another, what the first call
 //             of a process does once: the sandbox's probe (bwrap's version,
 //             the chain shell's probe, a trial tree), the spawner's start,
-//             and the runner's probe() (the interpreter lookup, a run).
+//             and the runner's probe() (the interpreter lookup, a run);
+//   one4, four — a new process's first Registry (2 slots), registered and
+//             refreshed at once: one function × 4 × ROWS rows, or four
+//             functions × ROWS rows each at once; printed as four / one (the
+//             issue's four-function target with nothing of the process warm:
+//             no zygote idles in a new process, so four boots one).
 // Prints min/median/max over the rounds and the load average.
 // Run: node packages/python/bench/first-call.mjs   (BENCH_RUNS=5 rounds,
-// BENCH_ROWS=100000, BENCH_KINDS=first,made,warmUp,parts)
+// BENCH_ROWS=100000, BENCH_KINDS=first,made,warmUp,parts,one4,four)
 // BENCH_BASE=/path/to/other/checkout/packages/python/dist/index.js runs the
 // same on that build too (its own core and sandbox), alternating with this
 // one in every round, and prints base / new for each figure.
@@ -68,6 +73,32 @@ async function child(kind) {
     return { total: performance.now() - t0, first };
   };
   await settle();
+  if (kind === 'one4' || kind === 'four') {
+    const names = kind === 'four' ? ['f0', 'f1', 'f2', 'f3'] : ['f0'];
+    const n = kind === 'four' ? ROWS : 4 * ROWS;
+    const input = Array.from({ length: n }, (_, i) => [Value.number(i), Value.number(0.5)]);
+    const t0 = performance.now();
+    const runner = python({ interpreter: PYTHON, maxWorkers: 2 });
+    const registry = new Registry({ runners: [runner], cache: false });
+    names.forEach((name, k) => {
+      registry.register({
+        name,
+        language: 'python',
+        body: `result = args[0] + args[1] + ${k}`,
+        argTypes: ['number', 'number'],
+        returnType: 'number',
+        pure: true,
+      });
+    });
+    const outs = await Promise.all(names.map((name) => registry.evalBatch(name, input)));
+    const total = performance.now() - t0;
+    outs.forEach((out, k) => {
+      if (out.length !== n || out[n - 1].value !== n - 0.5 + k) throw new Error('wrong results');
+    });
+    await registry.close();
+    const what = kind === 'four' ? `four functions × ${ROWS}` : `one function × ${4 * ROWS}`;
+    return { [`first registry, ${what} rows, 2 slots: total`]: total };
+  }
   if (kind === 'made') {
     // the Registry made (an engine's start), then a pause (its model loading), then the refresh
     const registry = make();
@@ -138,7 +169,7 @@ const load = () =>
     .map((x) => x.toFixed(2))
     .join(' ');
 const before = load();
-const KINDS = (process.env.BENCH_KINDS ?? 'first,made,warmUp,parts').split(',');
+const KINDS = (process.env.BENCH_KINDS ?? 'first,made,warmUp,parts,one4,four').split(',');
 /** [label prefix, dist]: this build, and the base before it when asked for. */
 const BUILDS = process.env.BENCH_BASE
   ? [
@@ -182,6 +213,19 @@ const ordered = pairs
 for (const [label, xs] of ordered) {
   const s = [...xs].sort((a, b) => a - b);
   console.log(`  ${label.padEnd(66)} ${f(s[0])}/${f(median(s))}/${f(s[s.length - 1])}`);
+}
+for (const [prefix] of BUILDS) {
+  const one = samples.get(
+    `${prefix}first registry, one function × ${4 * ROWS} rows, 2 slots: total`,
+  );
+  const four = samples.get(
+    `${prefix}first registry, four functions × ${ROWS} rows, 2 slots: total`,
+  );
+  if (one && four)
+    console.log(
+      `  ${prefix}four / one in a new process: ${(median(four) / median(one)).toFixed(2)} medians, ` +
+        `${(Math.min(...four) / Math.min(...one)).toFixed(2)} best`,
+    );
 }
 if (pairs) {
   for (const [label, xs] of samples) {

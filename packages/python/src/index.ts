@@ -12,6 +12,8 @@ import {
 import { PYTHON_ARGS, precompiledDriver } from './bootstrap.js';
 import { type PythonPackages, withLibraries } from './with-libraries.js';
 
+// an idle zygote outlives its last runner for a while (docs/architecture.md, "Zygote")
+export { closeIdleZygotes } from '@improv/extfn-interpreter';
 export { BOOTSTRAP, PYTHON_ARGS } from './bootstrap.js';
 export type { AllowedLibraries, Library, PythonPackages } from './libraries.js';
 export { allowedLibraries } from './libraries.js';

@@ -8,16 +8,29 @@
  * descriptors), a zygote that dies, and IMPROV_EXTFN_ZYGOTE=0.
  * Restricted sandbox, /usr/bin/python3.
  */
-import { readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { ExtFnError, Value } from '@improv/extfn-core';
-import { afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { alive, failure, noRestricted, restrictedOk, scopedRegistry, waitFor } from './helpers.js';
+import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { closeIdleZygotes } from '../src/index.js';
+import {
+  alive,
+  failure,
+  noRestricted,
+  PYTHON,
+  restrictedOk,
+  scopedRegistry,
+  waitFor,
+} from './helpers.js';
 
 const saved = process.env.IMPROV_EXTFN_ZYGOTE;
 afterEach(() => {
   if (saved === undefined) delete process.env.IMPROV_EXTFN_ZYGOTE;
   else process.env.IMPROV_EXTFN_ZYGOTE = saved;
 });
+// every test starts without a zygote: the last test's may idle for the next runner
+beforeEach(() => closeIdleZygotes());
 
 /**
  * Boots the runner's zygote as a refresh of several functions does: two
@@ -340,12 +353,70 @@ describe.skipIf(!restrictedOk)(
       const before = runner.stats().zygoteStarts ?? 0;
       expect(await registry.eval('writeTmp', [])).toEqual(Value.text('secret-of-writer'));
       expect(runner.stats().zygoteStarts).toBe(before + 1);
-      // closed with the runner: the zygote and its workers are gone
+      // closed with the runner: its workers are gone; the zygote idles until closeIdleZygotes
       const second = Number(/pid (\d+)/.exec(runner.stats().zygote ?? '')?.[1]);
       const workers = runner.workerPids();
       await registry.close();
       expect(runner.stats().zygote).toBe('closed');
-      expect(await waitFor(() => ![second, ...workers].some(alive), 5000)).toBe(true);
+      expect(await waitFor(() => !workers.some(alive), 5000)).toBe(true);
+      expect(alive(second)).toBe(true);
+      await closeIdleZygotes();
+      expect(await waitFor(() => !alive(second), 5000)).toBe(true);
+    }, 60_000);
+
+    test("idle after the runner's close: a new runner's first start forks from it at once", async () => {
+      const fns = { warm: ['result = 1', [], 'number'], warm2: ['result = 2', [], 'number'] };
+      const first = scopedRegistry('restricted', fns as never, { maxWorkers: 2 });
+      await zygoteReady(first.registry, first.runner);
+      const zygote = first.runner.stats().zygote;
+      await first.registry.close();
+      // alone, a new runner's first start would be a tree (see the next test)
+      const next = scopedRegistry('restricted', fns as never, { maxWorkers: 2 });
+      expect(await next.registry.eval('warm', [])).toEqual(Value.number(1));
+      expect(next.runner.stats()).toMatchObject({ started: 1, zygoteStarts: 1, zygote });
+      await next.registry.close();
+      // with no zygote idle, the same first start is a tree
+      await closeIdleZygotes();
+      const cold = scopedRegistry('restricted', fns as never, { maxWorkers: 2 });
+      expect(await cold.registry.eval('warm', [])).toEqual(Value.number(1));
+      expect(cold.runner.stats()).toMatchObject({ started: 1, zygoteStarts: 0 });
+    }, 60_000);
+
+    test('an idle zygote does not keep the host process alive, and dies with it', async () => {
+      // a host that boots a zygote, closes its registry and ends on its own
+      const script = [
+        "import { Registry } from '@improv/extfn-core';",
+        `import { python } from ${JSON.stringify(fileURLToPath(new URL('../dist/index.js', import.meta.url)))};`,
+        `const runner = python({ interpreter: ${JSON.stringify(PYTHON)}, policy: 'restricted', maxWorkers: 2 });`,
+        'const registry = new Registry({ runners: [runner] });',
+        "for (const name of ['a', 'b']) registry.register({ name, language: 'python', body: 'result = 1', argTypes: [], returnType: 'number' });",
+        "await Promise.all([registry.eval('a', []), registry.eval('b', [])]);",
+        'const pid = Number(/pid (\\d+)/.exec(runner.stats().zygote)?.[1]);',
+        "const dir = readFileSync(['/proc', pid, 'cmdline'].join('/'), 'utf8').split('\\0').find((a) => a.includes('extfn-zygote-'));",
+        'await registry.close();',
+        'let idle = true; try { process.kill(pid, 0); } catch { idle = false; }',
+        'console.log(JSON.stringify({ pid, dir, idle }));',
+      ];
+      const started = Date.now();
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          [
+            '--input-type=module',
+            '-e',
+            `import { readFileSync } from 'node:fs';\n${script.join('\n')}`,
+          ],
+          { cwd: fileURLToPath(new URL('..', import.meta.url)), timeout: 25_000 },
+          (error, stdout, stderr) =>
+            error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout),
+        ),
+      );
+      const { pid, dir, idle } = JSON.parse(out) as { pid: number; dir: string; idle: boolean };
+      expect(idle).toBe(true); // it was idle when the host ended…
+      expect(Date.now() - started).toBeLessThan(20_000); // …which did not wait its 30 s
+      expect(await waitFor(() => !alive(pid), 5000)).toBe(true);
+      expect(dir).toMatch(/extfn-zygote-/);
+      expect(existsSync(dir)).toBe(false);
     }, 60_000);
   },
 );
