@@ -3,8 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { closeAfterEach, type FnTable, registryOf } from '@improv/extfn-core/testing';
 import { probeSandbox, type SandboxPolicy } from '@improv/extfn-sandbox';
-import { afterEach } from 'vitest';
-import { type PythonRunnerOptions, python } from '../src/index.js';
+import { afterAll, afterEach } from 'vitest';
+import { closeIdleZygotes, type PythonRunnerOptions, python } from '../src/index.js';
 
 /** Tests use Debian's interpreter: the pyenv shim first on PATH is unreadable for the sandbox uid. */
 export const PYTHON = '/usr/bin/python3';
@@ -42,6 +42,9 @@ export function registryWith(
 }
 
 const closeAfterTest = closeAfterEach(afterEach);
+// a zygote idles after its last runner: none outlives the file's tests (a test
+// worker may end without its exit hook, which removes the zygote's directory)
+afterAll(() => closeIdleZygotes());
 
 /** `registryWith`, closed after the current test. */
 export function scopedRegistry(...args: Parameters<typeof registryWith>) {

@@ -17,6 +17,7 @@ import {
   chmodSync,
   constants as fsConstants,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -141,6 +142,35 @@ function untrack(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
+/** Whether this process swept the zygote directories of dead hosts (once, at its first zygote). */
+let swept = false;
+
+/**
+ * Removes the directories of zygotes whose host died
+ * without its exit hook (SIGTERM, SIGKILL, a killed test worker), named
+ * `extfn-zygote-<host pid>-…` with no such pid. Such a zygote died with its
+ * host (bubblewrap's --die-with-parent).
+ */
+export function sweepDeadHosts(parent: string): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync(parent);
+  } catch {}
+  for (const name of names) {
+    const pid = Number(/^extfn-zygote-(\d+)-/.exec(name)?.[1]);
+    if (!pid || pid === process.pid) continue;
+    try {
+      process.kill(pid, 0);
+      continue; // alive (or not ours to signal): leave it
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') continue;
+    }
+    try {
+      rmSync(join(parent, name), { recursive: true, force: true });
+    } catch {} // another user's: not ours to remove
+  }
+}
+
 /** Where zygote directories are made: memory (/dev/shm) where it exists, as shared files are. */
 function zygoteParent(): string {
   try {
@@ -208,7 +238,12 @@ export class Zygote {
    */
   static async start(options: ZygoteOptions): Promise<Zygote> {
     const { functionName } = options;
-    const dir = mkdtempSync(join(zygoteParent(), 'extfn-zygote-'));
+    const parent = zygoteParent();
+    if (!swept) {
+      swept = true;
+      sweepDeadHosts(parent);
+    }
+    const dir = mkdtempSync(join(parent, `extfn-zygote-${process.pid}-`));
     track(dir);
     chmodSync(dir, 0o700);
     writeFileSync(join(dir, 'strict.bpf'), seccompProgram(), { mode: 0o644 });

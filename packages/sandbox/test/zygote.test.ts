@@ -6,14 +6,16 @@
  * Sandbox error naming the function. The real zygote (drivers/zygote.py) is
  * tested end to end in packages/python/test/zygote.test.ts.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { probeSandbox } from '../src/index.js';
 import { seccompArch, seccompProgram } from '../src/seccomp.js';
 import { hostIsRoot } from '../src/uid-pool.js';
-import { Zygote } from '../src/zygote.js';
+import { sweepDeadHosts, Zygote } from '../src/zygote.js';
 import { hasBwrap, hasPython, linux, PYTHON } from './helpers.js';
 
 const probe =
@@ -76,6 +78,7 @@ describe.skipIf(!available)(`zygote host side ${available ? '' : why}`, () => {
     }
     expect(zygote.alive).toBe(false);
     expect(existsSync(zygote.dir)).toBe(false); // removed with it
+    expect(zygote.dir).toMatch(new RegExp(`/extfn-zygote-${process.pid}-[^/]+$`)); // named for its host
   });
 
   test('a zygote that never gets ready: a Sandbox error naming the function', async () => {
@@ -190,4 +193,31 @@ describe.skipIf(!available)(`a host awaiting a zygote ${available ? '' : why}`, 
       err: '',
     });
   }, 30_000);
+});
+
+describe('zygote directories of dead hosts', () => {
+  test('swept: those of a host pid that is gone, not those of a live host nor other names', () => {
+    const parent = mkdtempSync(join(tmpdir(), 'extfn-sweep-'));
+    try {
+      const gone = spawnSync('true').pid; // a pid that has exited
+      const names = [
+        `extfn-zygote-${gone}-abc`,
+        `extfn-zygote-${process.ppid}-def`, // a live host (this test's parent)
+        `extfn-zygote-${process.pid}-ghi`, // this host's own
+        'extfn-zygote-jkl', // not named for a host
+        `other-${gone}-mno`,
+      ];
+      for (const name of names) mkdirSync(join(parent, name, 'inner'), { recursive: true });
+      sweepDeadHosts(parent);
+      expect(names.map((name) => existsSync(join(parent, name)))).toEqual([
+        false,
+        true,
+        true,
+        true,
+        true,
+      ]);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
 });
