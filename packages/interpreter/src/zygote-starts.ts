@@ -10,9 +10,10 @@
  * third start; that start and every one while it boots wait for it (its
  * tree is spawned before the start that boots it gives up control), and
  * every later start forks. A runner's first two starts, one at a time, are
- * trees: a single function's cold refresh (a worker, then perhaps a second
- * once the first has answered) gets its results as soon as trees give them,
- * with nothing booting beside them. A fork costs a third of a tree's CPU
+ * trees (unless the setting's zygote is alive: see below): a single
+ * function's cold refresh (a worker, then perhaps a second once the first
+ * has answered) gets its results as soon as trees give them, with nothing
+ * booting beside them. A fork costs a third of a tree's CPU
  * (no bwrap, no interpreter start): sixteen functions refreshed cold took
  * 336 ms instead of 554 (packages/python/README.md). Its first worker is the
  * probe: if that one does not reach its ready frame, or a zygote cannot

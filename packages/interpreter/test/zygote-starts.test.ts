@@ -140,6 +140,19 @@ describe('zygote starts', () => {
     expect(made[1]!.closed).toBe(1);
   });
 
+  test('an idle zygote that died: the next runner boots a replacement, counted as a death', async () => {
+    const s = setting();
+    const a = new ZygoteStarts();
+    a.succeeded((await a.zygoteFor(s, 1)) as never);
+    await a.close();
+    made[0]!.alive = false; // killed while idle
+    const b = new ZygoteStarts();
+    const booting = b.zygoteFor(s); // a replacement boots at once, even for a first start
+    expect(booting).toBeInstanceOf(Promise);
+    expect(await booting).toBe(made[1]);
+    await b.close();
+  });
+
   test('closeIdleZygotes closes idle zygotes at once and leaves held ones', async () => {
     const idle = setting();
     const held = setting();
