@@ -6,7 +6,7 @@
  * has a uid of its own, whatever that uid created is removed when it ends.
  */
 import { readFileSync } from 'node:fs';
-import { execa } from 'execa';
+import { runCommand } from './run-command.js';
 
 const KINDS = [
   { file: 'shm', id: 'shmid', flag: '-m' },
@@ -40,5 +40,5 @@ export async function removeIpcOf(ipcrm: string, uid: number): Promise<void> {
   const args: string[] = [];
   for (const kind of KINDS)
     for (const id of idsOf(kind.file, kind.id, uid)) args.push(kind.flag, id);
-  if (args.length > 0) await execa(ipcrm, args, { reject: false, stdin: 'ignore' });
+  if (args.length > 0) await runCommand(ipcrm, args);
 }

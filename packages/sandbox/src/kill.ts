@@ -5,8 +5,8 @@
  * cgroup where it has one. Each strategy reaches setsid() children too.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { execa } from 'execa';
 import { childrenOf } from './proc.js';
+import { runCommand } from './run-command.js';
 
 /** The base environment: nothing of the host's, whatever it holds. */
 export const BASE_ENV = Object.freeze({ HOME: '/tmp', PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' });
@@ -44,15 +44,7 @@ export async function killNamespace(
 
 /** Root host: kill(-1) sent as the tree's own uid ends every process of it, atomically. */
 export async function killUid(kill: string, uid: number): Promise<void> {
-  await execa(kill, ['-KILL', '-1'], {
-    uid,
-    gid: uid,
-    reject: false,
-    extendEnv: false,
-    env: BASE_ENV,
-    cwd: '/',
-    stdin: 'ignore',
-  });
+  await runCommand(kill, ['-KILL', '-1'], { uid, gid: uid, env: { ...BASE_ENV }, cwd: '/' });
 }
 
 /** Every process whose environment carries `token`, killed until none is left. */

@@ -4,11 +4,11 @@
  * together what the other modules decide: binds, argument builders, uid
  * lease, cgroup, kill strategies and exit classification.
  */
+import { type StdioOptions, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, fchownSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { ExtFnError } from '@improv/extfn-core';
-import { execa } from 'execa';
 import { bwrapArgs, cgroupGateArgs, innerNprocArgs, prlimitArgs } from './args.js';
 import { hostBinds, isSystemPath } from './binds.js';
 import { TreeCgroup } from './cgroup.js';
@@ -367,24 +367,25 @@ async function cleanUp(tree: TreeHandles, out: TreeExit): Promise<void> {
 function spawnDirect(spec: ChainSpawn): ChainProcess {
   // fd 3 carries the seccomp program to bwrap (read once, then closed by bwrap);
   // the shared file comes next (sharedFileFd)
-  // (execa's types list only 1 and 2 as fds, but it hands any fd to spawn as is)
-  const stdio: unknown[] = ['pipe', spec.stdout, 'pipe'];
-  if (spec.fd3) stdio.push(spec.fd3);
+  const stdio: StdioOptions = ['pipe', spec.stdout, 'pipe'];
+  if (spec.fd3) stdio.push('pipe'); // written below
   if (spec.extra !== undefined) stdio.push(spec.extra);
-  const child = execa(spec.file, spec.args, {
-    stdio: stdio as ['pipe', 'pipe', 'pipe'],
-    env: spec.env,
-    extendEnv: false,
+  const child = spawn(spec.file, spec.args, {
+    stdio,
+    env: spec.env, // the whole environment: nothing of the host's
     cwd: '/tmp',
     detached: true, // own process group, so the group can be killed as a whole
-    buffer: false,
-    reject: false,
-    encoding: 'buffer',
-    stripFinalNewline: false,
     // root host: the whole chain runs as the tree's own uid (setgid, setgroups([]),
     // setuid in the child before exec), which also clears every capability
     ...(spec.uid === undefined ? {} : { uid: spec.uid, gid: spec.uid }),
   });
+  // EPIPE once the tree has died: its end is reported through `exit`
+  child.stdin?.on('error', () => {});
+  const fd3 = child.stdio[3] as Writable | null | undefined;
+  if (spec.fd3 && fd3) {
+    fd3.on('error', () => {}); // the child may exit without reading it
+    fd3.end(spec.fd3);
+  }
   // 'exit' fires when the direct child ends even while a grandchild still holds the pipes
   const exit = new Promise<ChainStatus>((resolve) => {
     child.once('exit', (code, signal) =>

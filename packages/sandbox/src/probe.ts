@@ -6,7 +6,6 @@
  * start and the operator allowed it.
  */
 import { ExtFnError } from '@improv/extfn-core';
-import { execa } from 'execa';
 import { type CgroupVersion, cgroupSupport } from './cgroup.js';
 import { chainShellReady } from './chain-shell.js';
 import {
@@ -21,6 +20,7 @@ import {
 } from './fixes.js';
 import { findExecutable } from './host.js';
 import { fallbackAllowed, policyFor, type SandboxPolicy } from './policy.js';
+import { runCommand } from './run-command.js';
 import { runTree } from './run-tree.js';
 import { seccompArch } from './seccomp.js';
 import { readySpawner } from './spawner.js';
@@ -183,7 +183,7 @@ async function runProbe(
   // own probe passed: that probe runs while bubblewrap is asked its version.
   const chain = chainShellReady();
   if (bwrap) {
-    const version = await execa(bwrap, ['--version'], { reject: false, timeout: 5000 });
+    const version = await runCommand(bwrap, ['--version'], { timeoutMs: 5000 });
     const match = /(\d+)\.(\d+)(?:\.(\d+))?/.exec(String(version.stdout));
     probe.bwrap = { path: bwrap, version: match?.[0] ?? 'unknown' };
     if (!match || (Number(match[1]) === 0 && Number(match[2]) < 8)) {
