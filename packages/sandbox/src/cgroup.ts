@@ -10,6 +10,7 @@
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { namesOfDeadHosts } from './proc.js';
 
 export type CgroupVersion = 'v1' | 'v2';
 
@@ -64,19 +65,7 @@ function ownCgroups(): Map<string, string> {
  * (SIGKILL, a killed test worker): `improv-extfn-<pid>` with no such pid.
  */
 function sweepDeadParents(hierarchy: string): void {
-  let names: string[] = [];
-  try {
-    names = readdirSync(hierarchy);
-  } catch {}
-  for (const name of names) {
-    const pid = Number(/^improv-extfn-(\d+)$/.exec(name)?.[1]);
-    if (!pid || pid === process.pid) continue;
-    try {
-      process.kill(pid, 0);
-      continue; // alive (or not ours to signal): leave it
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') continue;
-    }
+  for (const name of namesOfDeadHosts(hierarchy, /^improv-extfn-(\d+)$/)) {
     const parent = join(hierarchy, name);
     try {
       // a tree's cgroup, then the parent: each fails, harmlessly, while a process is inside

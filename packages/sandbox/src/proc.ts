@@ -96,3 +96,25 @@ export function processesOfUid(uid: number): number {
   }
   return count;
 }
+
+/**
+ * The entries of `dir` left by host processes that are gone: `pattern`'s
+ * first group is the pid of the process that made each. This process's own,
+ * and those of a pid that exists (or is not ours to signal), are left out.
+ */
+export function namesOfDeadHosts(dir: string, pattern: RegExp): string[] {
+  let names: string[] = [];
+  try {
+    names = readdirSync(dir);
+  } catch {}
+  return names.filter((name) => {
+    const pid = Number(pattern.exec(name)?.[1]);
+    if (!pid || pid === process.pid) return false;
+    try {
+      process.kill(pid, 0);
+      return false; // alive (or not ours to signal)
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code === 'ESRCH';
+    }
+  });
+}

@@ -17,7 +17,6 @@ import {
   chmodSync,
   constants as fsConstants,
   mkdtempSync,
-  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -33,7 +32,7 @@ import { classifyExit, type TreeExit } from './exit.js';
 import { FIX_CGROUP } from './fixes.js';
 import { type Launched, launchAsync } from './launch.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
-import { childrenOf, sampleCpu } from './proc.js';
+import { childrenOf, namesOfDeadHosts, sampleCpu } from './proc.js';
 import { treeOf } from './sandboxed.js';
 import { seccompProgram } from './seccomp.js';
 import type { SandboxedTree, SandboxOptions } from './types.js';
@@ -152,19 +151,7 @@ let swept = false;
  * host (bubblewrap's --die-with-parent).
  */
 export function sweepDeadHosts(parent: string): void {
-  let names: string[] = [];
-  try {
-    names = readdirSync(parent);
-  } catch {}
-  for (const name of names) {
-    const pid = Number(/^extfn-zygote-(\d+)-/.exec(name)?.[1]);
-    if (!pid || pid === process.pid) continue;
-    try {
-      process.kill(pid, 0);
-      continue; // alive (or not ours to signal): leave it
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') continue;
-    }
+  for (const name of namesOfDeadHosts(parent, /^extfn-zygote-(\d+)-/)) {
     try {
       rmSync(join(parent, name), { recursive: true, force: true });
     } catch {} // another user's: not ours to remove
