@@ -567,31 +567,19 @@ async function evalTypedColumns(
     else pending[count++] = i;
   }
   const todo = pending.subarray(0, count);
-  if (count > 0 && !isAllNumbers(fn) && runner.hasTypedColumns) {
-    // The rows still to evaluate, compacted, through the runner's typed path:
-    // error cells in cost no Value per cell either.
+  // The rows still to evaluate, compacted, through the runner's columnar path
+  // (all numbers) or its typed path: error cells in cost no Value per cell.
+  if (isAllNumbers(fn)) {
+    const part = columns.map((column) => rowsOf(column, todo)) as Float64Array[];
+    const out = await runner.callColumns(fn, part, options);
+    return scatter(fn, todo, out, { values, errors });
+  }
+  if (count > 0 && runner.hasTypedColumns) {
     const part = columns.map((column) => rowsOf(column, todo));
     if (cellsHold(fn, part)) {
       const out = await runner.callTypedColumns(fn, part, options);
-      todo.forEach((i, j) => {
-        (values as unknown[])[i] = (out.values as unknown[])[j];
-      });
-      for (const [j, error] of out.errors) errors.set(todo[j]!, error);
-      fillFailed(fn.returnType, values, errors);
-      return { values, errors };
+      return scatter(fn, todo, out, { values, errors });
     }
-  }
-  if (isAllNumbers(fn)) {
-    const part = columns.map((column) =>
-      Float64Array.from(todo, (i) => (column as Float64Array)[i]!),
-    );
-    const out = await runner.callColumns(fn, part, options);
-    todo.forEach((i, j) => {
-      (values as Float64Array)[i] = out.values[j]!;
-    });
-    for (const [j, error] of out.errors) errors.set(todo[j]!, error);
-    fillFailed(fn.returnType, values, errors);
-    return { values, errors };
   }
   const rows: Value[][] = [];
   const rowOf: number[] = [];
@@ -618,6 +606,21 @@ async function evalTypedColumns(
   }
   if (into) fillFailed(fn.returnType, values, errors);
   return { values, errors };
+}
+
+/** Results of the compacted rows `todo`, put back in their places; failed rows filled. */
+function scatter(
+  fn: ExternalFn,
+  todo: Int32Array,
+  out: ColumnResults<Column>,
+  into: ColumnResults<Column>,
+): ColumnResults<Column> {
+  const target = into.values as unknown as unknown[];
+  const got = out.values as unknown as ArrayLike<unknown>;
+  for (let j = 0; j < todo.length; j++) target[todo[j]!] = got[j];
+  for (const [j, error] of out.errors) into.errors.set(todo[j]!, error);
+  fillFailed(fn.returnType, into.values, into.errors);
+  return into;
 }
 
 /** Rows `rows` of `column`, in order, as a column of its kind. */

@@ -184,7 +184,7 @@ async function runProbe(
   const chain = chainShellReady();
   if (bwrap) {
     const version = await runCommand(bwrap, ['--version'], { timeoutMs: 5000 });
-    const match = /(\d+)\.(\d+)(?:\.(\d+))?/.exec(String(version.stdout));
+    const match = /(\d+)\.(\d+)(?:\.(\d+))?/.exec(version.stdout);
     probe.bwrap = { path: bwrap, version: match?.[0] ?? 'unknown' };
     if (!match || (Number(match[1]) === 0 && Number(match[2]) < 8)) {
       return fail(
