@@ -34,8 +34,10 @@
 #      the worker ends without the interpreter's finalization (_worker_serve).
 # The zygote never reads what a worker writes, and stays single-threaded: a
 # clone() copies the calling thread only, so no other may hold a lock then.
+import array  # noqa: F401 (loaded once here, not by every worker's first chunk of over 8192 values: ~2 ms each)
 import ctypes
 import fcntl  # loaded once here, not by every worker (_setup_io, _loopback_up): ~2 ms each
+import mmap  # noqa: F401 (likewise, for its first shared-file request)
 import resource
 import select
 import _signal
