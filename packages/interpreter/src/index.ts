@@ -38,6 +38,7 @@ export {
 } from './libraries.js';
 export { type ResolveExecutableOptions, resolveExecutable } from './resolve.js';
 export { createInterpreterRunner } from './runner.js';
+export { forgetTimings } from './timings.js';
 export type {
   InterpreterDefaults,
   InterpreterRunner,

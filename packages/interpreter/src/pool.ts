@@ -54,6 +54,7 @@
  */
 import type { ExternalFn } from '@improv/extfn-core';
 import { WorkerFailure } from './failures.js';
+import { StartTimes } from './timings.js';
 
 /** What the pool needs of a worker: the seam tests fill with fakes. */
 export interface PooledWorker {
@@ -81,9 +82,6 @@ export const EXIT_GRACE_MS = 200;
  * from the workers already running.
  */
 export const START_PAYOFF = 2;
-
-/** What a worker start is taken to cost before one has been measured. */
-const DEFAULT_START_MS = 100;
 
 /**
  * Processes beyond the busy bound that may live by default (idle warm
@@ -214,8 +212,6 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #gated: (() => void)[] = [];
   /** Per function, its request time lately (ms, decaying over `idleMs`) and when it was last added to. */
   #recent = new Map<string, { ms: number; at: number }>();
-  /** Milliseconds a worker start takes, a moving average of measured starts. */
-  #startMs = DEFAULT_START_MS;
   #closed = false;
   /** Told of every start and end (see PoolEvent); nothing by default. */
   observer: ((event: PoolEvent) => void) | undefined;
@@ -227,11 +223,27 @@ export class Pool<W extends PooledWorker = PooledWorker> {
    */
   startsFork: () => boolean = () => false;
 
+  /**
+   * What the next start is, for its measured time: a fork from a ready
+   * zygote, a new tree, or `boot`, which waits for a zygote to boot first and
+   * is not counted (that wait comes once). The runner sets it; trees by default.
+   */
+  startKind: () => 'fork' | 'tree' | 'boot' = () => 'tree';
+
+  /**
+   * Where measured start times go and are judged by: the pool's own, or
+   * (the runner sets it) those its interpreter setting has measured in this
+   * process, kept across runners (see timings.ts).
+   */
+  startTimes: () => StartTimes;
+
   constructor(max: number, idleMs: number, launch: Launch<W>, maxLive?: number) {
     this.max = Math.max(1, Math.floor(max));
     this.maxLive = Math.max(this.max, Math.floor(maxLive ?? this.max + EXTRA_LIVE));
     this.idleMs = idleMs;
     this.#launch = launch;
+    const own = new StartTimes();
+    this.startTimes = () => own;
   }
 
   counters(): PoolCounters {
@@ -260,9 +272,9 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     return this.#busyPer.get(key) ?? 0;
   }
 
-  /** What a worker start takes, as measured (a moving average). */
+  /** What the next worker start takes, as measured (a moving average of forks, or of trees). */
   startMs(): number {
-    return this.#startMs;
+    return this.startTimes().ms(this.startsFork());
   }
 
   /**
@@ -665,11 +677,13 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     this.#live++;
     this.#count(key, 1);
     let started = 0;
+    let kind: 'fork' | 'tree' | 'boot' = 'tree';
     // Counted in #launching from here (ungated) or from the gate's opening (see prestart).
     if (!gate) this.#launching++;
     const begin = () => {
       if (this.#closed) throw new WorkerFailure('closed', 'the runner is closed');
       this.observer?.({ type: 'start', key });
+      kind = this.startKind();
       started = performance.now();
       return this.#launch(key, fn, signal);
     };
@@ -678,7 +692,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     return launched.then(
       (worker) => {
         this.#launched();
-        this.#startMs = 0.7 * this.#startMs + 0.3 * (performance.now() - started);
+        if (kind !== 'boot') this.startTimes().note(kind === 'fork', performance.now() - started);
         this.observer?.({ type: 'ready', key, pid: worker.pid });
         if (this.#closed) {
           void worker.kill();
@@ -761,7 +775,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     if (workers === 0 || !backlogs) return true;
     let backlogMs = 0;
     for (const backlog of backlogs) backlogMs += backlog.estimateMs();
-    const payoff = START_PAYOFF * this.#startMs;
+    const payoff = START_PAYOFF * this.startMs();
     if (backlogMs / workers > payoff) return true;
     return (
       backlogMs > 0 &&

@@ -58,6 +58,7 @@ import { probeInterpreter } from './probe.js';
 import { callHeader, columnRows, typedColumnRows, valueRows } from './row-sources.js';
 import { type SchedulerContext, schedule } from './scheduler.js';
 import { startWorker } from './start-worker.js';
+import { Timings, timingsFor } from './timings.js';
 import type {
   InterpreterDefaults,
   InterpreterRunner,
@@ -156,7 +157,13 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   readonly f64: boolean;
   /** The driver serves `callcols` (binary columns of every type). */
   readonly cols: boolean;
-  readonly perRowMs = new Map<string, number>();
+  /** Measured time per row by function key: this process's for the interpreter setting (see #timings). */
+  get perRowMs(): Map<string, number> {
+    return this.#timings().perRowMs;
+  }
+  /** The runner's own figures until its interpreter is known, then its setting's (see timings.ts). */
+  #ownTimings = new Timings();
+  #shared: { setting: string; timings: Timings } | undefined;
   #spec: InterpreterSpec;
   #options: InterpreterRunnerOptions;
   #interpreter: Promise<ResolvedInterpreter | undefined> | undefined;
@@ -206,6 +213,33 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     );
     this.lanes = this.pool.max;
     this.pool.startsFork = () => this.#zygoteUsable() && this.#zygotes.forking();
+    this.pool.startTimes = () => this.#timings().starts;
+    this.pool.startKind = () =>
+      !this.#zygoteUsable() || !this.#zygotes.forking()
+        ? 'tree'
+        : this.#zygotes.forksReady()
+          ? 'fork'
+          : 'boot';
+  }
+
+  /**
+   * What this process has measured of this runner's interpreter setting
+   * (language package, interpreter and the library directories it may read,
+   * policy in force), shared with every
+   * runner of the same setting; the runner's own before the interpreter is
+   * found.
+   */
+  #timings(): Timings {
+    const found = this.#found;
+    if (!found) return this.#ownTimings;
+    const setting = JSON.stringify([
+      this.#spec.packageName,
+      found.path,
+      found.readOnlyPaths ?? [],
+      this.#policyInForce,
+    ]);
+    if (this.#shared?.setting !== setting) this.#shared = { setting, timings: timingsFor(setting) };
+    return this.#shared.timings;
   }
 
   stats(): InterpreterStats {
@@ -444,6 +478,10 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
 
   wouldServe(key: string, idleOnly?: boolean): boolean {
     return this.pool.wouldServe(key, idleOnly);
+  }
+
+  startsFork(): boolean {
+    return this.pool.startsFork();
   }
 
   mayQueue(key: string, lease: Lease): boolean {

@@ -113,6 +113,11 @@ export interface SchedulerContext {
    * with `idleOnly`, an idle worker of its own (no start). Without it, every lane opens.
    */
   wouldServe?(key: string, idleOnly?: boolean): boolean;
+  /**
+   * Whether a worker start now forks from a zygote (a few milliseconds of
+   * CPU, not an interpreter's boot). Without it, never.
+   */
+  startsFork?(): boolean;
   /** A failure as the ExtFnError of `fn`. */
   toError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError;
   /**
@@ -144,9 +149,12 @@ export async function schedule(
   /**
    * Whether `perRowMs` is good enough to judge more workers by: the other lanes start then.
    * A vectorized function's earlier figure is: its batch is a few large chunks, and
-   * waiting for the first one before opening the other lanes would run it alone.
+   * waiting for the first one before opening the other lanes would run it alone. So is
+   * any function's when a start forks from a zygote: a fork takes the first chunk's
+   * worker little CPU, where an interpreter's boot would slow it (then the other lanes
+   * wait for its results).
    */
-  let rampedUp = reliable && fn.vectorized === true;
+  let rampedUp = reliable && (fn.vectorized === true || ctx.startsFork?.() === true);
   let chunksDone = 0;
   let sampledRows = 0;
   let sampledMs = 0;

@@ -101,6 +101,12 @@ export class ZygoteStarts {
     );
   }
 
+  /** Whether a start now forks from a zygote that is ready (not booting). */
+  forksReady(): boolean {
+    const entry = this.#entry;
+    return !this.#closed && entry !== undefined && !entry.off && entry.zygote?.alive === true;
+  }
+
   /** Whether a start now forks: the setting's zygote is ready or booting. */
   forking(): boolean {
     const entry = this.#entry;

@@ -202,11 +202,13 @@ describe('scheduler with a fake dispatcher', () => {
   });
 
   test.each([
-    ['idle workers: every lane at once, not after its first chunk', true, 2],
-    ['workers to start: one lane until its first results', false, 1],
-  ])("a warm batch (an earlier batch's time per row) with %s", async (_, idle, atFirst) => {
+    ['idle workers: every lane at once, not after its first chunk', true, false, 2],
+    ['workers to start: one lane until its first results', false, false, 1],
+    ['workers to fork from a zygote: every lane at once', false, true, 2],
+  ])("a warm batch (an earlier batch's time per row) with %s", async (_, idle, forks, atFirst) => {
     const { rows, results } = source(5_000);
     const { ctx } = fakeContext();
+    ctx.startsFork = () => forks;
     const asked: boolean[] = [];
     ctx.wouldServe = (_key, idleOnly) => {
       asked.push(idleOnly === true);
@@ -229,7 +231,8 @@ describe('scheduler with a fake dispatcher', () => {
     await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
     expect(results).toEqual(Array.from({ length: 5_000 }, (_, i) => i * 2));
     expect(inFlightAtFirstAnswer).toBe(atFirst);
-    expect(asked[0]).toBe(true); // the first look is for idle workers only
+    // the first look is for idle workers only, unless a start forks: then any worker the pool would serve
+    expect(asked[0]).toBe(!forks);
   });
 
   test('one chunk held up by the host (100× its cost) does not shrink the next chunk to a few hundred rows', async () => {

@@ -11,7 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { Registry } from '@improv/extfn-core';
 import { afterEach, describe, expect, test, vi } from 'vitest';
-import { createInterpreterRunner } from '../src/index.js';
+import { createInterpreterRunner, forgetTimings } from '../src/index.js';
 import { SharedFile, type SharedRegion } from '../src/shared-file.js';
 import { BOOTSTRAP, hasPython, PYTHON, policy } from './helpers.js';
 
@@ -20,6 +20,7 @@ const savedDir = process.env.IMPROV_EXTFN_SHM_DIR;
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   vi.restoreAllMocks();
+  forgetTimings(); // each batch as cold as in a new process: many chunks, not a learnt size
   for (const cleanup of cleanups.splice(0)) await cleanup();
   if (savedDir === undefined) delete process.env.IMPROV_EXTFN_SHM_DIR;
   else process.env.IMPROV_EXTFN_SHM_DIR = savedDir;
