@@ -7,6 +7,7 @@
  * available; cgroup v1 needs root. Elsewhere the per-process closures
  * (rlimits, tmpfs sizes, seccomp) hold alone.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -148,6 +149,12 @@ export function cgroupSupport(): CgroupSupport {
 }
 
 let counter = 0;
+/**
+ * This copy of the module's own part of its trees' names: a host process
+ * that loads two copies (two installed versions of this package) makes two
+ * counters, and their `tree-1`s would collide under the same parents.
+ */
+const copy = randomBytes(4).toString('hex');
 /** Trees whose cgroup exists now; with none, the parents are removed too (and made again on demand). */
 let live = 0;
 
@@ -181,7 +188,7 @@ export class TreeCgroup {
     cgroupSupport();
     const parents = support?.parents;
     if (!parents) return undefined;
-    const name = `tree-${++counter}`;
+    const name = `tree-${copy}-${++counter}`;
     const memory = join(parents.memory, name);
     const pids = join(parents.pids, name);
     const dirs = memory === pids ? [memory] : [memory, pids];

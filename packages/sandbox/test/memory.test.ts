@@ -357,6 +357,29 @@ print(json.dumps(len(kids)))`,
 });
 
 describe('the tree’s cgroup', () => {
+  test.skipIf(!cgroupHere)(
+    'two copies of this module in one process (two installed versions of the package) make cgroups that do not collide',
+    async () => {
+      type Module = typeof import('../src/cgroup.js');
+      const mine = (await import('../src/cgroup.js')) as Module;
+      const copyUrl = '../src/cgroup.js?second-copy';
+      const other = (await import(/* @vite-ignore */ copyUrl)) as Module;
+      expect(other.TreeCgroup).not.toBe(mine.TreeCgroup); // a second copy indeed, with its own counter
+      // This copy's counter is past the trees of the tests before; the other's
+      // starts at 0, so its trees come to this one's number as they are made.
+      const a = mine.TreeCgroup.create(64 << 20, 16);
+      const theirs: NonNullable<ReturnType<Module['TreeCgroup']['create']>>[] = [];
+      try {
+        expect(a).toBeDefined();
+        for (let k = 0; k < 64; k++) theirs.push(other.TreeCgroup.create(64 << 20, 16)!);
+        const files = new Set(theirs.flatMap((t) => t.procsFiles()));
+        for (const file of a!.procsFiles()) expect(files.has(file)).toBe(false);
+      } finally {
+        await a?.remove();
+        for (const t of theirs) await t.remove();
+      }
+    },
+  );
   test.skipIf(!canUnsandboxed || !cgroupHere)(
     'each tree sits in a cgroup of its own, removed with the tree',
     async () => {
@@ -365,7 +388,9 @@ describe('the tree’s cgroup', () => {
       const second = await pythonJson<string>(program, 'unsandboxed');
       const path = (text: string) =>
         /^\d+:[^:]*memory[^:]*:(.*)$/m.exec(text)?.[1] ?? /^0::(.*)$/m.exec(text)?.[1] ?? '';
-      expect(path(first)).toMatch(new RegExp(`/improv-extfn-${process.pid}/tree-\\d+$`));
+      expect(path(first)).toMatch(
+        new RegExp(`/improv-extfn-${process.pid}/tree-[0-9a-f]{8}-\\d+$`),
+      );
       expect(path(second)).not.toBe(path(first));
       // gone once the trees ended, and the parent too while no tree runs
       const mount = cgroupHere === 'v1' ? '/sys/fs/cgroup/memory' : '/sys/fs/cgroup';

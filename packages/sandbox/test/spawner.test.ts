@@ -171,7 +171,7 @@ describe('spawner and the tree’s cgroup', () => {
         const its = cgroupsOf(pid);
         for (const controller of cgroups === 'v1' ? ['memory', 'pids'] : ['']) {
           expect(its.get(controller)).toMatch(
-            new RegExp(`/improv-extfn-${process.pid}/tree-\\d+$`),
+            new RegExp(`/improv-extfn-${process.pid}/tree-[0-9a-f]{8}-\\d+$`),
           );
           expect(its.get(controller)).not.toBe(own.get(controller));
           expect(its.get(controller)).toBe(cgroupsOf(tree.pid!).get(controller));
