@@ -228,11 +228,28 @@ export class ZygoteStarts {
   }
 }
 
-/** IMPROV_EXTFN_ZYGOTE_IDLE_MS, read when a zygote's last runner lets go. */
+/** The values of IMPROV_EXTFN_ZYGOTE_IDLE_MS already warned about (once each per process). */
+const warnedIdle = new Set<string>();
+
+/**
+ * IMPROV_EXTFN_ZYGOTE_IDLE_MS, read when a zygote's last runner lets go. A
+ * value that is not a number of milliseconds (`5s`, `-1`) gets the default,
+ * with a process warning that says so once.
+ */
 function idleMs(): number {
   const raw = process.env.IMPROV_EXTFN_ZYGOTE_IDLE_MS;
-  const ms = raw === undefined || raw === '' ? Number.NaN : Number(raw);
-  return Number.isFinite(ms) && ms >= 0 ? ms : IDLE_MS;
+  if (raw === undefined || raw.trim() === '') return IDLE_MS;
+  const ms = Number(raw);
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  if (!warnedIdle.has(raw)) {
+    warnedIdle.add(raw);
+    process.emitWarning(
+      `IMPROV_EXTFN_ZYGOTE_IDLE_MS=${JSON.stringify(raw)} is not a number of milliseconds: ` +
+        `an idle zygote stays ${IDLE_MS} ms. Set it to e.g. 5000, or 0 to close a zygote with its last runner.`,
+      { code: 'IMPROV_EXTFN_ZYGOTE_IDLE_MS' },
+    );
+  }
+  return IDLE_MS;
 }
 
 /** Closes a zygote no runner holds (its idle time is up, or it is not to stay). */

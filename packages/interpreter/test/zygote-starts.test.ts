@@ -140,6 +140,29 @@ describe('zygote starts', () => {
     expect(made[1]!.closed).toBe(1);
   });
 
+  test('an idle time that is not a number of milliseconds: the default, and a warning naming the variable, once', async () => {
+    process.env.IMPROV_EXTFN_ZYGOTE_IDLE_MS = '5s';
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      for (let k = 0; k < 2; k++) {
+        const a = new ZygoteStarts();
+        a.succeeded((await a.zygoteFor(setting(), 1)) as never);
+        await a.close();
+      }
+      await sleep(20); // warnings are emitted on the next tick
+      expect(made.map((z) => z.closed)).toEqual([0, 0]); // idle for the default 30 s, not closed
+      const ours = warnings.filter((w) => /IMPROV_EXTFN_ZYGOTE_IDLE_MS/.test(w.message));
+      expect(ours).toHaveLength(1);
+      expect(ours[0]!.message).toMatch(
+        /"5s" is not a number of milliseconds.*30000 ms.*e\.g\. 5000/,
+      );
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   test('an idle zygote that died: the next runner boots a replacement, counted as a death', async () => {
     const s = setting();
     const a = new ZygoteStarts();
