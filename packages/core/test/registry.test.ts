@@ -15,6 +15,7 @@ import {
   type Value,
   type ValueType,
 } from '../src/index.js';
+import { counting } from '../src/testing/harness.js';
 import { rejection as failure } from '../src/testing/index.js';
 import { fakeRunner, fn } from './fake-runner.js';
 
@@ -804,6 +805,31 @@ describe('prepare: the hint before a batch', () => {
     expect(hints.length).toBe(1);
     expect(await registry.evalBatch('add', rows)).toEqual([V.number(3), V.number(7)]);
     expect(hints.length).toBe(1);
+  });
+
+  test("a prepare that returns a promise is waited for before the batch, through the kit's counting wrapper too", async () => {
+    const events: string[] = [];
+    const fake = fakeRunner();
+    const runner: LanguageRunner = {
+      ...fake.runner,
+      prepare: () =>
+        new Promise<void>((resolve) =>
+          setTimeout(() => {
+            events.push('prepared');
+            resolve();
+          }, 20),
+        ),
+      async callBatch(f, rows, options) {
+        events.push('batch');
+        return Promise.all(rows.map((args) => fake.runner.call(f, args, options)));
+      },
+    };
+    const { runner: counted, counts } = counting(runner);
+    const registry = new Registry({ runners: [counted], cache: false });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    expect(await registry.evalBatch('add', [[V.number(1), V.number(2)]])).toEqual([V.number(3)]);
+    expect(events).toEqual(['prepared', 'batch']);
+    expect(counts.prepares()).toBe(1);
   });
 
   test('a runner without prepare works unchanged; a prepare that throws is ignored', async () => {

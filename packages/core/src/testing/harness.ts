@@ -167,7 +167,7 @@ export function counting(runner: LanguageRunner): { runner: LanguageRunner; coun
     const prepare = runner.prepare.bind(runner);
     wrapped.prepare = (fn, options) => {
       prepares++;
-      prepare(fn, options);
+      return prepare(fn, options); // core waits for it (a new runner's lookup and probe)
     };
   }
   if (runner.callColumns) {
