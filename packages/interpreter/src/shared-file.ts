@@ -47,7 +47,9 @@ export function sharedDirectory(env: NodeJS.ProcessEnv = process.env): string | 
 
 /** Sizes are whole multiples of this. */
 const STEP = 1 << 20;
-const ZEROS = new Uint8Array(STEP);
+/** The unit tmpfs allocates memory in. */
+const PAGE = 4096;
+const ZEROS = new Uint8Array(64 * PAGE);
 
 /**
  * Most bytes a shared file is ever sized to: what one chunk's response may
@@ -80,6 +82,14 @@ export class SharedFile {
   /** Most result bytes: what the worker may write with write() (its RLIMIT_FSIZE). */
   readonly #maxRoom: number;
   readonly #max: number;
+  /**
+   * Pages that hold memory because the host wrote them (a result room's
+   * zeros, a payload): a worker that maps the file and writes its result
+   * there cannot meet a full file system (SIGBUS), so only a room's pages
+   * not written yet are filled, once. A growth allocates nothing: a
+   * function's few-row requests pin a few pages of /dev/shm, not 1 MiB.
+   */
+  #written: Uint8Array;
 
   /** Its name while it has one (`keepName`): a zygote's worker opens it by name. */
   path: string | undefined;
@@ -88,6 +98,7 @@ export class SharedFile {
     this.fd = fd;
     this.#maxRoom = maxRoom;
     this.#max = max;
+    this.#written = new Uint8Array(Math.ceil(max / PAGE));
   }
 
   /**
@@ -138,7 +149,9 @@ export class SharedFile {
 
   /**
    * Reserves room for a result of `room` bytes and a payload of `bytes`,
-   * growing the file when needed; undefined when they do not fit its bounds.
+   * growing the file when needed, and makes sure the room's pages hold
+   * memory; undefined when they do not fit its bounds or the file system
+   * (a container's 64 MiB /dev/shm: the request then goes on the pipes).
    * `avoid`: the region of the request the worker runs now, which this one
    * must not touch (it is queued behind it): at 0 if it fits before that
    * region, else past it.
@@ -149,28 +162,57 @@ export class SharedFile {
     const at = aligned(out + room);
     const need = at + bytes;
     if (out + room > this.#maxRoom || need > this.#max) return undefined;
-    if (need > this.#size) {
-      // At least doubled: chunks of a batch grow and vary in size, and every growth
-      // moves the result room's neighbours to pages not touched yet (and Python maps
-      // the file again).
-      const size = Math.min(this.#max, Math.max(Math.ceil(need / STEP) * STEP, 2 * this.#size));
+    const before = this.#size;
+    if (need > before) {
+      // At least doubled: chunks of a batch grow and vary in size, and Python maps
+      // the file again at every growth.
+      const size = Math.min(this.#max, Math.max(Math.ceil(need / STEP) * STEP, 2 * before));
       try {
         ftruncateSync(this.fd, size);
-        // Allocate the new pages here, where a full /dev/shm (a container's
-        // 64 MiB one) is ENOSPC and the pipes, not SIGBUS in a worker that
-        // maps the file and writes its result there.
-        for (let page = this.#size; page < size; page += STEP) {
-          if (writeSync(this.fd, ZEROS, 0, STEP, page) !== STEP) throw new Error('short write');
-        }
       } catch {
-        try {
-          ftruncateSync(this.fd, this.#size);
-        } catch {}
         return undefined;
       }
       this.#size = size;
     }
+    if (!this.#fill(out, out + room)) {
+      if (this.#size !== before) {
+        try {
+          ftruncateSync(this.fd, before);
+          this.#size = before;
+        } catch {}
+      }
+      return undefined;
+    }
     return { out, room, at, bytes };
+  }
+
+  /**
+   * Writes zeros over the bytes from `start` to `end` that lie in pages not
+   * written yet: the pages then hold memory (ENOSPC here, where the host
+   * falls back to the pipes, rather than SIGBUS in a worker). Only inside
+   * the range: the pages it shares with a neighbour keep the neighbour's bytes.
+   */
+  #fill(start: number, end: number): boolean {
+    if (end <= start) return true;
+    const last = Math.ceil(end / PAGE);
+    for (let page = Math.floor(start / PAGE); page < last; ) {
+      if (this.#written[page]) {
+        page++;
+        continue;
+      }
+      let run = page;
+      while (run < last && !this.#written[run] && run - page < ZEROS.length / PAGE) run++;
+      const from = Math.max(start, page * PAGE);
+      const to = Math.min(end, run * PAGE);
+      try {
+        if (writeSync(this.fd, ZEROS, 0, to - from, from) !== to - from) return false;
+      } catch {
+        return false;
+      }
+      this.#written.fill(1, page, run);
+      page = run;
+    }
+    return true;
   }
 
   /**
@@ -190,6 +232,8 @@ export class SharedFile {
     } catch {
       return false;
     }
+    // its pages hold memory now: a later result room over them needs no zeros
+    if (at > start) this.#written.fill(1, Math.floor(start / PAGE), Math.ceil(at / PAGE));
     return true;
   }
 

@@ -41,9 +41,24 @@ test('reserve grows the file to whole MiB, and refuses past the room or the maxi
   expect(fstatSync(file.fd).size).toBe(1 << 20);
 });
 
+test('a few-row request pins the pages it uses, not the whole file', () => {
+  const file = SharedFile.create(tempDir(), 2 << 20, 8 << 20);
+  expect(file).toBeDefined();
+  if (!file) return;
+  cleanups.push(() => file.close());
+  const region = file.reserve(16, 8)!;
+  expect(file.writePayload(new Uint8Array(16).fill(5), region.at)).toBe(true);
+  expect(fstatSync(file.fd).size).toBe(1 << 20);
+  expect(fstatSync(file.fd).blocks * 512).toBeLessThanOrEqual(8192); // one page (two where blocks are 8 KiB)
+  // a larger room later holds memory too, from where the written pages end
+  const big = file.reserve(8, 256 << 10)!;
+  expect(fstatSync(file.fd).blocks * 512).toBeGreaterThanOrEqual(256 << 10);
+  expect(big).toEqual({ out: 0, room: 256 << 10, at: 256 << 10, bytes: 8 });
+});
+
 const root = process.getuid?.() === 0;
 test.skipIf(!root)(
-  `a file system too small for the request: reserve says no and the file keeps its size${root ? '' : ' (skipped: mounting a 1 MiB tmpfs needs root)'}`,
+  `a file system too small for the request: the room's zeros or the payload's write fail (the request goes on the pipes), and a room that does not fit leaves the file its size${root ? '' : ' (skipped: mounting a 1 MiB tmpfs needs root)'}`,
   () => {
     const dir = tempDir();
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir]);
@@ -52,9 +67,16 @@ test.skipIf(!root)(
     expect(file).toBeDefined();
     if (!file) return;
     cleanups.push(() => file.close());
-    expect(file.reserve(1000, 1000)).toBeDefined(); // 1 MiB: fits exactly
-    expect(file.reserve(4 << 20, 1 << 20)).toBeUndefined(); // 6 MiB: ENOSPC while allocating
+    const small = file.reserve(1000, 1000)!; // fits
+    expect(file.writePayload(new Uint8Array(1000), small.at)).toBe(true);
     expect(fstatSync(file.fd).size).toBe(1 << 20);
+    // a room of 2 MiB cannot hold memory on a 1 MiB file system: refused, the size kept
+    expect(file.reserve(8, 2 << 20)).toBeUndefined();
+    expect(fstatSync(file.fd).size).toBe(1 << 20);
+    expect(file.intact()).toBe(true);
+    // a 4 MiB payload: its write fails, so the request goes on the pipes
+    const large = file.reserve(4 << 20, 64 << 10);
+    if (large) expect(file.writePayload(new Uint8Array(4 << 20), large.at)).toBe(false);
     expect(file.intact()).toBe(true);
   },
 );
