@@ -107,9 +107,11 @@ describe.skipIf(!hasPty)(`on a terminal${noPty}`, () => {
     const percents = new Set([...shown.output.matchAll(/\r\[[#-]+\] +(\d+)% /g)].map((m) => m[1]));
     expect(percents.size).toBeGreaterThan(1);
     expect(shown.output).toContain('\r\u001b[K');
-    // 60 rows of 40 ms each, one after another: the wall time is at least 2.4 s.
+    // 60 rows of 40 ms each, one after another: the wall time is about 2.4 s. A Node
+    // timer counts from the event loop's cached clock and may fire up to a millisecond
+    // short of its 40 ms (2.39 s was seen), so the floor allows 60 of those.
     const seconds = Number(/in ([\d.]+) s/.exec(shown.output)?.[1]);
-    expect(seconds).toBeGreaterThanOrEqual(2.4);
+    expect(seconds).toBeGreaterThanOrEqual(2.34);
   });
 
   test('no progress bar under TERM=dumb or CI=true', async () => {
