@@ -224,11 +224,11 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   startsFork: () => boolean = () => false;
 
   /**
-   * What the next start is, for its measured time: a fork from a ready
-   * zygote, a new tree, or `boot`, which waits for a zygote to boot first and
-   * is not counted (that wait comes once). The runner sets it; trees by default.
+   * Whether a start that forks (`startsFork`) finds its zygote ready: one
+   * that waits for the zygote's boot is not counted among start times (that
+   * wait comes once). The runner sets it.
    */
-  startKind: () => 'fork' | 'tree' | 'boot' = () => 'tree';
+  forkReady: () => boolean = () => true;
 
   /**
    * Where measured start times go and are judged by: the pool's own, or
@@ -683,7 +683,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     const begin = () => {
       if (this.#closed) throw new WorkerFailure('closed', 'the runner is closed');
       this.observer?.({ type: 'start', key });
-      kind = this.startKind();
+      kind = !this.startsFork() ? 'tree' : this.forkReady() ? 'fork' : 'boot';
       started = performance.now();
       return this.#launch(key, fn, signal);
     };

@@ -163,7 +163,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   }
   /** The runner's own figures until its interpreter is known, then its setting's (see timings.ts). */
   #ownTimings = new Timings();
-  #shared: { setting: string; timings: Timings } | undefined;
+  /** The setting's figures, for the interpreter found and policy in force they were looked up for. */
+  #shared: { found: ResolvedInterpreter; policy: SandboxPolicy; timings: Timings } | undefined;
   #spec: InterpreterSpec;
   #options: InterpreterRunnerOptions;
   #interpreter: Promise<ResolvedInterpreter | undefined> | undefined;
@@ -214,12 +215,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     this.lanes = this.pool.max;
     this.pool.startsFork = () => this.#zygoteUsable() && this.#zygotes.forking();
     this.pool.startTimes = () => this.#timings().starts;
-    this.pool.startKind = () =>
-      !this.#zygoteUsable() || !this.#zygotes.forking()
-        ? 'tree'
-        : this.#zygotes.forksReady()
-          ? 'fork'
-          : 'boot';
+    this.pool.forkReady = () => this.#zygotes.forksReady();
   }
 
   /**
@@ -232,13 +228,17 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   #timings(): Timings {
     const found = this.#found;
     if (!found) return this.#ownTimings;
-    const setting = JSON.stringify([
-      this.#spec.packageName,
-      found.path,
-      found.readOnlyPaths ?? [],
-      this.#policyInForce,
-    ]);
-    if (this.#shared?.setting !== setting) this.#shared = { setting, timings: timingsFor(setting) };
+    const policy = this.#policyInForce;
+    // Looked up again only when what it depends on changed: it is read at every chunk.
+    if (this.#shared?.found !== found || this.#shared.policy !== policy) {
+      const setting = JSON.stringify([
+        this.#spec.packageName,
+        found.path,
+        found.readOnlyPaths ?? [],
+        policy,
+      ]);
+      this.#shared = { found, policy, timings: timingsFor(setting) };
+    }
     return this.#shared.timings;
   }
 

@@ -109,9 +109,10 @@ export class ZygoteStarts {
 
   /** Whether a start now forks: the setting's zygote is ready or booting. */
   forking(): boolean {
-    const entry = this.#entry;
-    if (this.#closed || !entry || entry.off) return false;
-    return entry.booting !== undefined || entry.zygote?.alive === true;
+    return (
+      this.forksReady() ||
+      (!this.#closed && this.#entry?.off === undefined && this.#entry?.booting !== undefined)
+    );
   }
 
   /** A worker from `zygote` failed before its ready frame (the caller starts a tree instead). */

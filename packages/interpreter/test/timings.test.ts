@@ -121,7 +121,7 @@ describe('start times', () => {
     expect(starts.ms(false)).toBe(DEFAULT_START_MS);
   });
 
-  test("the pool counts a start as the kind the runner says; one that waited for a zygote's boot is not counted", async () => {
+  test("the pool counts a fork from a ready zygote as a fork; one that waited for the zygote's boot is not counted", async () => {
     const pool = new Pool<DispatchWorker>(2, 30_000, async (key) => {
       await sleep(30);
       return new SummingWorker(key);
@@ -129,10 +129,10 @@ describe('start times', () => {
     const times = new StartTimes();
     pool.startTimes = () => times;
     pool.startsFork = () => true;
-    pool.startKind = () => 'boot';
+    pool.forkReady = () => false; // the zygote still boots
     await pool.warm('a', fn);
     expect(pool.startMs()).toBe(DEFAULT_FORK_MS); // the boot's wait is not a fork's cost
-    pool.startKind = () => 'fork';
+    pool.forkReady = () => true;
     await pool.warm('b', { ...fn, name: 'g' });
     expect(pool.startMs()).toBeGreaterThanOrEqual(29); // measured: ~30 ms
     expect(times.ms(false)).toBe(DEFAULT_START_MS); // no tree measured
