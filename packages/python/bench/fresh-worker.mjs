@@ -5,7 +5,10 @@
 // from the zygote and for one started as a tree (IMPROV_EXTFN_ZYGOTE=0).
 // What a refresh of several functions pays once per function: a worker
 // cloned later than another costs its function this much more than a warm
-// one. The last request is a warm worker's, for comparison.
+// one. The last request is a warm worker's, for comparison. Before them, the
+// start itself: the worker's own CPU and faults up to its `load` answer (a
+// clone's steps and its body compiled, or a tree's interpreter boot), the
+// zygote's CPU over that start (the clone), and this host process's.
 // Run: node packages/python/bench/fresh-worker.mjs
 // BENCH_RUNS=5 workers per side; BENCH_BASE=/path/to/other/python/dist/index.js
 // measures that build too, alternating with this one.
@@ -29,6 +32,24 @@ function usage(pid) {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const faults = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
   return { cpu, faults };
+}
+
+/** The zygote's interpreter pid, as the last runner that forked from it named it. */
+let lastZygote;
+
+/** The zygote's interpreter: the first Python under its tree's pid (its workers are below it). */
+function zygotePid(runner) {
+  const m = /pid (\d+)/.exec(runner.stats().zygote ?? '');
+  if (!m) return undefined;
+  for (let pid = Number(m[1]); pid; ) {
+    if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('python')) return pid;
+    let children = [];
+    try {
+      children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/);
+    } catch {}
+    pid = Number(children[0]);
+  }
+  return undefined;
 }
 
 /** The process of the worker's tree that runs the interpreter (its deepest). */
@@ -65,10 +86,21 @@ async function measure(python, zygote, boot) {
     });
   }
   if (boot) await registry.warmUp(['b', 'c', 'd']);
+  // the idle zygote an earlier runner left (this one names it once it has forked)
+  const parent = zygote ? lastZygote : undefined;
+  const parent0 = parent && usage(parent);
+  const host0 = process.cpuUsage();
   await registry.warmUp(['a']);
+  const host = process.cpuUsage(host0);
+  if (zygote) lastZygote = zygotePid(runner);
   const pid = interpreterPid(runner.workerPids().at(-1));
-  const out = [];
   let before = usage(pid);
+  const start = {
+    worker: [before.cpu, before.faults],
+    zygote: parent0 ? usage(parent).cpu - parent0.cpu : Number.NaN,
+    host: (host.user + host.system) / 1000,
+  };
+  const out = [];
   for (const n of SIZES) {
     const { values } = await registry.evalColumns('a', columns(n));
     if (values[n - 1] !== n) throw new Error(`wrong result ${values[n - 1]} for row ${n - 1}`);
@@ -78,7 +110,7 @@ async function measure(python, zygote, boot) {
   }
   const { zygoteStarts } = runner.stats();
   await registry.close();
-  return { out, forked: (zygoteStarts ?? 0) > 0 };
+  return { out, start, forked: (zygoteStarts ?? 0) > 0 };
 }
 
 const f = (xs) => {
@@ -95,11 +127,11 @@ for (let run = -1; run < RUNS; run++) {
   for (const [label, python] of run % 2 ? [...BUILDS].reverse() : BUILDS) {
     for (const zygote of [true, false]) {
       // the untimed run's zygote side boots the zygote: its one worker is a tree
-      const { out, forked } = await measure(python, zygote, zygote && run < 0);
+      const { out, start, forked } = await measure(python, zygote, zygote && run < 0);
       const side = `${label}${forked ? 'cloned from the zygote' : 'a tree'}`;
       if (run < 0) continue; // untimed: this process's code compiled, the zygote booted
       if (!samples.has(side)) samples.set(side, []);
-      samples.get(side).push(out);
+      samples.get(side).push({ out, start });
     }
   }
 }
@@ -108,9 +140,16 @@ console.log(
 );
 for (const [side, runs] of samples) {
   console.log(`  ${side}:`);
+  const starts = runs.map((r) => r.start);
+  const zygoteCpu = starts.some((s) => Number.isNaN(s.zygote))
+    ? ''
+    : `, the zygote's CPU ${f(starts.map((s) => s.zygote))} ms`;
+  console.log(
+    `    its start (to its load answer): CPU ${f(starts.map((s) => s.worker[0]))} ms, faults ${f(starts.map((s) => s.worker[1])).replace(/\.00/g, '')}${zygoteCpu}, this process's CPU ${f(starts.map((s) => s.host))} ms`,
+  );
   SIZES.forEach((n, k) => {
-    const cpu = runs.map((r) => r[k][0]);
-    const faults = runs.map((r) => r[k][1]);
+    const cpu = runs.map((r) => r.out[k][0]);
+    const faults = runs.map((r) => r.out[k][1]);
     const note = k === SIZES.length - 1 ? ' (warm)' : '';
     console.log(
       `    ${String(n).padStart(6)} rows${note}: CPU ${f(cpu)} ms, faults ${f(faults).replace(/\.00/g, '')}`,

@@ -42,6 +42,10 @@
 // worker (4 by default).
 // BENCH_API=columns refreshes through evalColumns (two Float64Array columns
 // in, one out) instead of evalBatch's Value rows.
+// BENCH_NEW_BODIES=1 gives every new Registry bodies this process has not
+// run before (a comment that differs): what this process learnt of a body's
+// time per row (interpreter/src/timings.ts) is then of no use, and its
+// batches start from one-row chunks, as a model's first refresh does.
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { PerformanceObserver, constants as perf } from 'node:perf_hooks';
@@ -68,6 +72,9 @@ const PYTHON = process.env.IMPROV_EXTFN_PYTHON ?? '/usr/bin/python3';
 const NAMES = Array.from({ length: 16 }, (_, k) => `f${k}`);
 const CASES = new Set((process.env.BENCH_CASES ?? 'cold,one,four,many').split(','));
 const TIMELINE = process.env.BENCH_TIMELINE === '1';
+const NEW_BODIES = process.env.BENCH_NEW_BODIES === '1';
+/** Registries made so far: a new body's comment (BENCH_NEW_BODIES). */
+let registries = 0;
 
 const probe = await probeSandbox({ policy: 'restricted' });
 const policy = probe.ok ? 'restricted' : 'trusted';
@@ -87,11 +94,12 @@ const rows16 = CASES.has('many') ? rowsFor(ROWS / 4) : undefined;
 function makeRegistry(python, maxWorkers, names) {
   const runner = python({ interpreter: PYTHON, policy, maxWorkers });
   const registry = new Registry({ runners: [runner], cache: false, timeoutMs: 30_000 });
+  const unseen = NEW_BODIES ? `  # registry ${++registries}` : '';
   names.forEach((name, k) => {
     registry.register({
       name,
       language: 'python',
-      body: `result = args[0] + args[1] + ${k}`,
+      body: `result = args[0] + args[1] + ${k}${unseen}`,
       argTypes: ['number', 'number'],
       returnType: 'number',
       pure: true,
@@ -484,7 +492,7 @@ const mmm = (xs) => {
   return `${s[0].toFixed(0)}/${s[Math.floor(s.length / 2)].toFixed(0)}/${s[s.length - 1].toFixed(0)}`;
 };
 console.log(
-  `policy ${policy}, ${RUNS} runs after an untimed one, cases in turn first; ms as min/median/max; starts as seen per run`,
+  `policy ${policy}, ${RUNS} runs after an untimed one, cases in turn first${NEW_BODIES ? ', bodies new to every Registry' : ''}; ms as min/median/max; starts as seen per run`,
 );
 for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);

@@ -538,7 +538,9 @@ export class Zygote {
     if (bwrap === undefined) return undefined;
     const zygote = childrenOf(bwrap)[0];
     if (zygote === undefined) return undefined;
-    for (const child of childrenOf(zygote)) {
+    // newest first: the kernel lists a process's children oldest first, and the one
+    // asked for has just been cloned (one status read, not one per live worker)
+    for (const child of childrenOf(zygote).reverse()) {
       try {
         const status = readFileSync(`/proc/${child}/status`, 'utf8');
         const nspid = /^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/).map(Number);
