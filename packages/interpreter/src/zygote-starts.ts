@@ -6,14 +6,16 @@
  * process that have that setting and closed with the last of them.
  *
  * A zygote boots when a runner starts a worker while another of its starts
- * is still under way (several functions refreshed at once), or for its
- * third start; that start and every one while it boots wait for it (its
- * tree is spawned before the start that boots it gives up control), and
- * every later start forks. A runner's first two starts, one at a time, are
- * trees (unless the setting's zygote is alive: see below): a single
- * function's cold refresh (a worker, then perhaps a second once the first
- * has answered) gets its results as soon as trees give them, with nothing
- * booting beside them. A fork costs a third of a tree's CPU
+ * is still under way (several functions refreshed at once), or for the
+ * setting's third start in the process (whichever runner makes it: a
+ * process that opens a model again and again, one function at a time,
+ * forks from the third start on); that start and every one while it boots
+ * wait for it (its tree is spawned before the start that boots it gives up
+ * control), and every later start forks. The setting's first two starts,
+ * one at a time, are trees (unless its zygote is alive: see below): a
+ * single function's cold refresh (a worker, then perhaps a second once the
+ * first has answered) gets its results as soon as trees give them, with
+ * nothing booting beside them. A fork costs a third of a tree's CPU
  * (no bwrap, no interpreter start): sixteen functions refreshed cold took
  * 336 ms instead of 554 (packages/python/README.md). Its first worker is the
  * probe: if that one does not reach its ready frame, or a zygote cannot
@@ -33,7 +35,7 @@ import { type SandboxOptions, Zygote, zygoteCannotServe } from '@improv/extfn-sa
 
 const MAX_DEATHS = 3;
 const IDLE_MS = 30_000;
-/** A runner's first starts, one at a time, are trees (see the top). */
+/** A setting's first starts, one at a time, are trees (see the top). */
 const TREES_FIRST = 2;
 
 interface Entry {
@@ -46,6 +48,8 @@ interface Entry {
   deaths: number;
   /** Why this setting uses trees for the rest of the process. */
   off: string | undefined;
+  /** Starts its runners made trees while it had no zygote (up to TREES_FIRST). */
+  trees: number;
   /** Set while no runner holds it: closes it when it fires. */
   idle: NodeJS.Timeout | undefined;
 }
@@ -66,13 +70,11 @@ export class ZygoteStarts {
   #closed = false;
   /** This runner's workers started from a zygote. */
   #forks = 0;
-  /** Starts this runner made trees while it had no zygote (up to TREES_FIRST). */
-  #trees = 0;
 
   /**
    * The zygote to fork a worker from: the ready one, or a promise of the one
    * booting (undefined if it fails: a tree then); undefined for a tree (one
-   * of the runner's first starts, or a setting that uses trees). Boots one
+   * of the setting's first starts, or a setting that uses trees). Boots one
    * when it is due, its tree spawned before this returns. `startsInFlight`:
    * the runner's other starts not finished yet.
    */
@@ -91,8 +93,8 @@ export class ZygoteStarts {
       if (++entry.deaths >= MAX_DEATHS) entry.off = `the zygote died ${entry.deaths} times`;
       if (entry.off) return undefined;
     }
-    if (!died && !entry.booting && startsInFlight === 0 && this.#trees < TREES_FIRST) {
-      this.#trees++;
+    if (!died && !entry.booting && startsInFlight === 0 && entry.trees < TREES_FIRST) {
+      entry.trees++;
       return undefined;
     }
     entry.booting ??= this.#boot(entry, setting);
@@ -156,8 +158,14 @@ export class ZygoteStarts {
     this.#closed = true;
     const entry = this.#entry;
     if (!entry || --entry.users > 0) return;
+    if (!entry.booting && !entry.zygote?.alive) {
+      // No zygote to close: the setting is kept, so its next runner's starts count
+      // on from this one's trees, and one that is off stays off (see `keepUnheld`).
+      keepUnheld(entry);
+      return;
+    }
     const ms = idleMs();
-    if (ms > 0 && !entry.off && (entry.booting || entry.zygote?.alive)) {
+    if (ms > 0 && !entry.off) {
       entry.idle = setTimeout(() => void closeEntry(entry), ms);
       entry.idle.unref();
       return;
@@ -191,6 +199,7 @@ export class ZygoteStarts {
         proven: false,
         deaths: 0,
         off: zygoteCannotServe(sandbox.command, sandbox.readOnlyPaths ?? []),
+        trees: 0,
         idle: undefined,
       };
       entries.set(key, entry);
@@ -251,6 +260,23 @@ function idleMs(): number {
     );
   }
   return IDLE_MS;
+}
+
+/** Settings without a zygote kept for their next runner, at most (the oldest go first). */
+const KEPT = 64;
+
+/**
+ * Keeps `entry` (no runner holds it, no zygote runs for it) among the
+ * settings remembered without a zygote, dropping the oldest past KEPT.
+ */
+function keepUnheld(entry: Entry): void {
+  entries.delete(entry.key);
+  entries.set(entry.key, entry); // most recent last
+  let unheld = 0;
+  for (const other of [...entries.values()].reverse()) {
+    const kept = other.users === 0 && !other.booting && !other.zygote?.alive;
+    if (kept && ++unheld > KEPT) entries.delete(other.key);
+  }
 }
 
 /** Closes a zygote no runner holds (its idle time is up, or it is not to stay). */

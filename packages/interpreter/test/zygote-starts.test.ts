@@ -1,7 +1,8 @@
 /**
  * Which zygote a worker starts from (zygote-starts.ts), with a stand-in
- * for the sandbox's Zygote: booted at the first start, which waits for it
- * as every start does while it boots; shared by runners of one setting; off
+ * for the sandbox's Zygote: booted at the setting's third start (or one
+ * while another is under way), which waits for it as every start does
+ * while it boots; shared by runners of one setting; off
  * for good when it cannot start, its first worker fails, or it would cover
  * a bound directory; replaced when it dies (up to three times); idle for a
  * while after the last runner holding it closes, then closed.
@@ -80,6 +81,33 @@ describe('zygote starts', () => {
     await starts.close();
     expect(made[0]!.closed).toBe(0); // idle for the next runner of the setting
     expect(starts.forking()).toBe(false);
+  });
+
+  test("the setting's first two starts are trees whichever runner makes them; the third boots the zygote", async () => {
+    // a process that opens a model again and again, one function at a time
+    const s = setting();
+    const a = new ZygoteStarts();
+    expect(a.zygoteFor(s)).toBeUndefined();
+    await a.close();
+    const b = new ZygoteStarts();
+    expect(b.zygoteFor(s)).toBeUndefined();
+    await b.close();
+    expect(made.length).toBe(0);
+    const c = new ZygoteStarts();
+    const third = c.zygoteFor(s);
+    expect(third).toBeInstanceOf(Promise);
+    expect(await third).toBe(made[0]);
+    c.succeeded(made[0] as never);
+    await c.close();
+    // and the runners after it fork from the idle zygote at once
+    const d = new ZygoteStarts();
+    expect(d.zygoteFor(s)).toBe(made[0]);
+    await d.close();
+    // another setting counts on its own
+    const e = new ZygoteStarts();
+    expect(e.zygoteFor(setting())).toBeUndefined();
+    await e.close();
+    expect(made.length).toBe(1);
   });
 
   test('a start while another is under way boots it; every start while it boots waits for it', async () => {
@@ -227,6 +255,12 @@ describe('zygote starts', () => {
     expect(other.zygoteFor(s)).toBeUndefined();
     await other.close();
     await starts.close();
+    // and one after every runner holding the setting has closed
+    const later = new ZygoteStarts();
+    expect(later.zygoteFor(s, 1)).toBeUndefined();
+    expect(later.stats().zygote).toMatch(/^off: its first worker did not start/);
+    await later.close();
+    expect(made.length).toBe(1);
   });
 
   test('a proven zygote survives a failed worker, unless it exited 70', async () => {
