@@ -533,10 +533,14 @@ export class Zygote {
   }
 
   /** The host pid of the zygote's child whose pid in the zygote's namespace is `guestPid`. */
+  /** The zygote's own pid on the host (bwrap's child), looked up once. */
+  #pid: number | undefined;
+
   #hostPid(guestPid: number): number | undefined {
     const bwrap = this.#tree.pid;
     if (bwrap === undefined) return undefined;
-    const zygote = childrenOf(bwrap)[0];
+    this.#pid ??= childrenOf(bwrap)[0];
+    const zygote = this.#pid;
     if (zygote === undefined) return undefined;
     // newest first: the kernel lists a process's children oldest first, and the one
     // asked for has just been cloned (one status read, not one per live worker)
