@@ -158,7 +158,7 @@ export class ZygoteStarts {
     this.#closed = true;
     const entry = this.#entry;
     if (!entry || --entry.users > 0) return;
-    if (!entry.booting && !entry.zygote?.alive) {
+    if (zygoteless(entry)) {
       // No zygote to close: the setting is kept, so its next runner's starts count
       // on from this one's trees, and one that is off stays off (see `keepUnheld`).
       keepUnheld(entry);
@@ -262,6 +262,9 @@ function idleMs(): number {
   return IDLE_MS;
 }
 
+/** Whether no zygote runs or boots for `entry`. */
+const zygoteless = (entry: Entry) => !entry.booting && !entry.zygote?.alive;
+
 /** Settings without a zygote kept for their next runner, at most (the oldest go first). */
 const KEPT = 64;
 
@@ -274,8 +277,7 @@ function keepUnheld(entry: Entry): void {
   entries.set(entry.key, entry); // most recent last
   let unheld = 0;
   for (const other of [...entries.values()].reverse()) {
-    const kept = other.users === 0 && !other.booting && !other.zygote?.alive;
-    if (kept && ++unheld > KEPT) entries.delete(other.key);
+    if (other.users === 0 && zygoteless(other) && ++unheld > KEPT) entries.delete(other.key);
   }
 }
 

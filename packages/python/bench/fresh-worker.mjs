@@ -40,28 +40,26 @@ let lastZygote;
 /** The zygote's interpreter: the first Python under its tree's pid (its workers are below it). */
 function zygotePid(runner) {
   const m = /pid (\d+)/.exec(runner.stats().zygote ?? '');
-  if (!m) return undefined;
-  for (let pid = Number(m[1]); pid; ) {
-    if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('python')) return pid;
-    let children = [];
-    try {
-      children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/);
-    } catch {}
-    pid = Number(children[0]);
+  let pid = m ? Number(m[1]) : undefined;
+  while (pid && !readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('python'))
+    pid = firstChild(pid);
+  return pid;
+}
+
+/** A process's first child, or undefined. */
+function firstChild(pid) {
+  try {
+    const child = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)[0];
+    return child ? Number(child) : undefined;
+  } catch {
+    return undefined;
   }
-  return undefined;
 }
 
 /** The process of the worker's tree that runs the interpreter (its deepest). */
 function interpreterPid(pid) {
-  for (;;) {
-    let children = [];
-    try {
-      children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/);
-    } catch {}
-    if (!children[0]) return pid;
-    pid = Number(children[0]);
-  }
+  for (let child = firstChild(pid); child !== undefined; child = firstChild(pid)) pid = child;
+  return pid;
 }
 
 const columns = (n) => [Float64Array.from({ length: n }, (_, i) => i), new Float64Array(n).fill(1)];

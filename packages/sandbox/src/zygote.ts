@@ -532,10 +532,10 @@ export class Zygote {
     );
   }
 
-  /** The host pid of the zygote's child whose pid in the zygote's namespace is `guestPid`. */
   /** The zygote's own pid on the host (bwrap's child), looked up once. */
   #pid: number | undefined;
 
+  /** The host pid of the zygote's child whose pid in the zygote's namespace is `guestPid`. */
   #hostPid(guestPid: number): number | undefined {
     const bwrap = this.#tree.pid;
     if (bwrap === undefined) return undefined;
