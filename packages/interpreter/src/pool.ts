@@ -256,6 +256,11 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     };
   }
 
+  /** Whether nothing is under way: no slot busy, no caller queued, no start in flight. */
+  idle(): boolean {
+    return this.#busy === 0 && this.#queue.length === 0 && this.#launching === 0;
+  }
+
   pids(): number[] {
     return [...this.#all, ...this.#stopping]
       .map((w) => w.pid)

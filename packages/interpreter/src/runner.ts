@@ -175,7 +175,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   #started = 0;
   #closed = false;
   /** Where restricted workers are cloned from, when the spec has a zygote program. */
-  #zygotes = new ZygoteStarts();
+  // spares are made only while this runner's pool has nothing under way (spare-workers.ts)
+  #zygotes = new ZygoteStarts(() => this.pool.idle());
   /** Worker starts under way (`#launch` until the worker is ready or failed). */
   #starting = 0;
   /** The policy for which the interpreter was found and the sandbox proved usable. */

@@ -38,10 +38,28 @@ export interface StartWorkerOptions {
 
 export async function startWorker(options: StartWorkerOptions): Promise<WarmWorker> {
   const { zygote } = options;
-  if (zygote) {
+  if (!zygote) return startOn(options, undefined);
+  const end = zygote.starts.beginStart();
+  try {
+    const fit = spareFit(options);
+    const spare = zygote.starts.takeSpare(fit);
+    if (spare) {
+      try {
+        options.onSpawned();
+        spare.key = options.key;
+        const worker = await loadOn(spare, options);
+        zygote.starts.succeeded(zygote.zygote, true);
+        return worker;
+      } catch (error) {
+        if (error instanceof LoadFailure || options.signal?.aborted) throw error;
+        if (error instanceof WorkerFailure && error.reason === 'closed') throw error;
+        // a spare that died while it waited: a fork instead, as if there had been none
+      }
+    }
     try {
       const worker = await startOn(options, zygote.zygote);
       zygote.starts.succeeded(zygote.zygote);
+      zygote.starts.learnSpare({ fit, make: () => spareOn(options, zygote.zygote) });
       return worker;
     } catch (error) {
       // what a tree would meet too: a body that does not load, an abort, the runner closing
@@ -49,8 +67,27 @@ export async function startWorker(options: StartWorkerOptions): Promise<WarmWork
       if (error instanceof WorkerFailure && error.reason === 'closed') throw error;
       zygote.starts.failed(zygote.zygote, error);
     }
+  } finally {
+    end();
   }
   return startOn(options, undefined);
+}
+
+/** What a spare worker must share with a start to serve it: its limits and its shared file's room. */
+function spareFit(options: StartWorkerOptions): string {
+  return JSON.stringify([options.sandbox.limits ?? null, sharedDirectory() !== undefined]);
+}
+
+/** A spare worker of `zygote` like the one `options` started: ready, with no body loaded. */
+async function spareOn(options: StartWorkerOptions, zygote: Zygote): Promise<WarmWorker> {
+  const spare: StartWorkerOptions = {
+    ...options,
+    key: '',
+    sandbox: { ...options.sandbox, functionName: 'a spare worker' },
+    signal: undefined,
+    onSpawned: () => {},
+  };
+  return bootOn(spare, zygote);
 }
 
 /** Starts the process: a fork of `zygote`, else a tree. */
@@ -73,6 +110,14 @@ async function spawn(
 }
 
 async function startOn(options: StartWorkerOptions, zygote: Zygote | undefined) {
+  return loadOn(await bootOn(options, zygote), options);
+}
+
+/** The process started and its ready frame read: a worker with no body loaded yet. */
+async function bootOn(
+  options: StartWorkerOptions,
+  zygote: Zygote | undefined,
+): Promise<WarmWorker> {
   const { key, startupMs, signal } = options;
   // A file for binary payloads, whose result room stays within the worker's
   // RLIMIT_FSIZE; the driver's `ready` frame says whether it uses it (see shared-file.ts).
@@ -101,6 +146,16 @@ async function startOn(options: StartWorkerOptions, zygote: Zygote | undefined) 
     } finally {
       shared?.unlink();
     }
+  } catch (error) {
+    throw await startFailure(worker, error);
+  }
+  return worker;
+}
+
+/** The function's body loaded into a ready worker. */
+async function loadOn(worker: WarmWorker, options: StartWorkerOptions): Promise<WarmWorker> {
+  const { startupMs, signal } = options;
+  try {
     const frame = await worker.request(options.load, undefined, {
       deadlineMs: startupMs,
       signal,
@@ -117,24 +172,31 @@ async function startOn(options: StartWorkerOptions, zygote: Zygote | undefined) 
     worker.requests = 0; // `load` does not count as history for the retry rule
     return worker;
   } catch (error) {
-    await worker.kill();
-    // A worker that dies before it is ready says nothing about any row: report it as a
-    // start failure, so a batch fails once instead of retrying row by row.
-    if (
-      error instanceof WorkerFailure &&
-      error.reason !== 'aborted' &&
-      error.reason !== 'closed' &&
-      error.reason !== 'startup'
-    ) {
-      const failure = new WorkerFailure(
-        'startup',
-        `${error.message} while starting`,
-        error.stderr,
-        error.limit,
-      );
-      failure.cause = error;
-      throw failure;
-    }
-    throw error;
+    throw await startFailure(worker, error);
   }
+}
+
+/**
+ * `worker` killed, and what its start throws: a worker that dies before it is
+ * ready says nothing about any row, so it is reported as a start failure and a
+ * batch fails once instead of retrying row by row.
+ */
+async function startFailure(worker: WarmWorker, error: unknown): Promise<unknown> {
+  await worker.kill();
+  if (
+    error instanceof WorkerFailure &&
+    error.reason !== 'aborted' &&
+    error.reason !== 'closed' &&
+    error.reason !== 'startup'
+  ) {
+    const failure = new WorkerFailure(
+      'startup',
+      `${error.message} while starting`,
+      error.stderr,
+      error.limit,
+    );
+    failure.cause = error;
+    return failure;
+  }
+  return error;
 }

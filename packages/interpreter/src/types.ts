@@ -159,6 +159,10 @@ export interface InterpreterStats {
   readonly queued: number;
   /** Warm workers started from a zygote (they count in `started` too). */
   readonly zygoteStarts?: number;
+  /** Of those, the workers that began as the zygote's spares (forked ahead while nothing ran). */
+  readonly spareStarts?: number;
+  /** Spare workers the zygote holds ready now, for any runner of the same setting. */
+  readonly spares?: number;
   /** The zygote's state: not used, starting, ready (its pid), or off and why. */
   readonly zygote?: string;
 }

@@ -89,7 +89,8 @@ interface Baseline {
 }
 
 export class WarmWorker {
-  readonly key: string;
+  /** The function it serves (a spare's is set when a start takes it: spare-workers.ts). */
+  key: string;
   readonly process: SandboxedTree;
   /** Sum of request wall times: an upper bound on CPU used by a single-threaded body. */
   busyMs = 0;

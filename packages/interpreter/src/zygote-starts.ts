@@ -32,6 +32,8 @@
  * ends it at once.
  */
 import { type SandboxOptions, Zygote, zygoteCannotServe } from '@improv/extfn-sandbox';
+import { type SpareRecipe, SpareWorkers, spareCap } from './spare-workers.js';
+import type { WarmWorker } from './warm-worker.js';
 
 const MAX_DEATHS = 3;
 const IDLE_MS = 30_000;
@@ -52,6 +54,10 @@ interface Entry {
   trees: number;
   /** Set while no runner holds it: closes it when it fires. */
   idle: NodeJS.Timeout | undefined;
+  /** The ready zygote's spare workers (spare-workers.ts). */
+  spares: SpareWorkers<WarmWorker> | undefined;
+  /** Whether each runner holding it is idle: spares are made only while all are. */
+  idles: Set<() => boolean>;
 }
 
 const entries = new Map<string, Entry>();
@@ -70,6 +76,14 @@ export class ZygoteStarts {
   #closed = false;
   /** This runner's workers started from a zygote. */
   #forks = 0;
+  /** Of those, the ones that began as spares. */
+  #spareStarts = 0;
+  /** Whether this runner has nothing under way or queued (its spares are made only then). */
+  readonly #idle: () => boolean;
+
+  constructor(idle: () => boolean = () => true) {
+    this.#idle = idle;
+  }
 
   /**
    * The zygote to fork a worker from: the ready one, or a promise of the one
@@ -90,6 +104,8 @@ export class ZygoteStarts {
     const died = zygote !== undefined; // a replacement boots at once
     if (died) {
       entry.zygote = undefined;
+      void entry.spares?.close(); // died with it
+      entry.spares = undefined;
       if (++entry.deaths >= MAX_DEATHS) entry.off = `the zygote died ${entry.deaths} times`;
       if (entry.off) return undefined;
     }
@@ -117,6 +133,30 @@ export class ZygoteStarts {
     );
   }
 
+  /**
+   * A start from the ready zygote begins: it counts towards how many spares
+   * the setting keeps, and none is made until it ends (call what this returns).
+   */
+  beginStart(): () => void {
+    return this.#spares()?.begin() ?? (() => {});
+  }
+
+  /** A spare worker ready for limits `fit`, if there is one (spare-workers.ts). */
+  takeSpare(fit: string): WarmWorker | undefined {
+    return this.#spares()?.take(fit);
+  }
+
+  /** How spares are made: like the worker that just started from the zygote. */
+  learnSpare(recipe: SpareRecipe<WarmWorker>): void {
+    this.#spares()?.learn(recipe);
+  }
+
+  #spares(): SpareWorkers<WarmWorker> | undefined {
+    const entry = this.#entry;
+    if (this.#closed || !entry || entry.off || !entry.zygote?.alive) return undefined;
+    return entry.spares;
+  }
+
   /** A worker from `zygote` failed before its ready frame (the caller starts a tree instead). */
   failed(zygote: Zygote, error: unknown): void {
     const entry = this.#entry;
@@ -124,22 +164,30 @@ export class ZygoteStarts {
     if (zygote.unfit || !entry.proven) {
       entry.off = `its first worker did not start: ${(error as Error)?.message ?? String(error)}`;
       entry.zygote = undefined;
+      void entry.spares?.close();
+      entry.spares = undefined;
       void zygote.close();
     }
   }
 
-  /** A worker from `zygote` reached its ready frame. */
-  succeeded(zygote: Zygote): void {
+  /** A worker from `zygote` is ready for its function (`spare`: it began as a spare). */
+  succeeded(zygote: Zygote, spare = false): void {
     const entry = this.#entry;
     if (entry?.zygote !== zygote) return;
     entry.proven = true;
     this.#forks++;
+    if (spare) this.#spareStarts++;
   }
 
-  /** What `stats()` shows: workers started from zygotes, and why none is used (if so). */
-  stats(): { zygoteStarts: number; zygote: string } {
+  /** What `stats()` shows: workers started from zygotes, spares, and why none is used (if so). */
+  stats(): { zygoteStarts: number; spareStarts: number; spares: number; zygote: string } {
+    const counts = {
+      zygoteStarts: this.#forks,
+      spareStarts: this.#spareStarts,
+      spares: this.#spares()?.count ?? 0,
+    };
     const entry = this.#entry;
-    if (!entry) return { zygoteStarts: this.#forks, zygote: this.#closed ? 'closed' : 'not used' };
+    if (!entry) return { ...counts, zygote: this.#closed ? 'closed' : 'not used' };
     const state = this.#closed
       ? 'closed'
       : entry.off
@@ -149,7 +197,7 @@ export class ZygoteStarts {
           : entry.booting
             ? 'starting'
             : 'not started';
-    return { zygoteStarts: this.#forks, zygote: state };
+    return { ...counts, zygote: state };
   }
 
   /** Lets go of the zygote; the last runner holding it closes it. */
@@ -157,7 +205,9 @@ export class ZygoteStarts {
     if (this.#closed) return;
     this.#closed = true;
     const entry = this.#entry;
-    if (!entry || --entry.users > 0) return;
+    if (!entry) return;
+    entry.idles.delete(this.#idle);
+    if (--entry.users > 0) return;
     if (zygoteless(entry)) {
       // No zygote to close: the setting is kept, so its next runner's starts count
       // on from this one's trees, and one that is off stays off (see `keepUnheld`).
@@ -201,16 +251,20 @@ export class ZygoteStarts {
         off: zygoteCannotServe(sandbox.command, sandbox.readOnlyPaths ?? []),
         trees: 0,
         idle: undefined,
+        spares: undefined,
+        idles: new Set(),
       };
       entries.set(key, entry);
     }
     entry.users++;
+    entry.idles.add(this.#idle);
     this.#entry = entry;
     return entry;
   }
 
   async #boot(entry: Entry, setting: ZygoteSetting): Promise<void> {
     const { sandbox } = setting;
+    const spares = spareCap();
     try {
       // no await before Zygote.start: its tree is spawned within this call
       const zygote = await Zygote.start({
@@ -221,7 +275,7 @@ export class ZygoteStarts {
         bwrapPath: sandbox.bwrapPath,
         limits: sandbox.limits,
         program: setting.program(),
-        maxWorkers: setting.maxWorkers,
+        maxWorkers: setting.maxWorkers + spares, // its process limit counts its spares too
         functionName: sandbox.functionName ?? 'zygote',
         startupMs: setting.startupMs,
       });
@@ -230,6 +284,9 @@ export class ZygoteStarts {
         return;
       }
       entry.zygote = zygote;
+      if (spares > 0) {
+        entry.spares = new SpareWorkers(spares, () => [...entry.idles].every((idle) => idle()));
+      }
     } catch (error) {
       entry.off = `it could not start: ${(error as Error).message}`;
     } finally {
@@ -287,6 +344,7 @@ async function closeEntry(entry: Entry): Promise<void> {
   clearTimeout(entry.idle);
   entries.delete(entry.key);
   await entry.booting?.catch(() => {});
+  await entry.spares?.close();
   await entry.zygote?.close();
 }
 

@@ -18,12 +18,15 @@ interface Fake {
   close(): Promise<void>;
 }
 const made: Fake[] = [];
+/** The options of every Zygote.start. */
+const startOptions: { maxWorkers: number }[] = [];
 let startFails: Error | undefined;
 
 vi.mock('@improv/extfn-sandbox', async (original) => ({
   ...(await original<typeof import('@improv/extfn-sandbox')>()),
   Zygote: {
-    start: async () => {
+    start: async (options: { maxWorkers: number }) => {
+      startOptions.push(options);
       if (startFails) throw startFails;
       const fake: Fake = {
         alive: true,
@@ -57,8 +60,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 beforeEach(async () => {
   await closeIdleZygotes();
   made.length = 0;
+  startOptions.length = 0;
   startFails = undefined;
   delete process.env.IMPROV_EXTFN_ZYGOTE_IDLE_MS;
+  delete process.env.IMPROV_EXTFN_ZYGOTE_SPARES;
 });
 
 describe('zygote starts', () => {
@@ -133,7 +138,12 @@ describe('zygote starts', () => {
     expect(zygote).toBe(made[0]);
     expect(b.zygoteFor(s)).toBe(zygote);
     a.succeeded(zygote as never);
-    expect(a.stats()).toEqual({ zygoteStarts: 1, zygote: `ready (pid ${made[0]!.pid})` });
+    expect(a.stats()).toEqual({
+      zygoteStarts: 1,
+      spareStarts: 0,
+      spares: 0,
+      zygote: `ready (pid ${made[0]!.pid})`,
+    });
     expect(b.stats().zygoteStarts).toBe(0);
     await a.close();
     expect(made[0]!.closed).toBe(0);
@@ -302,5 +312,97 @@ describe('zygote starts', () => {
     expect(again.stats().zygote).toBe('off: the zygote died 3 times');
     expect(made.length).toBe(3);
     await again.close();
+  });
+
+  test('spares: made once every runner of the setting is idle, killed with the zygote, counted in stats', async () => {
+    process.env.IMPROV_EXTFN_ZYGOTE_SPARES = '2';
+    process.env.IMPROV_EXTFN_ZYGOTE_IDLE_MS = '0';
+    const s = setting();
+    const busy = { a: false, b: true };
+    const a = new ZygoteStarts(() => !busy.a);
+    const b = new ZygoteStarts(() => !busy.b);
+    const zygote = (await a.zygoteFor(s, 1)) as never;
+    expect(b.zygoteFor(s)).toBe(zygote);
+    // its process limit counts its spares beside the pool's workers
+    expect(startOptions[0]!.maxWorkers).toBe(s.maxWorkers + 2);
+    const spares: { alive: boolean; kill(): Promise<void>; killed: number }[] = [];
+    const recipe = {
+      fit: 'limits',
+      make: async () => {
+        const spare = {
+          alive: true,
+          killed: 0,
+          async kill() {
+            this.killed++;
+            this.alive = false;
+          },
+        };
+        spares.push(spare);
+        return spare as never;
+      },
+    };
+    // a burst of three starts: two spares wanted (the cap)
+    const ends = [a.beginStart(), a.beginStart(), b.beginStart()];
+    a.succeeded(zygote);
+    a.learnSpare(recipe);
+    for (const end of ends) end();
+    await sleep(80);
+    expect(spares.length).toBe(0); // b has work under way
+    busy.b = false;
+    for (let i = 0; i < 50 && a.stats().spares < 2; i++) await sleep(10);
+    expect(a.stats().spares).toBe(2);
+    expect(b.stats().spares).toBe(2); // the setting's, whichever runner takes them
+    const other = b.beginStart();
+    expect(b.takeSpare('other limits')).toBeUndefined();
+    expect(spares.map((spare) => spare.killed)).toEqual([1, 1]); // made for other limits: killed, not taken
+    other();
+    for (let i = 0; i < 50 && a.stats().spares < 2; i++) await sleep(10);
+    const end = b.beginStart();
+    expect(b.takeSpare('limits')).toBe(spares[2]);
+    b.succeeded(zygote, true);
+    end();
+    expect(b.stats()).toMatchObject({ zygoteStarts: 1, spareStarts: 1 });
+    for (let i = 0; i < 50 && a.stats().spares < 2; i++) await sleep(10);
+    expect(a.stats().spares).toBe(2);
+    expect(spares.length).toBe(5);
+    // the zygote dies: its spares are killed, none is taken, a new zygote boots
+    made[0]!.alive = false;
+    const next = a.zygoteFor(s);
+    expect(next).toBeInstanceOf(Promise);
+    expect(spares.slice(3).every((spare) => spare.killed === 1)).toBe(true);
+    expect(await next).toBe(made[1]);
+    expect(a.takeSpare('limits')).toBeUndefined();
+    // the new zygote's spares close with it, once its last runner lets go
+    a.learnSpare(recipe);
+    const burst = a.beginStart();
+    burst();
+    for (let i = 0; i < 50 && a.stats().spares < 1; i++) await sleep(10);
+    expect(a.stats().spares).toBe(1);
+    await a.close();
+    await b.close();
+    expect(made[1]!.closed).toBe(1);
+    expect(spares.at(-1)!.killed).toBe(1);
+  });
+
+  test("IMPROV_EXTFN_ZYGOTE_SPARES=0: no spares, and the process limit is the pool's", async () => {
+    process.env.IMPROV_EXTFN_ZYGOTE_SPARES = '0';
+    const s = setting();
+    const a = new ZygoteStarts();
+    const zygote = (await a.zygoteFor(s, 1)) as never;
+    expect(startOptions[0]!.maxWorkers).toBe(s.maxWorkers);
+    let made = 0;
+    a.learnSpare({
+      fit: 'limits',
+      make: async () => {
+        made++;
+        return { alive: true, kill: async () => {} } as never;
+      },
+    });
+    a.beginStart()();
+    a.succeeded(zygote);
+    await sleep(80);
+    expect(made).toBe(0);
+    expect(a.stats()).toMatchObject({ zygoteStarts: 1, spareStarts: 0, spares: 0 });
+    await a.close();
   });
 });

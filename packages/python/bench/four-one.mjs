@@ -7,7 +7,8 @@
 // 1.2, and their median, with the load average before and after.
 // Run: node packages/python/bench/four-one.mjs
 // BENCH_INVOCATIONS=10 (per API), BENCH_APIS=batch,columns (evalBatch's Value
-// rows; evalColumns' Float64Array columns), BENCH_RUNS=3 runs per invocation.
+// rows; evalColumns' Float64Array columns), BENCH_RUNS=3 runs per invocation,
+// BENCH_GAP_MS=N ms of idle time before every case (refresh.mjs; 0 by default).
 import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +40,7 @@ function invoke(api) {
       BENCH_TIMELINE: '0',
       BENCH_BASE: '',
       BENCH_TREES: '0',
+      BENCH_GAP_MS: process.env.BENCH_GAP_MS ?? '0',
     },
     encoding: 'utf8',
   });
@@ -48,7 +50,7 @@ function invoke(api) {
 }
 
 console.log(
-  `four / one, cold, 2 slots: ${INVOCATIONS} invocations of refresh.mjs per API; load average before ${load()}`,
+  `four / one, cold, 2 slots: ${INVOCATIONS} invocations of refresh.mjs per API, ${process.env.BENCH_GAP_MS ?? 0} ms idle before each case; load average before ${load()}`,
 );
 for (const api of APIS) {
   const medians = [];

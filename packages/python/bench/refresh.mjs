@@ -42,6 +42,10 @@
 // worker (4 by default).
 // BENCH_API=columns refreshes through evalColumns (two Float64Array columns
 // in, one out) instead of evalBatch's Value rows.
+// BENCH_GAP_MS=N waits N ms before every case (0 by default: back to back),
+// as an engine's refreshes have idle time between them: a zygote makes its
+// spare workers only while nothing is under way (interpreter/src/spare-workers.ts),
+// so back to back its cold cases start no spare but fork every worker.
 // BENCH_NEW_BODIES=1 gives every new Registry bodies this process has not
 // run before (a comment that differs): what this process learnt of a body's
 // time per row (interpreter/src/timings.ts) is then of no use, and its
@@ -73,6 +77,7 @@ const NAMES = Array.from({ length: 16 }, (_, k) => `f${k}`);
 const CASES = new Set((process.env.BENCH_CASES ?? 'cold,one,four,many').split(','));
 const TIMELINE = process.env.BENCH_TIMELINE === '1';
 const NEW_BODIES = process.env.BENCH_NEW_BODIES === '1';
+const GAP_MS = Number(process.env.BENCH_GAP_MS ?? 0);
 /** Registries made so far: a new body's comment (BENCH_NEW_BODIES). */
 let registries = 0;
 
@@ -480,7 +485,10 @@ for (let run = -1; run < RUNS; run++) {
         );
       }
       // the cases in the other order every other run: none always runs first
-      for (const runIt of run % 2 ? cases.reverse() : cases) await runIt();
+      for (const runIt of run % 2 ? cases.reverse() : cases) {
+        if (GAP_MS > 0) await new Promise((resolve) => setTimeout(resolve, GAP_MS));
+        await runIt();
+      }
     }
   }
 }
@@ -492,7 +500,7 @@ const mmm = (xs) => {
   return `${s[0].toFixed(0)}/${s[Math.floor(s.length / 2)].toFixed(0)}/${s[s.length - 1].toFixed(0)}`;
 };
 console.log(
-  `policy ${policy}, ${RUNS} runs after an untimed one, cases in turn first${NEW_BODIES ? ', bodies new to every Registry' : ''}; ms as min/median/max; starts as seen per run`,
+  `policy ${policy}, ${RUNS} runs after an untimed one, cases in turn first${NEW_BODIES ? ', bodies new to every Registry' : ''}${GAP_MS > 0 ? `, ${GAP_MS} ms idle before each case` : ''}; ms as min/median/max; starts as seen per run`,
 );
 for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);

@@ -332,6 +332,64 @@ describe.skipIf(!restrictedOk)(
       expect(runner.stats().zygoteStarts).toBeGreaterThanOrEqual(5);
     }, 90_000);
 
+    test('spare workers: forked ahead while nothing runs, taken by the next starts, each under the same sandbox', async () => {
+      const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
+        maxWorkers: 2,
+      });
+      await zygoteReady(registry, runner);
+      const text = async (name: string) => {
+        const value = await registry.eval(name, []);
+        expect(value.type).toBe('text');
+        return (value as { value: string }).value;
+      };
+      // a refresh of four functions at once: four starts in one burst, so four spares wanted
+      await Promise.all(['writeTmp', 'readTmp', 'forkTen', 'descriptors'].map(text));
+      expect(await waitFor(() => runner.stats().spares === 4, 15_000)).toBe(true);
+      const before = runner.stats();
+      // four functions never started: each takes a spare, and its body meets what a fork's meets
+      expect(await text('readHost')).toBe(
+        '/etc/shadow:FileNotFoundError /root:FileNotFoundError /work:FileNotFoundError /home/extfnci:FileNotFoundError',
+      );
+      expect(await text('network')).toBe('ENETUNREACH ECONNREFUSED');
+      // no sibling: not the other spares, not the workers
+      expect(await text('siblings')).toBe(
+        'pid=1 procs=[1] seen=[] ppid=0 killall=ProcessLookupError',
+      );
+      expect(await text('namespaces')).toBe(
+        'unshare=-1/1 mount=-1/1 CapEff:0000000000000000 CapBnd:0000000000000000 NoNewPrivs:1 Seccomp:2',
+      );
+      const after = runner.stats();
+      expect(after.spareStarts).toBe((before.spareStarts ?? 0) + 4);
+      expect(after.zygoteStarts).toBe((before.zygoteStarts ?? 0) + 4);
+      expect(after.started).toBe(before.started + 4);
+      // a spare holds no body's state: what a body leaves behind stays in its own worker
+      expect(await text('readTmp')).toBe('empty');
+      const workers = runner.workerPids();
+      await registry.close();
+      expect(await waitFor(() => !workers.some(alive), 5000)).toBe(true);
+      await closeIdleZygotes();
+    }, 90_000);
+
+    test('IMPROV_EXTFN_ZYGOTE_SPARES=0: no spare is made, every start forks', async () => {
+      process.env.IMPROV_EXTFN_ZYGOTE_SPARES = '0';
+      try {
+        const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
+          maxWorkers: 2,
+        });
+        await zygoteReady(registry, runner);
+        await Promise.all(
+          ['writeTmp', 'readTmp', 'forkTen'].map((name) => registry.eval(name, [])),
+        );
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect(runner.stats().spares).toBe(0);
+        expect(await registry.eval('readTmp', [])).toEqual(Value.text('empty'));
+        expect(await registry.eval('network', [])).toEqual(Value.text('ENETUNREACH ECONNREFUSED'));
+        expect(runner.stats()).toMatchObject({ spareStarts: 0, zygoteStarts: 5 });
+      } finally {
+        delete process.env.IMPROV_EXTFN_ZYGOTE_SPARES;
+      }
+    }, 60_000);
+
     test('the zygote killed: the next call still works (a new zygote, or a tree)', async () => {
       const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
         maxWorkers: 2,
