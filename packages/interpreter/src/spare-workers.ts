@@ -78,8 +78,9 @@ export class SpareWorkers<W extends SpareWorker> {
     this.#idle = idle;
   }
 
-  /** Spares ready now. */
+  /** Spares ready now (alive). */
   get count(): number {
+    this.#prune();
     return this.#ready.length;
   }
 
@@ -134,8 +135,14 @@ export class SpareWorkers<W extends SpareWorker> {
     return this.#inFlight === 0 && this.#idle();
   }
 
+  /** Drops the spares that died (or failed) while they waited; kill() makes sure of it. */
+  #prune(): void {
+    this.#ready = this.#ready.filter(({ worker }) => worker.alive || void worker.kill());
+  }
+
   #schedule(): void {
     if (this.#off || this.#timer || this.#making || !this.#recipe) return;
+    this.#prune();
     if (this.#ready.length >= this.#want) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;

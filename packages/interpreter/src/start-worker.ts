@@ -44,15 +44,17 @@ export async function startWorker(options: StartWorkerOptions): Promise<WarmWork
     const fit = spareFit(options);
     const spare = zygote.starts.takeSpare(fit);
     if (spare) {
+      spare.key = options.key;
       try {
-        options.onSpawned();
-        spare.key = options.key;
         const worker = await loadOn(spare, options);
+        options.onSpawned();
         zygote.starts.succeeded(zygote.zygote, true);
         return worker;
       } catch (error) {
-        if (error instanceof LoadFailure || options.signal?.aborted) throw error;
-        if (error instanceof WorkerFailure && error.reason === 'closed') throw error;
+        if (endsTheStart(error, options)) {
+          options.onSpawned(); // it was a start, as a fork that met the same would be
+          throw error;
+        }
         // a spare that died while it waited: a fork instead, as if there had been none
       }
     }
@@ -62,15 +64,23 @@ export async function startWorker(options: StartWorkerOptions): Promise<WarmWork
       zygote.starts.learnSpare({ fit, make: () => spareOn(options, zygote.zygote) });
       return worker;
     } catch (error) {
-      // what a tree would meet too: a body that does not load, an abort, the runner closing
-      if (error instanceof LoadFailure || options.signal?.aborted) throw error;
-      if (error instanceof WorkerFailure && error.reason === 'closed') throw error;
+      if (endsTheStart(error, options)) throw error;
       zygote.starts.failed(zygote.zygote, error);
     }
   } finally {
     end();
   }
   return startOn(options, undefined);
+}
+
+/**
+ * Whether a start from the zygote that failed with `error` fails for good:
+ * what a tree would meet too (a body that does not load, an abort, the
+ * runner closing). Anything else: a tree (or a fork, for a spare) instead.
+ */
+function endsTheStart(error: unknown, options: StartWorkerOptions): boolean {
+  if (error instanceof LoadFailure || options.signal?.aborted) return true;
+  return error instanceof WorkerFailure && error.reason === 'closed';
 }
 
 /** What a spare worker must share with a start to serve it: its limits and its shared file's room. */

@@ -159,6 +159,19 @@ describe('spare workers', () => {
     await spares.close();
   });
 
+  test('one that died while it waited no longer counts, and is made again at the next start', async () => {
+    const { spares, state, recipe } = setup(4);
+    spares.learn(recipe());
+    burst(spares, 2);
+    await until(() => spares.count === 2);
+    state.made[0]!.alive = false;
+    expect(spares.count).toBe(1);
+    spares.begin()();
+    await until(() => spares.count === 2);
+    expect(state.made.length).toBe(3);
+    await spares.close();
+  });
+
   test('off for good once a spare fails to start', async () => {
     const { spares, state, recipe } = setup(4);
     state.fails = new Error('no room');

@@ -46,6 +46,12 @@ async function zygoteReady(
   expect(runner.stats()).toMatchObject({ started: 2, zygoteStarts: 1 });
 }
 
+/** The host pids of a process's children. */
+function children(pid: number): number[] {
+  const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  return text ? text.split(/\s+/).map(Number) : [];
+}
+
 /** Fields of /proc/PID/status. */
 function status(pid: number): Record<string, string> {
   const out: Record<string, string> = {};
@@ -364,6 +370,19 @@ describe.skipIf(!restrictedOk)(
       expect(after.started).toBe(before.started + 4);
       // a spare holds no body's state: what a body leaves behind stays in its own worker
       expect(await text('readTmp')).toBe('empty');
+      // spares killed while they wait: a start then forks, as if there had been none
+      expect(await waitFor(() => runner.stats().spares === 4, 15_000)).toBe(true);
+      const bwrap = Number(/pid (\d+)/.exec(runner.stats().zygote ?? '')?.[1]);
+      const zygotePid = children(bwrap)[0]!;
+      const spares = children(zygotePid).filter((pid) => !runner.workerPids().includes(pid));
+      expect(spares.length).toBe(4);
+      for (const pid of spares) process.kill(pid, 'SIGKILL');
+      const forks = runner.stats().zygoteStarts ?? 0;
+      expect(await text('redial')).toMatch(/PermissionError|FileNotFoundError/);
+      expect(runner.stats()).toMatchObject({
+        zygoteStarts: forks + 1,
+        spareStarts: after.spareStarts,
+      });
       const workers = runner.workerPids();
       await registry.close();
       expect(await waitFor(() => !workers.some(alive), 5000)).toBe(true);
