@@ -73,9 +73,11 @@ export class SpareWorkers<W extends SpareWorker> {
   /** Whether every runner of the setting is idle (nothing under way, nothing queued). */
   readonly #idle: () => boolean;
 
-  constructor(cap: number, idle: () => boolean) {
+  /** `started`: starts of the burst under way that came before these spares (a zygote's boot). */
+  constructor(cap: number, idle: () => boolean, started = 0) {
     this.cap = cap;
     this.#idle = idle;
+    this.#burst = started;
   }
 
   /** Spares ready now (alive). */

@@ -113,7 +113,7 @@ export class ZygoteStarts {
       entry.trees++;
       return undefined;
     }
-    entry.booting ??= this.#boot(entry, setting);
+    entry.booting ??= this.#boot(entry, setting, startsInFlight);
     return entry.booting.then(() =>
       !this.#closed && !entry.off && entry.zygote?.alive ? entry.zygote : undefined,
     );
@@ -262,7 +262,8 @@ export class ZygoteStarts {
     return entry;
   }
 
-  async #boot(entry: Entry, setting: ZygoteSetting): Promise<void> {
+  /** `trees`: the booting runner's starts under way (trees), counted in its spares' first burst. */
+  async #boot(entry: Entry, setting: ZygoteSetting, trees: number): Promise<void> {
     const { sandbox } = setting;
     const spares = spareCap();
     try {
@@ -285,7 +286,8 @@ export class ZygoteStarts {
       }
       entry.zygote = zygote;
       if (spares > 0) {
-        entry.spares = new SpareWorkers(spares, () => [...entry.idles].every((idle) => idle()));
+        const idle = () => [...entry.idles].every((runnerIdle) => runnerIdle());
+        entry.spares = new SpareWorkers(spares, idle, trees);
       }
     } catch (error) {
       entry.off = `it could not start: ${(error as Error).message}`;

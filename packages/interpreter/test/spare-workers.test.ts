@@ -93,6 +93,23 @@ describe('spare workers', () => {
     await spares.close();
   });
 
+  test("the starts before the zygote booted (its runner's trees) count in the first burst", async () => {
+    const state = { made: 0 };
+    const spares = new SpareWorkers<Fake>(4, () => true, 1);
+    spares.learn({
+      fit: 'limits',
+      make: async () => {
+        state.made++;
+        return { alive: true, killed: 0, n: state.made, kill: async () => {} };
+      },
+    });
+    burst(spares, 3);
+    await until(() => spares.count === 4);
+    await sleep(60);
+    expect(state.made).toBe(4);
+    await spares.close();
+  });
+
   test('never more than the cap, and none with a cap of 0', async () => {
     const { spares, state, recipe } = setup(2);
     spares.learn(recipe());
