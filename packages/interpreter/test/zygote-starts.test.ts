@@ -384,6 +384,29 @@ describe('zygote starts', () => {
     expect(spares.at(-1)!.killed).toBe(1);
   });
 
+  test("spares: the booting runner's trees under way count in the first burst", async () => {
+    const s = setting();
+    const a = new ZygoteStarts();
+    // one tree under way when the second start boots the zygote; then two forks
+    const zygote = (await a.zygoteFor(s, 1)) as never;
+    let made = 0;
+    const ends = [a.beginStart(), a.beginStart()];
+    a.succeeded(zygote);
+    a.learnSpare({
+      fit: 'limits',
+      make: async () => {
+        made++;
+        return { alive: true, kill: async () => {} } as never;
+      },
+    });
+    for (const end of ends) end();
+    for (let i = 0; i < 50 && a.stats().spares < 3; i++) await sleep(10);
+    await sleep(60);
+    expect(made).toBe(3);
+    await a.close();
+    await closeIdleZygotes();
+  });
+
   test("IMPROV_EXTFN_ZYGOTE_SPARES=0: no spares, and the process limit is the pool's", async () => {
     process.env.IMPROV_EXTFN_ZYGOTE_SPARES = '0';
     const s = setting();
