@@ -4,6 +4,10 @@
 // with a tree per worker (IMPROV_EXTFN_ZYGOTE=0), rounds interleaved (each
 // side first in every other round).
 // Run: node packages/python/bench/later-starts.mjs
+// BENCH_GAP_MS=N waits N ms before each new function's call (0 by default),
+// as a user adds formulas: a zygote makes its spare workers only while
+// nothing runs (interpreter/src/spare-workers.ts), so with no gap every
+// start forks.
 // Prints, per side, min/median/max over rounds of each round's median, the
 // host CPU per start, the zygote starts per round, and the load average.
 import { loadavg } from 'node:os';
@@ -13,6 +17,7 @@ import { python } from '../dist/index.js';
 const N = Number(process.env.BENCH_STARTS ?? 10);
 const ROUNDS = Number(process.env.BENCH_RUNS ?? 3);
 const PYTHON = process.env.IMPROV_EXTFN_PYTHON ?? '/usr/bin/python3';
+const GAP_MS = Number(process.env.BENCH_GAP_MS ?? 0);
 
 async function round(zygote) {
   // read at each start (zygoteEnabled), so one process can measure both sides
@@ -45,16 +50,22 @@ async function round(zygote) {
   const times = [];
   const cpu0 = process.cpuUsage();
   for (let k = 3; k < N + 3; k++) {
+    if (GAP_MS > 0) await new Promise((resolve) => setTimeout(resolve, GAP_MS));
     const t0 = performance.now();
     const value = await registry.eval(`f${k}`, [Value.number(1)]);
     if (value.value !== 1 + k) throw new Error(`f${k}: wrong result ${JSON.stringify(value)}`);
     times.push(performance.now() - t0);
   }
   const cpu = process.cpuUsage(cpu0);
-  const { zygoteStarts } = runner.stats();
+  const { zygoteStarts, spareStarts } = runner.stats();
   await registry.close();
   times.sort((a, b) => a - b);
-  return { median: times[N >> 1], hostCpu: (cpu.user + cpu.system) / 1000 / N, zygoteStarts };
+  return {
+    median: times[N >> 1],
+    hostCpu: (cpu.user + cpu.system) / 1000 / N,
+    zygoteStarts,
+    spareStarts,
+  };
 }
 
 const sides = { zygote: [], trees: [] };
@@ -74,11 +85,11 @@ const spread = (xs) => {
 };
 const load = (l) => l.map((x) => x.toFixed(2)).join(' ');
 console.log(
-  `later starts: the first call of a new function in a warm runner; ${N} per round, ${ROUNDS} rounds interleaved; ms as min/median/max of the rounds' medians`,
+  `later starts: the first call of a new function in a warm runner; ${N} per round, ${ROUNDS} rounds interleaved${GAP_MS > 0 ? `, ${GAP_MS} ms idle before each` : ''}; ms as min/median/max of the rounds' medians`,
 );
 for (const [name, rows] of Object.entries(sides)) {
   console.log(
-    `  ${name.padEnd(7)} ${spread(rows.map((x) => x.median))} ms; host CPU per start ${spread(rows.map((x) => x.hostCpu))} ms; zygote starts ${rows.map((x) => x.zygoteStarts ?? 0).join(',')}`,
+    `  ${name.padEnd(7)} ${spread(rows.map((x) => x.median))} ms; host CPU per start ${spread(rows.map((x) => x.hostCpu))} ms; zygote starts ${rows.map((x) => x.zygoteStarts ?? 0).join(',')} (of them spares ${rows.map((x) => x.spareStarts ?? 0).join(',')})`,
   );
 }
 const z = sides.zygote.map((x) => x.median).sort((a, b) => a - b)[ROUNDS >> 1];
