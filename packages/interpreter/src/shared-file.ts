@@ -175,15 +175,43 @@ export class SharedFile {
       this.#size = size;
     }
     if (!this.#fill(out, out + room)) {
-      if (this.#size !== before) {
-        try {
-          ftruncateSync(this.fd, before);
-          this.#size = before;
-        } catch {}
-      }
+      if (this.#size !== before) this.#shrink(before);
       return undefined;
     }
     return { out, room, at, bytes };
+  }
+
+  /**
+   * Sizes the file to at least `bytes` and fills it with zeros, so that its
+   * pages hold memory before any request: a spare worker's (spare-workers.ts),
+   * which maps and touches them while the host is idle. False (and nothing
+   * kept) when the file system refuses.
+   */
+  prefill(bytes: number): boolean {
+    const size = Math.min(this.#max, Math.ceil(bytes / STEP) * STEP);
+    if (size <= this.#size) return this.#fill(0, this.#size);
+    const before = this.#size;
+    try {
+      ftruncateSync(this.fd, size);
+    } catch {
+      return false;
+    }
+    this.#size = size;
+    if (this.#fill(0, size)) return true;
+    this.#shrink(before);
+    return false;
+  }
+
+  /**
+   * Back to `size` after a growth that could not be filled: the pages past
+   * it are gone, so none of them counts as written (a later growth fills them).
+   */
+  #shrink(size: number): void {
+    try {
+      ftruncateSync(this.fd, size);
+      this.#size = size;
+      this.#written.fill(0, Math.ceil(size / PAGE));
+    } catch {}
   }
 
   /**

@@ -34,7 +34,16 @@ export interface StartWorkerOptions {
    * it fail before its ready frame, the worker starts as a tree after all.
    */
   zygote?: { zygote: Zygote; starts: ZygoteStarts } | undefined;
+  /** A spare (spare-workers.ts): warmed up before its ready frame. */
+  spare?: boolean;
 }
+
+/**
+ * A spare's shared file, sized and filled ahead: a chunk of 32 768 rows of
+ * two number columns and the one queued behind it fit (payload and result
+ * room each), so its first requests grow the file no more.
+ */
+const SPARE_SHARED_BYTES = 2 << 20;
 
 export async function startWorker(options: StartWorkerOptions): Promise<WarmWorker> {
   const { zygote } = options;
@@ -96,6 +105,7 @@ async function spareOn(options: StartWorkerOptions, zygote: Zygote): Promise<War
     sandbox: { ...options.sandbox, functionName: 'a spare worker' },
     signal: undefined,
     onSpawned: () => {},
+    spare: true,
   };
   return bootOn(spare, zygote);
 }
@@ -116,6 +126,7 @@ async function spawn(
     // the worker opens it by name in the zygote's directory (unlinked once it is ready)
     ...(shared?.path ? { shared: basename(shared.path) } : {}),
     startupMs: options.startupMs,
+    ...(options.spare ? { warm: true } : {}),
   });
 }
 
@@ -140,6 +151,8 @@ async function bootOn(
     undefined,
     zygote ? { keepName: true, owner: zygote.uid } : undefined,
   );
+  // a spare maps and touches its shared file while the host is idle (drivers/zygote.py, _warm_up)
+  if (options.spare) shared?.prefill(SPARE_SHARED_BYTES);
   let process: SandboxedTree;
   try {
     process = await spawn(options, zygote, shared);

@@ -6,7 +6,7 @@
  * would fault on (SIGBUS).
  */
 import { execFileSync } from 'node:child_process';
-import { fstatSync, mkdtempSync, rmSync } from 'node:fs';
+import { fstatSync, mkdtempSync, readSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, test } from 'vitest';
@@ -78,5 +78,46 @@ test.skipIf(!root)(
     const large = file.reserve(4 << 20, 64 << 10);
     if (large) expect(file.writePayload(new Uint8Array(4 << 20), large.at)).toBe(false);
     expect(file.intact()).toBe(true);
+  },
+);
+
+test("prefill (a spare's file): sized to whole MiB and every page holding memory, so a reserve writes no zeros", () => {
+  const file = SharedFile.create(tempDir(), 2 << 20, 8 << 20);
+  expect(file).toBeDefined();
+  if (!file) return;
+  cleanups.push(() => file.close());
+  expect(file.prefill(1536 << 10)).toBe(true);
+  expect(fstatSync(file.fd).size).toBe(2 << 20);
+  expect(fstatSync(file.fd).blocks * 512).toBeGreaterThanOrEqual(2 << 20);
+  expect(file.intact()).toBe(true);
+  // a room inside it: nothing to fill (the file's bytes stay as a worker left them)
+  expect(file.writePayload(new Uint8Array(4096).fill(7), 0)).toBe(true);
+  expect(file.reserve(8, 4096)).toEqual({ out: 0, room: 4096, at: 4096, bytes: 8 });
+  const byte = Buffer.alloc(1);
+  readSync(file.fd, byte, 0, 1, 100);
+  expect(byte[0]).toBe(7);
+  // never past the maximum
+  expect(file.prefill(64 << 20)).toBe(true);
+  expect(fstatSync(file.fd).size).toBe(8 << 20);
+});
+
+test.skipIf(!root)(
+  `prefill on a file system too small: false, the size kept, and no page past it counts as written${root ? '' : ' (skipped: mounting a 1 MiB tmpfs needs root)'}`,
+  () => {
+    const dir = tempDir();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir]);
+    cleanups.push(() => execFileSync('umount', [dir]));
+    const file = SharedFile.create(dir, 16 << 20);
+    expect(file).toBeDefined();
+    if (!file) return;
+    cleanups.push(() => file.close());
+    expect(file.prefill(2 << 20)).toBe(false);
+    expect(fstatSync(file.fd).size).toBe(0);
+    expect(file.intact()).toBe(true);
+    // a later reserve still fills its room's pages: one that cannot hold memory is refused
+    expect(file.reserve(8, 2 << 20)).toBeUndefined();
+    const small = file.reserve(8, 4096)!;
+    expect(small).toEqual({ out: 0, room: 4096, at: 4096, bytes: 8 });
+    expect(fstatSync(file.fd).blocks * 512).toBeGreaterThanOrEqual(4096);
   },
 );

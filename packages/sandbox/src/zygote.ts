@@ -95,6 +95,8 @@ export interface ZygoteForkOptions {
   shared?: string;
   env?: Readonly<Record<string, string>>;
   startupMs: number;
+  /** A spare: it does a first chunk's allocations before its ready frame. */
+  warm?: boolean;
 }
 
 /** A child's end as the zygote reports it (its reaping: code, or signal number). */
@@ -444,6 +446,7 @@ export class Zygote {
       },
       shared: options.shared ?? null,
       env: options.env ?? {},
+      ...(options.warm ? { warm: true } : {}),
     };
     this.#tree.stdin.write(`${JSON.stringify(request)}\n`);
     let timer: NodeJS.Timeout | undefined;
