@@ -57,13 +57,18 @@ test('a few-row request pins the pages it uses, not the whole file', () => {
 });
 
 const root = process.getuid?.() === 0;
+
+/** A 1 MiB tmpfs mounted on a temporary directory (root only), unmounted after the test. */
+function smallTmpfs(): string {
+  const dir = tempDir();
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir]);
+  cleanups.push(() => execFileSync('umount', [dir]));
+  return dir;
+}
 test.skipIf(!root)(
   `a file system too small for the request: the room's zeros or the payload's write fail (the request goes on the pipes), and a room that does not fit leaves the file its size${root ? '' : ' (skipped: mounting a 1 MiB tmpfs needs root)'}`,
   () => {
-    const dir = tempDir();
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir]);
-    cleanups.push(() => execFileSync('umount', [dir]));
-    const file = SharedFile.create(dir, 16 << 20);
+    const file = SharedFile.create(smallTmpfs(), 16 << 20);
     expect(file).toBeDefined();
     if (!file) return;
     cleanups.push(() => file.close());
@@ -104,10 +109,7 @@ test("prefill (a spare's file): sized to whole MiB and every page holding memory
 test.skipIf(!root)(
   `prefill on a file system too small: false, the size kept, and no page past it counts as written${root ? '' : ' (skipped: mounting a 1 MiB tmpfs needs root)'}`,
   () => {
-    const dir = tempDir();
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir]);
-    cleanups.push(() => execFileSync('umount', [dir]));
-    const file = SharedFile.create(dir, 16 << 20);
+    const file = SharedFile.create(smallTmpfs(), 16 << 20);
     expect(file).toBeDefined();
     if (!file) return;
     cleanups.push(() => file.close());

@@ -46,6 +46,16 @@ async function zygoteReady(
   expect(runner.stats()).toMatchObject({ started: 2, zygoteStarts: 1 });
 }
 
+/** A text function's value, called with no arguments. */
+async function textOf(
+  registry: { eval(name: string, args: never[]): Promise<{ type: string }> },
+  name: string,
+): Promise<string> {
+  const value = await registry.eval(name, []);
+  expect(value.type).toBe('text');
+  return (value as unknown as { value: string }).value;
+}
+
 /** The host pids of a process's children. */
 function children(pid: number): number[] {
   const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
@@ -273,11 +283,7 @@ describe.skipIf(!restrictedOk)(
         maxWorkers: 2,
       });
       await zygoteReady(registry, runner);
-      const text = async (name: string) => {
-        const value = await registry.eval(name, []);
-        expect(value.type).toBe('text');
-        return (value as { value: string }).value;
-      };
+      const text = (name: string) => textOf(registry, name);
       expect(await text('readHost')).toBe(
         '/etc/shadow:FileNotFoundError /root:FileNotFoundError /work:FileNotFoundError /home/extfnci:FileNotFoundError',
       );
@@ -343,11 +349,7 @@ describe.skipIf(!restrictedOk)(
         maxWorkers: 2,
       });
       await zygoteReady(registry, runner);
-      const text = async (name: string) => {
-        const value = await registry.eval(name, []);
-        expect(value.type).toBe('text');
-        return (value as { value: string }).value;
-      };
+      const text = (name: string) => textOf(registry, name);
       // a refresh of four functions at once: four starts in one burst, so four spares wanted
       await Promise.all(['writeTmp', 'readTmp', 'forkTen', 'descriptors'].map(text));
       expect(await waitFor(() => runner.stats().spares === 4, 15_000)).toBe(true);
