@@ -1,8 +1,10 @@
 // Adds up the vitest JSON reports of every package into one closing line, so
-// a reader (and CI) sees the whole run's count: "Tests: N passed, N failed, N skipped".
+// a reader (and CI) sees the whole run's count: "Tests: N passed, N failed, N skipped",
+// preceded by one "FAILED" line per failed test (package, file, name, first line
+// of the message), so a log's tail alone says what failed.
 // Arguments, when given, name the package directories to count (a partial run).
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 
 const only = process.argv.slice(2).map((dir) => dir.replace(/\/+$/, ''));
 const roots = ['packages', 'examples'];
@@ -10,6 +12,7 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 const missing = [];
+const failures = [];
 for (const root of roots) {
   for (const name of readdirSync(root)) {
     const dir = join(root, name);
@@ -24,8 +27,20 @@ for (const root of roots) {
     passed += json.numPassedTests;
     failed += json.numFailedTests;
     skipped += json.numPendingTests + json.numTodoTests;
+    for (const file of json.testResults) {
+      const where = relative(process.cwd(), file.name);
+      for (const test of file.assertionResults) {
+        if (test.status !== 'failed') continue;
+        const first = (test.failureMessages[0] ?? '').split('\n')[0].slice(0, 300);
+        failures.push(`FAILED ${where} > ${test.fullName}: ${first}`);
+      }
+      // a file that failed before its tests ran (an import, a hook) has no failed test
+      if (file.status === 'failed' && !file.assertionResults.some((t) => t.status === 'failed'))
+        failures.push(`FAILED ${where}: ${(file.message ?? '').split('\n')[0].slice(0, 300)}`);
+    }
   }
 }
+for (const line of failures) console.log(line);
 if (missing.length) console.log(`no test report from: ${missing.join(', ')}`);
 console.log(`Tests: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exitCode = failed > 0 || missing.length > 0 ? 1 : 0;
