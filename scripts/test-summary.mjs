@@ -13,6 +13,8 @@ let failed = 0;
 let skipped = 0;
 const missing = [];
 const failures = [];
+/** A failure message's first line, cut to 300 characters. */
+const firstLine = (text) => (text ?? '').split('\n')[0].slice(0, 300);
 for (const root of roots) {
   for (const name of readdirSync(root)) {
     const dir = join(root, name);
@@ -31,12 +33,11 @@ for (const root of roots) {
       const where = relative(process.cwd(), file.name);
       for (const test of file.assertionResults) {
         if (test.status !== 'failed') continue;
-        const first = (test.failureMessages[0] ?? '').split('\n')[0].slice(0, 300);
-        failures.push(`FAILED ${where} > ${test.fullName}: ${first}`);
+        failures.push(`FAILED ${where} > ${test.fullName}: ${firstLine(test.failureMessages[0])}`);
       }
       // a file that failed before its tests ran (an import, a hook) has no failed test
       if (file.status === 'failed' && !file.assertionResults.some((t) => t.status === 'failed'))
-        failures.push(`FAILED ${where}: ${(file.message ?? '').split('\n')[0].slice(0, 300)}`);
+        failures.push(`FAILED ${where}: ${firstLine(file.message)}`);
     }
   }
 }

@@ -4,6 +4,7 @@
  * and only while the setting is quiet, taken only by a start whose limits
  * they fit, killed when they no longer do, off once one fails to start.
  */
+import { waitFor } from '@improv/extfn-core/testing';
 import { describe, expect, test, vi } from 'vitest';
 import { SpareWorkers, spareCap } from '../src/spare-workers.js';
 
@@ -67,10 +68,9 @@ function burst(spares: SpareWorkers<Fake>, n: number): void {
   for (const end of ends) end();
 }
 
-/** Waits until `check` holds (or fails the test after 300 looks, 3 s unloaded: generous for a loaded CI host). */
+/** Waits until `check` holds (or fails the test after 3 s). */
 async function until(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 300 && !check(); i++) await sleep(10);
-  expect(check()).toBe(true);
+  expect(await waitFor(check)).toBe(true);
 }
 
 describe('spare workers', () => {

@@ -8,6 +8,7 @@
  * while after the last runner holding it closes, then closed.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { waitFor } from '@improv/extfn-core/testing';
 import { beforeEach, describe, expect, test, vi } from 'vitest';
 
 interface Fake {
@@ -349,20 +350,20 @@ describe('zygote starts', () => {
     await sleep(80);
     expect(spares.length).toBe(0); // b has work under way
     busy.b = false;
-    for (let i = 0; i < 300 && a.stats().spares < 2; i++) await sleep(10);
+    await waitFor(() => a.stats().spares >= 2);
     expect(a.stats().spares).toBe(2);
     expect(b.stats().spares).toBe(2); // the setting's, whichever runner takes them
     const other = b.beginStart();
     expect(b.takeSpare('other limits')).toBeUndefined();
     expect(spares.map((spare) => spare.killed)).toEqual([1, 1]); // made for other limits: killed, not taken
     other();
-    for (let i = 0; i < 300 && a.stats().spares < 2; i++) await sleep(10);
+    await waitFor(() => a.stats().spares >= 2);
     const end = b.beginStart();
     expect(b.takeSpare('limits')).toBe(spares[2]);
     b.succeeded(zygote, true);
     end();
     expect(b.stats()).toMatchObject({ zygoteStarts: 1, spareStarts: 1 });
-    for (let i = 0; i < 300 && a.stats().spares < 2; i++) await sleep(10);
+    await waitFor(() => a.stats().spares >= 2);
     expect(a.stats().spares).toBe(2);
     expect(spares.length).toBe(5);
     // the zygote dies: its spares are killed, none is taken, a new zygote boots
@@ -376,7 +377,7 @@ describe('zygote starts', () => {
     a.learnSpare(recipe);
     const burst = a.beginStart();
     burst();
-    for (let i = 0; i < 300 && a.stats().spares < 1; i++) await sleep(10);
+    await waitFor(() => a.stats().spares >= 1);
     expect(a.stats().spares).toBe(1);
     await a.close();
     await b.close();
@@ -400,7 +401,7 @@ describe('zygote starts', () => {
       },
     });
     for (const end of ends) end();
-    for (let i = 0; i < 300 && a.stats().spares < 3; i++) await sleep(10);
+    await waitFor(() => a.stats().spares >= 3);
     await sleep(60);
     expect(made).toBe(3);
     await a.close();
