@@ -32,7 +32,7 @@ import { WorkerFailure } from './failures.js';
 import { type Frame, requestMs } from './frames.js';
 import type { RowSource } from './row-sources.js';
 
-/** Largest chunk in rows, whatever the timing says. */
+/** Largest chunk in rows, whatever the timing says (a batch's last one may take up to a quarter more: see take). */
 const MAX_CHUNK = 32_768;
 /**
  * A vectorized function pays a fixed cost per chunk (a frame, a copy into
@@ -219,19 +219,22 @@ export async function schedule(
       fn.vectorized === true && perRowMs !== undefined
         ? Math.ceil(VECTORIZED_SHARE_FLOOR_MS / Math.max(perRowMs, 1e-6))
         : Math.ceil(size / 4);
-    // A vectorized batch's lane that runs alone, with no other lane able to open (no
-    // idle worker, no start that pays), takes the rest at once: halving it for lanes
-    // that never come would only add round trips.
-    const alone =
-      fn.vectorized === true &&
-      inFlight === 0 &&
+    const fair = Math.max(Math.ceil((n - next + inFlight) / lanes), Math.min(floor, size));
+    let count = Math.min(Math.max(1, Math.min(size, fair)), n - next);
+    // A lane that runs alone, with no other lane able to open (no idle worker, no
+    // start that pays: each of several functions sharing the slots has one), takes
+    // full chunks to the end, and rows left under a quarter of a chunk with the one
+    // before them: halving the last rows for lanes that never come, or a request of
+    // their own, would only add round trips, which the worker idles through when the
+    // lane may not queue them behind (a turn due to another function). A vectorized
+    // batch's lane looks only once nothing is in flight, and keeps its chunk size.
+    const full = Math.min(size, n - next);
+    const tail = fn.vectorized !== true && full < n - next && n - next - full < Math.ceil(size / 4);
+    const alone = () =>
+      (fn.vectorized !== true || inFlight === 0) &&
       running.size <= 1 &&
       !(ctx.wouldServe?.(key) ?? true);
-    const fair = Math.max(
-      Math.ceil((n - next + inFlight) / (alone ? 1 : lanes)),
-      Math.min(floor, size),
-    );
-    const count = Math.min(Math.max(1, Math.min(size, fair)), n - next);
+    if ((count < full || tail) && alone()) count = tail ? n - next : full;
     const start = next;
     next += count;
     return [start, count];

@@ -441,6 +441,39 @@ describe('scheduler with a fake dispatcher', () => {
     expect(mostInFlight()).toBe(1);
   });
 
+  test.each([
+    ['one request at a time', false],
+    ['its next chunk queued behind', true],
+  ])(
+    'a lane that runs alone (%s) takes full chunks to the end, its last rows with the chunk before them',
+    async (_, queue) => {
+      // 10^5 rows at 0.1 µs a row: chunks of 32 768 (MAX_CHUNK) leave 1 696 rows.
+      const counts = async (anotherLane: boolean) => {
+        const { rows, results } = source(100_000);
+        const { ctx, requests } = fakeContext(undefined, 2);
+        if (queue) queueing(ctx);
+        const request = ctx.request;
+        ctx.request = async (f, key, req) => {
+          const frame = await request(f, key, req);
+          frame.workMs = 1e-4 * req.rows;
+          return frame;
+        };
+        ctx.wouldServe = () => anotherLane; // false: no idle worker, no start that pays
+        ctx.perRowMs.set('k', 1e-4);
+        await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+        expect(results).toEqual(Array.from({ length: 100_000 }, (_, i) => i * 2));
+        return requests.map(([, count]) => count);
+      };
+      // not halved for a second lane that never opens, no request of its own for the last 1 696
+      expect(await counts(false)).toEqual([32_768, 32_768, 34_464]);
+      // with a second lane the last rows are shared between the two, no chunk past MAX_CHUNK
+      const shared = await counts(true);
+      expect(shared.reduce((a, b) => a + b)).toBe(100_000);
+      expect(Math.max(...shared)).toBe(32_768);
+      expect(shared.length).toBeGreaterThan(3);
+    },
+  );
+
   test('an abort with a chunk queued settles every row once: done rows keep their values', async () => {
     const { rows, results, settledTwice } = source(5_000);
     const controller = new AbortController();
