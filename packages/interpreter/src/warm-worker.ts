@@ -81,6 +81,14 @@ const OUTPUT_POLL_MS = 50;
 
 /** CPU an idle tree may use (clock ticks are 10 ms) before it counts as working. */
 const IDLE_CPU_SECONDS = 0.05;
+/**
+ * An idle worker whose tree was found clean this recently is not read again
+ * before its next request (`idleWork`): in so short a time it cannot have
+ * used IDLE_CPU_SECONDS, and a thread or process it made meanwhile is found
+ * by the check after that request, which retires it as it would a body
+ * that left one. Calls one after another then read the tree once each.
+ */
+const IDLE_RECHECK_MS = 1;
 
 /** The process-tree facts a clean worker keeps between requests. */
 interface Baseline {
@@ -205,19 +213,30 @@ export class WarmWorker {
    * Undefined too where /proc cannot be read (the check is then off).
    */
   leftWork(): string | undefined {
+    return this.#checkTree()?.left;
+  }
+
+  /** Reads the tree once: what the body left running (see leftWork), and the tree read. */
+  #checkTree(): { left: string | undefined; tree: ProcessTree } | undefined {
     this.#checkedAt = performance.now();
     const baseline = this.#baseline;
     if (!baseline || !this.alive) return undefined;
     const tree = this.#tree();
     if (!tree) return undefined; // gone: `exited` reports it
     if (tree.processes.length > baseline.processes) {
-      return `${tree.processes.length - baseline.processes} process(es) left running after the call`;
+      return {
+        left: `${tree.processes.length - baseline.processes} process(es) left running after the call`,
+        tree,
+      };
     }
     if (tree.threads > baseline.threads) {
-      return `${tree.threads - baseline.threads} thread(s) left running after the call`;
+      return {
+        left: `${tree.threads - baseline.threads} thread(s) left running after the call`,
+        tree,
+      };
     }
     this.#cpuAtRest = tree.cpuSeconds;
-    return undefined;
+    return { left: undefined, tree };
   }
 
   /** Milliseconds since `leftWork` last looked at the tree. */
@@ -229,16 +248,17 @@ export class WarmWorker {
    * For an idle worker: whether it works although no request is in flight —
    * its tree changed shape, or used CPU since its last clean check (a timer
    * or signal handler the body left in the interpreter needs neither a
-   * thread nor a process).
+   * thread nor a process). One read of the tree answers both, and none is
+   * made within IDLE_RECHECK_MS of a clean check: each read is two system
+   * calls a process, several microseconds each on a VM.
    */
   idleWork(): string | undefined {
     const atRest = this.#cpuAtRest;
-    if (atRest === undefined || this.#waiting) return undefined;
-    const shape = this.leftWork();
-    if (shape !== undefined) return shape;
-    const tree = this.#tree();
-    if (!tree) return undefined;
-    const used = tree.cpuSeconds - atRest;
+    if (atRest === undefined || this.#waiting || this.sinceTreeCheckMs() < IDLE_RECHECK_MS)
+      return undefined;
+    const checked = this.#checkTree();
+    if (!checked || checked.left !== undefined) return checked?.left;
+    const used = checked.tree.cpuSeconds - atRest;
     return used > IDLE_CPU_SECONDS ? `used ${used.toFixed(2)} CPU seconds while idle` : undefined;
   }
 
