@@ -273,7 +273,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
    * once before its first call — the interpreter lookup, the sandbox probe,
    * which also boots the spawner (packages/sandbox) — begins now, in the
    * background, so that the first refresh does not wait for it (about half
-   * of a new process's first refresh on a 2-core VM: packages/python/README.md).
+   * of a new process's first refresh on a 2-core VM: docs/measurements/python.md).
    * Both are remembered for the process; no worker starts here.
    */
   onRegister(_fn: ExternalFn): void {

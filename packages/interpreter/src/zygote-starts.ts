@@ -17,7 +17,7 @@
  * first has answered) gets its results as soon as trees give them, with
  * nothing booting beside them. A fork costs a third of a tree's CPU
  * (no bwrap, no interpreter start): sixteen functions refreshed cold took
- * 336 ms instead of 554 (packages/python/README.md). Its first worker is the
+ * 336 ms instead of 554 (docs/measurements/python.md). Its first worker is the
  * probe: if that one does not reach its ready frame, or a zygote cannot
  * start, the setting uses trees for the rest of the process; so does one
  * that binds a directory its workers would cover (`zygoteCannotServe`). A

@@ -151,7 +151,7 @@ let batchCpu = { r: 0, node: 0 };
   const bad = out.findIndex((v, i) => v.type !== 'number' || v.value !== i * 1.5);
   if (bad >= 0) throw new Error(`evalBatch row ${bad} is wrong: ${JSON.stringify(out[bad])}`);
   results.push({
-    mode: 'evalBatch (JSON frames)',
+    mode: 'evalBatch (binary f64 columns)',
     totalMs,
     median: totalMs / ROWS,
     p99: Number.NaN,
@@ -186,5 +186,5 @@ console.log(
       .join(' ')}`,
 );
 console.log(
-  'target: R evalBatch ≥ 100,000 rows/s — bound by R evaluating the body once per row and reading JSON frames (bench/vectorized.mjs: whole-column bodies)',
+  'target: R evalBatch ≥ 100,000 rows/s — bound by R evaluating the body once per row (bench/vectorized.mjs: whole-column bodies)',
 );
