@@ -208,6 +208,18 @@ async function driverOnly(op) {
     columns[n + i] = 0.5;
   }
   const times = [];
+  if (op === 'one') {
+    // one-row calls in sequence: what a warm `eval` costs without the sandbox, core and pool
+    const one = encodeFrame({ op: 'call', id: 3, rows: [[1, 0.5]] });
+    for (let k = 0; k < 500 + WARM_CALLS; k++) {
+      const t = performance.now();
+      child.stdin.write(one);
+      await next();
+      if (k >= 500) times.push(performance.now() - t);
+    }
+    child.kill();
+    return times;
+  }
   for (let k = 0; k < RUNS + 1; k++) {
     const t = performance.now();
     child.stdin.write(
@@ -221,6 +233,14 @@ async function driverOnly(op) {
   child.kill();
   return median(times);
 }
+const driverOne = await driverOnly('one');
+table.splice(2, 0, {
+  path: `driver alone, one-row calls in sequence (${WARM_CALLS}; bound of the warm eval)`,
+  median: median(driverOne),
+  p99: p99(driverOne),
+  perRow: driverOne.reduce((a, b) => a + b, 0) / driverOne.length,
+  total: (driverOne.reduce((a, b) => a + b, 0) / driverOne.length) * ROWS,
+});
 const driverJson = await driverOnly('call');
 const driverF64 = await driverOnly('callf64');
 table.push({
@@ -275,5 +295,8 @@ between evalBatch and runner.callBatch is core's per-row work (argument checks, 
 evalColumns has none of it (no Value per cell), so over f64 frames it is bound by the driver: one
 Python call per row in each worker, sharing ${workers} cores with node and whatever else runs.
 Warm sequential latency is two process wake-ups per call; it varies with whether the scheduler
-keeps node and python on one core.`,
+keeps node and python on one core. "driver alone, one-row calls" is the same driver answering
+one-row JSON calls from a bare pipe: the wake-ups and the driver's own work, with no sandbox,
+no Registry, no pool and no check of the worker's process tree; the warm eval's excess over it
+is ours.`,
 );
