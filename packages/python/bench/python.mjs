@@ -200,13 +200,6 @@ async function driverOnly(op) {
     }),
   );
   await next();
-  const n = ROWS;
-  const json = encodeFrame({ op: 'call', id: 2, rows: rows.map((r) => [r[0].value, r[1].value]) });
-  const columns = new Float64Array(2 * n);
-  for (let i = 0; i < n; i++) {
-    columns[i] = i;
-    columns[n + i] = 0.5;
-  }
   const times = [];
   if (op === 'one') {
     // one-row calls in sequence: what a warm `eval` costs without the sandbox, core and pool
@@ -219,6 +212,13 @@ async function driverOnly(op) {
     }
     child.kill();
     return times;
+  }
+  const n = ROWS;
+  const json = encodeFrame({ op: 'call', id: 2, rows: rows.map((r) => [r[0].value, r[1].value]) });
+  const columns = new Float64Array(2 * n);
+  for (let i = 0; i < n; i++) {
+    columns[i] = i;
+    columns[n + i] = 0.5;
   }
   for (let k = 0; k < RUNS + 1; k++) {
     const t = performance.now();
@@ -234,12 +234,13 @@ async function driverOnly(op) {
   return median(times);
 }
 const driverOne = await driverOnly('one');
+const driverOneMean = driverOne.reduce((a, b) => a + b, 0) / driverOne.length;
 table.splice(2, 0, {
   path: `driver alone, one-row calls in sequence (${WARM_CALLS}; bound of the warm eval)`,
   median: median(driverOne),
   p99: p99(driverOne),
-  perRow: driverOne.reduce((a, b) => a + b, 0) / driverOne.length,
-  total: (driverOne.reduce((a, b) => a + b, 0) / driverOne.length) * ROWS,
+  perRow: driverOneMean,
+  total: driverOneMean * ROWS,
 });
 const driverJson = await driverOnly('call');
 const driverF64 = await driverOnly('callf64');
