@@ -343,20 +343,19 @@ async function cleanUp(tree: TreeHandles, out: TreeExit): Promise<void> {
     await cgroup.remove();
   }
   if (uid === undefined) return;
-  let clean = true;
   if (!tree.restricted) {
     // without an IPC namespace, what the uid made in SysV IPC would outlive the tree
     const ipcrm = hostTools().ipcrm;
     if (ipcrm) await removeIpcOf(ipcrm, uid);
-    // orphans the host's init has not reaped yet keep the uid busy (zombies count toward NPROC)
-    let busy = busyUids(uid, uid + 1).size > 0;
-    for (let i = 0; busy && i < 20; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-      busy = busyUids(uid, uid + 1).size > 0;
-    }
-    clean = !busy;
   }
-  releaseUid(uid, clean);
+  // orphans the host's init has not reaped yet keep the uid busy (zombies count
+  // toward NPROC); so does a namespace still dying after its bwrap was killed
+  let busy = busyUids(uid, uid + 1).size > 0;
+  for (let i = 0; busy && i < 20; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    busy = busyUids(uid, uid + 1).size > 0;
+  }
+  releaseUid(uid, !busy);
 }
 
 /**

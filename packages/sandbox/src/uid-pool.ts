@@ -1,14 +1,6 @@
 /** A uid of its own for every tree a root host starts, leased so host processes never share one. */
-import {
-  closeSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-  unlinkSync,
-  writeSync,
-} from 'node:fs';
+import { mkdirSync, readdirSync, statSync } from 'node:fs';
+import { BlockLock } from './block-lock.js';
 
 /**
  * When the host runs as root, every sandboxed process tree gets a uid of its
@@ -20,8 +12,10 @@ import {
  * included, can be ended atomically with kill(-1) sent as that uid; and
  * trees cannot signal or ptrace each other.
  *
- * Uids are leased in blocks of 64 through lock files in a root-only directory,
- * so two host processes on one machine never share a uid. A uid that still
+ * Uids are leased in blocks of 64 through lock files in a root-only directory
+ * (block-lock.ts), so two host processes on one machine never share a uid;
+ * a block whose lock this process finds no longer its own is given up before
+ * any further uid of it is handed out. A uid that still
  * owns a process after its tree ended (an orphan the host's init has
  * not reaped yet: zombies count toward RLIMIT_NPROC) is set aside until it owns none.
  */
@@ -34,20 +28,12 @@ const LOCK_DIR = '/run/improv-extfn-sandbox';
 const free: number[] = [];
 /** Uids whose tree left processes (zombies included); retried before a new block is leased. */
 const tainted = new Set<number>();
-const blocks: string[] = [];
+/** This process's blocks by their first uid. */
+const blocks = new Map<number, BlockLock>();
 let exitHook = false;
 
 export function hostIsRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Uids in [from, to) that own at least one process, zombies included. */
@@ -65,24 +51,8 @@ export function busyUids(from: number, to: number): Set<number> {
   return busy;
 }
 
-function tryLock(path: string): boolean {
-  try {
-    const fd = openSync(path, 'wx', 0o600);
-    writeSync(fd, String(process.pid));
-    closeSync(fd);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  }
-  let owner = Number.NaN;
-  try {
-    owner = Number(readFileSync(path, 'utf8'));
-  } catch {}
-  if (Number.isInteger(owner) && owner > 0 && alive(owner)) return false;
-  try {
-    unlinkSync(path); // left behind by a host process that died
-  } catch {}
-  return tryLock(path);
+function blockOf(uid: number): number {
+  return uid - ((uid - BASE_UID) % BLOCK_SIZE);
 }
 
 function leaseBlock(): void {
@@ -90,25 +60,29 @@ function leaseBlock(): void {
   const start = process.pid % BLOCK_COUNT;
   for (let i = 0; i < BLOCK_COUNT; i++) {
     const block = (start + i) % BLOCK_COUNT;
-    const path = `${LOCK_DIR}/block-${block}`;
-    if (!tryLock(path)) continue;
-    blocks.push(path);
+    const first = BASE_UID + block * BLOCK_SIZE;
+    if (blocks.has(first)) continue;
+    const lock = BlockLock.take(LOCK_DIR, `block-${block}`);
+    if (!lock) continue;
+    blocks.set(first, lock);
     if (!exitHook) {
       exitHook = true;
       process.once('exit', () => {
-        for (const lock of blocks) {
-          try {
-            unlinkSync(lock);
-          } catch {}
-        }
+        for (const held of blocks.values()) held.release();
       });
     }
-    const first = BASE_UID + block * BLOCK_SIZE;
     const busy = busyUids(first, first + BLOCK_SIZE);
     for (let uid = first; uid < first + BLOCK_SIZE; uid++) if (!busy.has(uid)) free.push(uid);
     if (free.length > 0) return;
   }
   throw new Error(`no free sandbox uid block in ${LOCK_DIR}`);
+}
+
+/** Forgets a block whose lock is no longer this process's, and every free uid of it. */
+function giveUp(first: number): void {
+  blocks.delete(first);
+  for (let i = free.length - 1; i >= 0; i--) if (blockOf(free[i]!) === first) free.splice(i, 1);
+  for (const uid of tainted) if (blockOf(uid) === first) tainted.delete(uid);
 }
 
 /** A uid no other live process tree uses. Only for a root host. */
@@ -122,12 +96,18 @@ export function leaseUid(): number {
       free.push(uid);
     }
   }
-  if (free.length === 0) leaseBlock();
-  return free.shift()!;
+  for (;;) {
+    if (free.length === 0) leaseBlock();
+    const uid = free.shift()!;
+    const first = blockOf(uid);
+    if (blocks.get(first)?.held()) return uid;
+    giveUp(first);
+  }
 }
 
 /** Give the uid back once its tree is gone; `clean` false = something of it survives. */
 export function releaseUid(uid: number, clean: boolean): void {
+  if (!blocks.has(blockOf(uid))) return; // its block was given up
   if (clean) free.push(uid);
   else tainted.add(uid);
 }
