@@ -24,6 +24,7 @@ import {
   fstatSync,
   linkSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   statSync,
@@ -77,6 +78,23 @@ function unlinkQuietly(path: string): void {
   try {
     unlinkSync(path);
   } catch {}
+}
+
+/**
+ * Removes the files of `take` that a process killed mid-way left in `dir`
+ * (`.take-PID-…`, `.stale-PID-…`) once PID runs no more.
+ */
+export function sweepLeftovers(dir: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = /^\.(?:take|stale)-(\d+)-/.exec(name)?.[1];
+    if (pid !== undefined && !ownerAlive(pid)) unlinkQuietly(join(dir, name));
+  }
 }
 
 export class BlockLock {

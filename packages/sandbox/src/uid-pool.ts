@@ -1,6 +1,6 @@
 /** A uid of its own for every tree a root host starts, leased so host processes never share one. */
 import { mkdirSync, readdirSync, statSync } from 'node:fs';
-import { BlockLock } from './block-lock.js';
+import { BlockLock, sweepLeftovers } from './block-lock.js';
 
 /**
  * When the host runs as root, every sandboxed process tree gets a uid of its
@@ -57,6 +57,7 @@ function blockOf(uid: number): number {
 
 function leaseBlock(): void {
   mkdirSync(LOCK_DIR, { recursive: true, mode: 0o700 });
+  if (blocks.size === 0) sweepLeftovers(LOCK_DIR);
   const start = process.pid % BLOCK_COUNT;
   for (let i = 0; i < BLOCK_COUNT; i++) {
     const block = (start + i) % BLOCK_COUNT;

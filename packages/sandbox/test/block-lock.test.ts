@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
-import { BlockLock, ownerAlive } from '../src/block-lock.js';
+import { BlockLock, ownerAlive, sweepLeftovers } from '../src/block-lock.js';
 import { statFields } from '../src/proc.js';
 import { leaseUid, releaseUid } from '../src/uid-pool.js';
 import { isRoot, linux } from './helpers.js';
@@ -80,6 +80,19 @@ describe.skipIf(!linux)('block locks (Linux /proc)', () => {
     expect(lock.held()).toBe(false);
     lock.release();
     expect(readFileSync(join(dir, 'block-1'), 'utf8')).toBe(parentRecord());
+  });
+
+  test('the files of a take cut short are swept once their process is gone, not before', () => {
+    const dir = lockDir();
+    const names = [
+      `.take-${DEAD_PID}-a1`,
+      `.stale-${DEAD_PID}-b2`,
+      `.take-${process.ppid}-c3`,
+      'block-3',
+    ];
+    for (const name of names) writeFileSync(join(dir, name), `${DEAD_PID} 1`);
+    sweepLeftovers(dir);
+    expect(names.map((name) => existsSync(join(dir, name)))).toEqual([false, false, true, true]);
   });
 
   test('12 processes racing over locks left by dead ones: no block goes to two', async () => {
