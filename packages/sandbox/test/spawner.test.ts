@@ -164,6 +164,8 @@ describe('spawner and the tree’s cgroup', () => {
       });
       trees.push(tree);
       expect(parentOf(tree.pid!)).toBe(spawnerPid());
+      // both sleeps are forked before the echo (on a loaded host, later than the spawn returns)
+      expect(await firstLine(tree.stdout)).toBe('up');
       const processes = readProcessTree(tree.pid!)!.processes.map((p) => p.pid);
       expect(processes.length).toBeGreaterThanOrEqual(3);
       const own = cgroupsOf(process.pid);
@@ -177,7 +179,6 @@ describe('spawner and the tree’s cgroup', () => {
           expect(its.get(controller)).toBe(cgroupsOf(tree.pid!).get(controller));
         }
       }
-      expect(await firstLine(tree.stdout)).toBe('up');
       tree.stdin.write('\n');
       expect(await tree.exited).toEqual({ exitCode: 0, signal: null });
     },

@@ -28,7 +28,20 @@ report = {
 print(json.dumps(report))
 `;
 
-const ourDirs = () => readdirSync(tmpdir()).filter((name) => name.startsWith('extfn-stdout-'));
+const fifoDirs = () => readdirSync(tmpdir()).filter((name) => name.startsWith('extfn-stdout-'));
+
+/**
+ * FIFO directories made since `before` and still there 300 ms later: a leak
+ * stays, while another test file's tree (spawner.test.ts runs alongside)
+ * removes its own within milliseconds, before its child starts.
+ */
+async function leftSince(before: string[]): Promise<string[]> {
+  const now = fifoDirs().filter((name) => !before.includes(name));
+  if (now.length === 0) return [];
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const later = fifoDirs();
+  return now.filter((name) => later.includes(name));
+}
 
 describe.each(policies)('stdoutPipe (%s)', (policy, available) => {
   test.skipIf(!available)(
@@ -57,7 +70,7 @@ describe.each(policies)('stdoutPipe (%s)', (policy, available) => {
   test.skipIf(!available)(
     'a long-lived tree talks over it; the stream ends with the tree; no FIFO is left on disk',
     async () => {
-      const before = ourDirs();
+      const before = fifoDirs();
       const worker = spawnSandboxed({
         command: PYTHON,
         args: [
@@ -70,7 +83,7 @@ describe.each(policies)('stdoutPipe (%s)', (policy, available) => {
         stdoutPipe: true,
       });
       // made and unlinked before the child started
-      expect(ourDirs()).toEqual(before);
+      expect(await leftSince(before)).toEqual([]);
       const chunks: Buffer[] = [];
       const ended = new Promise<void>((resolve) => worker.stdout.once('end', () => resolve()));
       worker.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -79,7 +92,7 @@ describe.each(policies)('stdoutPipe (%s)', (policy, available) => {
       expect(await worker.exited).toEqual({ exitCode: 0, signal: null });
       await ended;
       expect(Buffer.concat(chunks).toString()).toBe('ONE\nTWO\n');
-      expect(ourDirs()).toEqual(before);
+      expect(await leftSince(before)).toEqual([]);
     },
   );
 });
