@@ -24,7 +24,6 @@ import {
   fstatSync,
   linkSync,
   openSync,
-  readdirSync,
   readFileSync,
   renameSync,
   statSync,
@@ -32,7 +31,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { statFields } from './proc.js';
+import { namesOfDeadHosts, processExists, statFields } from './proc.js';
 
 /** `pid starttime`: what names a process for as long as it lives. */
 function processRecord(pid: number): string | undefined {
@@ -51,12 +50,7 @@ export function ownerAlive(record: string): boolean {
   const owner = Number(pid);
   if (!Number.isInteger(owner) || owner <= 0) return false;
   if (start !== undefined) return processRecord(owner) === `${owner} ${start}`;
-  try {
-    process.kill(owner, 0); // an older lock (pid only): alive unless no such process
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  return processExists(owner); // an older lock (pid only)
 }
 
 /** The inode at `path` and what it says, read through one descriptor so both are of one file. */
@@ -85,16 +79,8 @@ function unlinkQuietly(path: string): void {
  * (`.take-PID-…`, `.stale-PID-…`) once PID runs no more.
  */
 export function sweepLeftovers(dir: string): void {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return;
-  }
-  for (const name of names) {
-    const pid = /^\.(?:take|stale)-(\d+)-/.exec(name)?.[1];
-    if (pid !== undefined && !ownerAlive(pid)) unlinkQuietly(join(dir, name));
-  }
+  for (const name of namesOfDeadHosts(dir, /^\.(?:take|stale)-(\d+)-/))
+    unlinkQuietly(join(dir, name));
 }
 
 export class BlockLock {

@@ -109,12 +109,16 @@ export function namesOfDeadHosts(dir: string, pattern: RegExp): string[] {
   } catch {}
   return names.filter((name) => {
     const pid = Number(pattern.exec(name)?.[1]);
-    if (!pid || pid === process.pid) return false;
-    try {
-      process.kill(pid, 0);
-      return false; // alive (or not ours to signal)
-    } catch (error) {
-      return (error as NodeJS.ErrnoException).code === 'ESRCH';
-    }
+    return pid > 0 && pid !== process.pid && !processExists(pid);
   });
+}
+
+/** Whether a process `pid` exists (one we may not signal included). */
+export function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
 }
