@@ -1,72 +1,59 @@
 /**
- * A lock file that one live process holds and others can tell is theirs or
- * left behind: what keeps two root hosts on one machine from leasing the same
- * block of sandbox uids (uid-pool.ts).
+ * A lock that at most one live process holds: what keeps two root hosts on
+ * one machine from leasing the same block of sandbox uids (uid-pool.ts).
  *
- * Node has no flock(), so a lock is a file whose content names its owner by
- * pid and start time (a pid alone can be reused, even by a kernel thread).
- * Every step is one atomic file operation, with no window in which another
- * process could see a lock half made or remove a live one in place of a dead
- * one:
+ * Node has no flock(). A lock file at a shared name that others take over
+ * once its owner is dead cannot be made safe with file operations alone: two
+ * reclaimers and a taker can interleave so that a live owner's file is
+ * displaced (CI caught that happening). So here no process ever removes or
+ * replaces a file a live process made:
  *
- * - taking: the record is written to a file of our own, then hard-linked to
- *   the lock's name; link(2) fails if the name exists, so exactly one taker wins;
- * - reclaiming a lock whose owner is gone: the file at the name is renamed to
- *   a name of our own, and only if that is the inode we judged dead is it
- *   removed; if a live taker got there in between, its file is linked back;
- * - holding: the holder checks that the name still leads to its inode before
- *   trusting the lock (a stat), so in the one case left, two reclaimers and a
- *   taker interleaved so that a live lock was displaced, its holder stops using it.
+ * - a claim is a file of the claimant's own, `NAME.PID.START` (pid and start
+ *   time name a process for as long as it lives; a pid alone can be reused);
+ * - having made it, the claimant lists the directory and withdraws if any
+ *   other live process claims NAME. Of two claimants, the one whose file came
+ *   second lists after both exist and sees the other, so two never both keep
+ *   a claim (both may withdraw; the caller then tries another name);
+ * - a dead process's files are removed by whoever lists them: no live process
+ *   can ever make those names again.
+ *
+ * A file named just NAME is a lock of an earlier version (content `PID` or
+ * `PID START`): it counts as a claim while its owner lives. (Hosts of an
+ * earlier version do not see claims; do not mix versions on one machine.)
  */
-import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  fstatSync,
-  linkSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  statSync,
-  unlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { namesOfDeadHosts, processExists, statFields } from './proc.js';
+import { processExists, statFields } from './proc.js';
 
-/** `pid starttime`: what names a process for as long as it lives. */
-function processRecord(pid: number): string | undefined {
+/** Whether the process `pid` runs and, given `start`, is the one that started then. */
+function alive(pid: number, start?: string): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  let stat: string[];
   try {
-    return `${pid} ${statFields(pid)[19]}`;
-  } catch {
-    return undefined; // no such process
+    stat = statFields(pid);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    return processExists(pid); // /proc hidden from us (hidepid): ask the kernel
   }
+  return start === undefined || stat[19] === start;
 }
 
-let ownRecord: string | undefined;
-
-/** Whether the owner a lock file names is still running. */
-export function ownerAlive(record: string): boolean {
+/** Whether the owner a lock file of an earlier version names (`PID` or `PID START`) still runs. */
+function ownerAlive(record: string): boolean {
   const [pid, start] = record.trim().split(' ');
-  const owner = Number(pid);
-  if (!Number.isInteger(owner) || owner <= 0) return false;
-  if (start !== undefined) return processRecord(owner) === `${owner} ${start}`;
-  return processExists(owner); // an older lock (pid only)
+  return alive(Number(pid), start);
 }
 
-/** The inode at `path` and what it says, read through one descriptor so both are of one file. */
-function readLock(path: string): { ino: number; record: string } | undefined {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch {
-    return undefined;
-  }
-  try {
-    return { ino: fstatSync(fd).ino, record: readFileSync(fd, 'utf8') };
-  } finally {
-    closeSync(fd);
-  }
+let ownName: string | undefined;
+/** `PID.START` of this process. */
+function self(): string {
+  ownName ??= `${process.pid}.${statFields(process.pid)[19]}`;
+  return ownName;
 }
+
+const CLAIM = /^(.+)\.(\d+)\.(\d+)$/;
+/** Files of an earlier version's take cut short by a kill: `.take-PID-…`, `.stale-PID-…`. */
+const LEFTOVER = /^\.(?:take|stale)-(\d+)-/;
 
 function unlinkQuietly(path: string): void {
   try {
@@ -75,69 +62,65 @@ function unlinkQuietly(path: string): void {
 }
 
 /**
- * Removes the files of `take` that a process killed mid-way left in `dir`
- * (`.take-PID-…`, `.stale-PID-…`) once PID runs no more.
+ * Whether a live process other than this one claims `name` in `dir`; removes
+ * the files of dead processes found on the way.
  */
-export function sweepLeftovers(dir: string): void {
-  for (const name of namesOfDeadHosts(dir, /^\.(?:take|stale)-(\d+)-/))
-    unlinkQuietly(join(dir, name));
+function claimedByOther(dir: string, name: string): boolean {
+  const mine = `${name}.${self()}`;
+  let claimed = false;
+  for (const entry of readdirSync(dir)) {
+    if (entry === mine) continue;
+    const claim = CLAIM.exec(entry);
+    if (claim) {
+      if (alive(Number(claim[2]), claim[3])) claimed ||= claim[1] === name;
+      else unlinkQuietly(join(dir, entry));
+      continue;
+    }
+    const leftover = LEFTOVER.exec(entry);
+    if (leftover) {
+      if (!alive(Number(leftover[1]))) unlinkQuietly(join(dir, entry));
+      continue;
+    }
+    let record = ''; // an earlier version's lock
+    try {
+      record = readFileSync(join(dir, entry), 'utf8');
+    } catch {
+      continue; // removed meanwhile
+    }
+    if (!ownerAlive(record)) unlinkQuietly(join(dir, entry));
+    else if (entry === name) claimed = true;
+  }
+  return claimed;
 }
 
 export class BlockLock {
-  private constructor(
-    readonly path: string,
-    private readonly ino: number,
-  ) {}
+  private constructor(readonly path: string) {}
 
-  /** The lock at `name` in `dir` if this process can take it now, reclaiming a dead owner's. */
+  /** The lock `name` in `dir` if no other live process holds or is taking it now. */
   static take(dir: string, name: string): BlockLock | undefined {
-    ownRecord ??= processRecord(process.pid) ?? String(process.pid);
-    const path = join(dir, name);
-    const unique = `${process.pid}-${randomBytes(6).toString('hex')}`;
-    const mine = join(dir, `.take-${unique}`);
-    writeFileSync(mine, ownRecord, { mode: 0o600 });
+    const path = join(dir, `${name}.${self()}`);
     try {
-      for (let attempt = 0; attempt < 3; attempt++) {
-        try {
-          linkSync(mine, path);
-          return new BlockLock(path, statSync(mine).ino);
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-        }
-        const found = readLock(path);
-        if (!found) continue; // removed meanwhile: try again
-        if (ownerAlive(found.record)) return undefined;
-        const aside = join(dir, `.stale-${unique}`);
-        try {
-          renameSync(path, aside);
-        } catch {
-          continue; // another reclaimer moved it first
-        }
-        const moved = readLock(aside);
-        if (moved?.ino !== found.ino || moved.record !== found.record) {
-          // a live taker's lock, made after we read the dead one: give it back
-          try {
-            linkSync(aside, path);
-          } catch {}
-          unlinkQuietly(aside);
-          return undefined;
-        }
-        unlinkQuietly(aside);
-      }
-      return undefined;
-    } finally {
-      unlinkQuietly(mine);
+      closeSync(openSync(path, 'wx', 0o600));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return undefined; // ours already
+      throw error;
+    }
+    if (!claimedByOther(dir, name)) return new BlockLock(path);
+    unlinkQuietly(path);
+    return undefined;
+  }
+
+  /** Whether this process's claim is still there (someone could have emptied the directory). */
+  held(): boolean {
+    try {
+      statSync(this.path);
+      return true;
+    } catch {
+      return false;
     }
   }
 
-  /** Whether the lock's name still leads to the file this process made (an inode can be reused). */
-  held(): boolean {
-    const found = readLock(this.path);
-    return found?.ino === this.ino && found.record === ownRecord;
-  }
-
-  /** Removes the lock if it is still this process's. */
   release(): void {
-    if (this.held()) unlinkQuietly(this.path);
+    unlinkQuietly(this.path);
   }
 }

@@ -1,6 +1,6 @@
 /** A uid of its own for every tree a root host starts, leased so host processes never share one. */
 import { mkdirSync, readdirSync, statSync } from 'node:fs';
-import { BlockLock, sweepLeftovers } from './block-lock.js';
+import { BlockLock } from './block-lock.js';
 
 /**
  * When the host runs as root, every sandboxed process tree gets a uid of its
@@ -12,10 +12,10 @@ import { BlockLock, sweepLeftovers } from './block-lock.js';
  * included, can be ended atomically with kill(-1) sent as that uid; and
  * trees cannot signal or ptrace each other.
  *
- * Uids are leased in blocks of 64 through lock files in a root-only directory
+ * Uids are leased in blocks of 64 through claim files in a root-only directory
  * (block-lock.ts), so two host processes on one machine never share a uid;
- * a block whose lock this process finds no longer its own is given up before
- * any further uid of it is handed out. A uid that still
+ * a block whose claim this process finds gone is given up before any further
+ * uid of it is handed out. A uid that still
  * owns a process after its tree ended (an orphan the host's init has
  * not reaped yet: zombies count toward RLIMIT_NPROC) is set aside until it owns none.
  */
@@ -57,7 +57,6 @@ function blockOf(uid: number): number {
 
 function leaseBlock(): void {
   mkdirSync(LOCK_DIR, { recursive: true, mode: 0o700 });
-  if (blocks.size === 0) sweepLeftovers(LOCK_DIR);
   const start = process.pid % BLOCK_COUNT;
   for (let i = 0; i < BLOCK_COUNT; i++) {
     const block = (start + i) % BLOCK_COUNT;
