@@ -105,9 +105,13 @@ export class BlockLock {
       if ((error as NodeJS.ErrnoException).code === 'EEXIST') return undefined; // ours already
       throw error;
     }
-    if (!claimedByOther(dir, name)) return new BlockLock(path);
-    unlinkQuietly(path);
-    return undefined;
+    let claimed = true;
+    try {
+      claimed = claimedByOther(dir, name);
+    } finally {
+      if (claimed) unlinkQuietly(path); // withdrawn, or the directory could not be read
+    }
+    return claimed ? undefined : new BlockLock(path);
   }
 
   /** Whether this process's claim is still there (someone could have emptied the directory). */
