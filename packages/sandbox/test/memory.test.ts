@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { launchSandboxed, probeSandbox, type SandboxPolicy } from '../src/index.js';
+import { cgroupSupport, launchSandboxed, probeSandbox, type SandboxPolicy } from '../src/index.js';
 import { hasBwrap, hasPython, isRoot, linux, PYTHON, python, pythonJson } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -388,7 +388,9 @@ describe('the tree’s cgroup', () => {
       const second = await pythonJson<string>(program, 'unsandboxed');
       const path = (text: string) =>
         /^\d+:[^:]*memory[^:]*:(.*)$/m.exec(text)?.[1] ?? /^0::(.*)$/m.exec(text)?.[1] ?? '';
-      expect(path(first)).toMatch(
+      // the whole of both files and where this host puts trees, should it fail
+      const seen = `guest: ${first}\nhost: ${readFileSync('/proc/self/cgroup', 'utf8')}\n${cgroupSupport().reason}`;
+      expect(path(first), seen).toMatch(
         new RegExp(`/improv-extfn-${process.pid}/tree-[0-9a-f]{8}-\\d+$`),
       );
       expect(path(second)).not.toBe(path(first));
