@@ -12,45 +12,91 @@ export function graceMs(deadlineMs: number): number {
   return Math.max(2_000, deadlineMs);
 }
 
+/** One wait under way: when it is cut off, and how. */
+interface Wait {
+  at: number;
+  stall(): void;
+}
+
 /**
- * Waits for `promise`, but no longer than `limitMs` without a sign of life,
- * nor past an abort. `alive` is handed to the caller, who calls it whenever
- * the work shows progress; each call restarts the wait.
+ * The waits under way, and one timer for all of them: armed for the earliest
+ * cut-off and left as it is when a wait ends or is prolonged (a timer armed
+ * and cleared per call is a few microseconds of a warm call); when it fires
+ * it cuts off what is due and is armed for the next.
  */
-export async function withBackstop<T>(
+const waits = new Set<Wait>();
+let timer: NodeJS.Timeout | undefined;
+let timerAt = Number.POSITIVE_INFINITY;
+
+function armAt(at: number): void {
+  clearTimeout(timer);
+  timerAt = at;
+  timer = setTimeout(cutOffDue, Math.max(0, at - performance.now()));
+  timer.unref?.(); // the runner's own work keeps the process alive, not this timer
+}
+
+function cutOffDue(): void {
+  timer = undefined;
+  timerAt = Number.POSITIVE_INFINITY;
+  const now = performance.now();
+  let next = Number.POSITIVE_INFINITY;
+  for (const wait of [...waits]) {
+    if (wait.at <= now) wait.stall();
+    else next = Math.min(next, wait.at);
+  }
+  if (waits.size > 0 && Number.isFinite(next)) armAt(next);
+}
+
+/**
+ * Waits for what `start` returns, but no longer than `limitMs` without a sign
+ * of life, nor past an abort. `alive` is handed to the caller, who calls it
+ * whenever the work shows progress; each call restarts the wait.
+ */
+export function withBackstop<T>(
   start: (alive: () => void) => Promise<T>,
   limitMs: number,
   onStall: () => T | Promise<T>,
   signal?: AbortSignal,
   onAbort?: () => T | Promise<T>,
 ): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  let abort: (() => void) | undefined;
-  let settle!: (outcome: () => T | Promise<T>) => void;
-  const cutOff = new Promise<() => T | Promise<T>>((resolve) => {
-    settle = resolve;
-  });
-  const arm = () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => settle(onStall), limitMs);
-    timer.unref?.(); // the runner's own work keeps the process alive, not this timer
-  };
-  arm();
-  if (signal && onAbort) {
-    abort = () => settle(onAbort);
-    if (signal.aborted) abort();
-    else signal.addEventListener('abort', abort, { once: true });
-  }
-  try {
-    const work = new Promise<T>((resolve) => resolve(start(arm))).then(
-      (value) => () => value,
-      (error: unknown) => () => Promise.reject(error),
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    let abort: (() => void) | undefined;
+    const finish = (outcome: () => T | Promise<T>) => {
+      if (done) return;
+      done = true;
+      waits.delete(wait);
+      if (abort) signal?.removeEventListener('abort', abort);
+      try {
+        resolve(outcome());
+      } catch (error) {
+        reject(error);
+      }
+    };
+    const wait: Wait = { at: performance.now() + limitMs, stall: () => finish(onStall) };
+    waits.add(wait);
+    if (wait.at < timerAt) armAt(wait.at);
+    // Prolonging arms nothing: the timer, when it fires, finds the later time.
+    const alive = () => {
+      wait.at = performance.now() + limitMs;
+    };
+    if (signal && onAbort) {
+      abort = () => finish(onAbort);
+      if (signal.aborted) abort();
+      else signal.addEventListener('abort', abort, { once: true });
+    }
+    let work: Promise<T>;
+    try {
+      work = start(alive);
+    } catch (error) {
+      finish(() => Promise.reject(error));
+      return;
+    }
+    Promise.resolve(work).then(
+      (value) => finish(() => value),
+      (error: unknown) => finish(() => Promise.reject(error)),
     );
-    return await (await Promise.race([work, cutOff]))();
-  } finally {
-    clearTimeout(timer);
-    if (abort) signal?.removeEventListener('abort', abort);
-  }
+  });
 }
 
 /** One call: cut off with a Timeout at its deadline plus grace, or with `aborted`. */

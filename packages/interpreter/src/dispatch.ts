@@ -12,7 +12,7 @@ import { type Frame, type Payload, requestMs } from './frames.js';
 import { driverErrorToExtFnError, ResponseShapeError } from './from-driver.js';
 import type { Pool, PooledWorker } from './pool.js';
 import { responseForm, responseLimits } from './response-limits.js';
-import type { RequestOptions } from './warm-worker.js';
+import { CHECK_WINDOW_MS, type RequestOptions } from './warm-worker.js';
 
 /** What dispatch needs of a worker (a WarmWorker; tests use fakes). */
 export interface DispatchWorker extends PooledWorker {
@@ -91,15 +91,20 @@ export interface DispatchContext {
 }
 
 /**
- * A worker a batch lane keeps for its next chunk has its tree checked at
- * most this often; one going back to the pool is always checked (here or in
- * `endLease`). Reading a tree from /proc costs 0.1–0.3 ms of host CPU, as
- * much as encoding a 1000-row text chunk, and chunks come every few ms. A
- * thread or process a body leaves is found within this time or at the
- * batch's end, and its worker retired then; it could act on the rows of
- * that window, as it could on the rest of its own chunk before.
+ * A worker's tree is read after a request only when its last read is
+ * CHECK_WINDOW_MS old (warm-worker.ts): for a worker a batch lane keeps for
+ * its next chunk, and for single calls one after another. Reading a tree
+ * from /proc costs 20–30 µs of host CPU (a fifth of a warm call; as much as
+ * encoding a few hundred rows of text), and chunks and calls come every few
+ * ms or µs. A lane's worker is always read when the lane gives it back
+ * (`endLease`); a single call's worker that goes back unread is read once
+ * it has idled a millisecond (`checkPending`, the pool's next look) or
+ * before its next request after that (`idleWork`). A thread or process a
+ * body leaves is so found within the window, at the batch's end, or as soon
+ * as the calls pause, and its worker retired then; it could act on the rows
+ * of that window, as it could on the rest of its own chunk before.
  */
-const HELD_CHECK_MS = 25;
+const HELD_CHECK_MS = CHECK_WINDOW_MS;
 
 /** Bytes a request may write to stderr beyond rows × the per-row cap (tracebacks, warnings). */
 const OUTPUT_MARGIN = 64 * 1024;
@@ -183,7 +188,12 @@ async function attempts(
       }
       shared = lease !== undefined && (lease.requests ?? 0) > 1 && lease.worker === worker;
       // No tree check while another request runs: its body's threads are not left work.
-      const stays = shared || (lease !== undefined && staysHeld(ctx, key, worker));
+      // Nor for one read within the window (a lane's worker it keeps, or a single call's).
+      const stays =
+        shared ||
+        (lease !== undefined
+          ? staysHeld(ctx, key, worker)
+          : worker.checkPending !== undefined && readLately(worker));
       const left = stays ? undefined : worker.leftWork();
       if (left !== undefined) void worker.retire(left);
       else keep = shared || worker.busyMs < ctx.retireAfterBusyMs;
@@ -227,11 +237,12 @@ export function mayQueue(ctx: DispatchContext, key: string, lease: Lease): boole
  * for retiring, not wanted elsewhere, its tree checked within HELD_CHECK_MS.
  */
 function staysHeld(ctx: DispatchContext, key: string, worker: DispatchWorker): boolean {
-  return (
-    worker.busyMs < ctx.retireAfterBusyMs &&
-    !ctx.pool.shouldYield(key) &&
-    (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS
-  );
+  return worker.busyMs < ctx.retireAfterBusyMs && !ctx.pool.shouldYield(key) && readLately(worker);
+}
+
+/** Whether a worker's tree was read within HELD_CHECK_MS (one that cannot say: no). */
+function readLately(worker: DispatchWorker): boolean {
+  return (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS;
 }
 
 /** Gives a lane's worker back to the pool when the lane ends. */

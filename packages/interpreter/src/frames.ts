@@ -88,20 +88,26 @@ export class RawJson {
 
 /** Encodes a frame: the header as one JSON line, then the payload if any. */
 export function encodeFrame(header: FrameHeader, payload?: Uint8Array): Buffer {
-  const head: FrameHeader = payload ? { ...header, bytes: payload.byteLength } : { ...header };
+  const line = Buffer.from(frameLine(payload ? { ...header, bytes: payload.byteLength } : header));
+  return payload ? Buffer.concat([line, payload]) : line;
+}
+
+/**
+ * A frame's header line, as text: a stream writes a string without a Buffer
+ * of the host's own (a warm call's header goes this way).
+ */
+export function frameLine(header: FrameHeader): string {
+  // Copied without the RawJson fields rather than copied and deleted from: an object
+  // a field is deleted from turns slow to stringify.
+  const head: FrameHeader = {};
   let raw = '';
-  for (const key of Object.keys(head)) {
-    const value = head[key];
-    if (value instanceof RawJson) {
-      raw += `,${JSON.stringify(key)}:${value.text}`;
-      delete head[key];
-    }
+  for (const key in header) {
+    const value = header[key];
+    if (value instanceof RawJson) raw += `,${JSON.stringify(key)}:${value.text}`;
+    else head[key] = value;
   }
   const json = JSON.stringify(head);
-  const text = raw ? `${json.slice(0, -1)}${json.length > 2 ? raw : raw.slice(1)}}\n` : `${json}\n`;
-  const line = Buffer.from(text, 'utf8');
-  if (!payload) return line;
-  return Buffer.concat([line, payload]);
+  return raw ? `${json.slice(0, -1)}${json.length > 2 ? raw : raw.slice(1)}}\n` : `${json}\n`;
 }
 
 /** Thrown when the protocol channel carries something that is not a frame, or too much. */

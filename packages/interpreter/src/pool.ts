@@ -67,10 +67,20 @@ export interface PooledWorker {
   kill(): Promise<void>;
   /** For an idle worker: why it must go although no request is in flight (it keeps working), if it must. */
   idleWork?(): string | undefined;
+  /**
+   * Whether it came back without the check of what its last requests left
+   * running (dispatch.ts skips it within a window of an earlier one): the
+   * pool then looks at it (`idleWork`) PENDING_CHECK_MS after parking it.
+   * A worker without it is checked after every single call.
+   */
+  checkPending?(): boolean;
 }
 
 /** How often idle workers are looked at for work they should not be doing. */
 export const IDLE_CHECK_MS = 500;
+
+/** How soon a worker parked with its check pending (`checkPending`) is looked at, if still idle. */
+export const PENDING_CHECK_MS = 2;
 
 /** How long a healthy worker may take to exit on its own before it is killed. */
 export const EXIT_GRACE_MS = 200;
@@ -190,8 +200,14 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #peak = 0;
   #killed = 0;
   #idle = new Map<string, W[]>();
+  /**
+   * A timer a worker, armed when it is parked and left armed when it is taken
+   * (calls one after another would otherwise arm and clear one each, a few
+   * microseconds of a warm call): when it fires, a worker parked all along
+   * for idleMs ends, one parked since is given the rest of its time.
+   */
   #idleTimers = new Map<W, NodeJS.Timeout>();
-  /** When each idle worker was parked. */
+  /** When each idle worker was parked: the parked workers. */
   #idleSince = new Map<W, number>();
   /** A look at the queue again once an idle worker may be evicted for a function that has a worker. */
   #evictTimer: NodeJS.Timeout | undefined;
@@ -200,6 +216,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
   #stopping = new Set<W>();
   #queue: Waiter<W>[] = [];
   #idleCheck: NodeJS.Timeout | undefined;
+  /** The look at workers parked with their check pending, when one is due. */
+  #pendingCheck: NodeJS.Timeout | undefined;
   /** Workers per function: live and starting (not those exiting). */
   #perKey = new Map<string, number>();
   /** Per function, each running batch's estimates of the work it has not handed out yet (see trackBacklog). */
@@ -637,6 +655,7 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     this.#idleSince.clear();
     clearTimeout(this.#evictTimer);
     clearInterval(this.#idleCheck);
+    clearTimeout(this.#pendingCheck);
     this.#idle.clear();
     // Idle workers exit on their own (bounded by the grace); busy ones are killed at once.
     const all = [...this.#all, ...this.#stopping];
@@ -798,6 +817,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     if (!this.#all.delete(worker)) return false;
     this.#count(worker.key, -1);
     this.#unpark(worker);
+    clearTimeout(this.#idleTimers.get(worker));
+    this.#idleTimers.delete(worker);
     const event = { key: worker.key, pid: worker.pid };
     this.observer?.({ type: 'stop', ...event });
     if (!worker.alive) {
@@ -821,38 +842,70 @@ export class Pool<W extends PooledWorker = PooledWorker> {
     const list = this.#idle.get(worker.key) ?? [];
     list.push(worker);
     this.#idle.set(worker.key, list);
-    const timer = setTimeout(() => {
-      this.#discard(worker);
-      this.#pump();
-    }, this.idleMs);
-    timer.unref();
-    this.#idleTimers.set(worker, timer);
     this.#idleSince.set(worker, performance.now());
+    if (!this.#idleTimers.has(worker)) this.#armIdle(worker, this.idleMs);
     if (worker.idleWork && !this.#idleCheck) {
       this.#idleCheck = setInterval(() => this.#checkIdle(), IDLE_CHECK_MS);
       this.#idleCheck.unref();
     }
+    if (worker.idleWork && worker.checkPending?.()) this.#checkSoon();
   }
 
-  /** Kills idle workers that keep working (a timer the body left behind), so they burn at most until the next look. */
-  #checkIdle(): void {
-    if (this.#idleTimers.size === 0) {
+  /** Looks at the workers parked with their check pending PENDING_CHECK_MS from now (one timer for all). */
+  #checkSoon(): void {
+    if (this.#pendingCheck || this.#closed) return;
+    this.#pendingCheck = setTimeout(() => {
+      this.#pendingCheck = undefined;
+      this.#checkIdle(true);
+    }, PENDING_CHECK_MS);
+    this.#pendingCheck.unref();
+  }
+
+  /**
+   * Kills idle workers that keep working (a timer the body left behind), so they burn at most until the next look;
+   * with `pendingOnly`, looks only at those parked with their check pending (see PENDING_CHECK_MS).
+   */
+  #checkIdle(pendingOnly = false): void {
+    if (this.#idleSince.size === 0 && !pendingOnly) {
       clearInterval(this.#idleCheck);
       this.#idleCheck = undefined;
       return;
     }
-    for (const worker of [...this.#idleTimers.keys()]) {
-      if (worker.idleWork?.() === undefined) continue;
+    let again = false;
+    for (const worker of [...this.#idleSince.keys()]) {
+      if (pendingOnly && !worker.checkPending?.()) continue;
+      if (worker.idleWork?.() === undefined) {
+        again ||= worker.checkPending?.() === true; // parked again just now: looked at next time
+        continue;
+      }
       void worker.kill(); // marks it failed: #discard counts it as killed and frees its slot
       this.#discard(worker);
     }
+    if (again) this.#checkSoon();
     this.#pump();
   }
 
+  /** Ends `worker` in `ms` if it is parked all that time (see #idleTimers). */
+  #armIdle(worker: W, ms: number): void {
+    const timer = setTimeout(() => {
+      const since = this.#idleSince.get(worker);
+      if (since === undefined) {
+        this.#idleTimers.delete(worker); // in use: armed again when parked
+        return;
+      }
+      const left = since + this.idleMs - performance.now();
+      if (left > 0) {
+        this.#armIdle(worker, left);
+        return;
+      }
+      this.#discard(worker);
+      this.#pump();
+    }, ms);
+    timer.unref();
+    this.#idleTimers.set(worker, timer);
+  }
+
   #unpark(worker: W): void {
-    const timer = this.#idleTimers.get(worker);
-    if (timer) clearTimeout(timer);
-    this.#idleTimers.delete(worker);
     this.#idleSince.delete(worker);
     const list = this.#idle.get(worker.key);
     if (!list) return;

@@ -19,6 +19,7 @@ import {
   FrameError,
   type FrameHeader,
   FrameReader,
+  frameLine,
   isReadyFrame,
   type Payload,
   PROTOCOL_VERSION,
@@ -53,6 +54,12 @@ interface Waiting {
   id: number | undefined;
   resolve(frame: Frame): void;
   reject(error: WorkerFailure): void;
+  /** When (performance.now()) it must be answered by. */
+  deadlineAt: number;
+  /** Fails it for missing its deadline. */
+  late(): void;
+  /** Whether its tree wrote more than allowed so far; undefined when unbounded. */
+  overOutput: (() => boolean) | undefined;
 }
 
 /** A request written to the worker while another runs: it starts when that one is answered. */
@@ -82,13 +89,24 @@ const OUTPUT_POLL_MS = 50;
 /** CPU an idle tree may use (clock ticks are 10 ms) before it counts as working. */
 const IDLE_CPU_SECONDS = 0.05;
 /**
- * An idle worker whose tree was found clean this recently is not read again
- * before its next request (`idleWork`): in so short a time it cannot have
- * used IDLE_CPU_SECONDS, and a thread or process it made meanwhile is found
- * by the check after that request, which retires it as it would a body
- * that left one. Calls one after another then read the tree once each.
+ * A worker idle for less than this since its last request, whose tree was
+ * read within CHECK_WINDOW_MS, is not read before its next request
+ * (`idleWork`): calls one after another then read the tree once per
+ * window, not once each. Once it has idled this long it is read (by the
+ * pool's look soon after it was parked, `checkPending`, or before its next
+ * request), so work its last calls left is found within milliseconds.
  */
 const IDLE_RECHECK_MS = 1;
+
+/**
+ * Requests that follow one another within this time of the tree's last
+ * read are not followed by a read of their own (dispatch.ts): a read costs
+ * 20–30 µs of host CPU, a fifth of a warm call. A thread or process a body
+ * leaves is found at the end of the window, or once the worker idles; until
+ * then it could act on the requests of that window, as it could on the
+ * rest of its own chunk.
+ */
+export const CHECK_WINDOW_MS = 25;
 
 /** The process-tree facts a clean worker keeps between requests. */
 interface Baseline {
@@ -118,8 +136,20 @@ export class WarmWorker {
   #cpuAtRest: number | undefined;
   /** When `leftWork` last ran (performance.now()). */
   #checkedAt = 0;
+  /** When its last request ended (0: none yet). */
+  #endedAt = 0;
   /** The file shared with the driver for `callf64` payloads, kept only when its `ready` frame takes it. */
   #shared: SharedFile | undefined;
+  /**
+   * The timer that looks at the request waiting now: its deadline, and its
+   * output every OUTPUT_POLL_MS. Armed by a request when it is not armed
+   * already for that request's time, and left armed when a request ends
+   * (calls one after another would otherwise arm and clear two timers each,
+   * a few microseconds of a warm call); when it fires with nothing waiting, it stops.
+   */
+  #watch: NodeJS.Timeout | undefined;
+  /** When #watch fires (performance.now()). */
+  #watchAt = Number.POSITIVE_INFINITY;
   /** Where the last request ended on stderr, and how much more it was allowed to write (see `#lateAllowance`). */
   #lastOutput: { at: number; left: number } | undefined;
 
@@ -154,6 +184,7 @@ export class WarmWorker {
         },
       )
       .finally(() => {
+        clearTimeout(this.#watch);
         if (this.#treeReader instanceof ProcessTreeReader) this.#treeReader.close();
         this.#treeReader = 'closed';
         this.#shared?.close();
@@ -244,22 +275,37 @@ export class WarmWorker {
     return performance.now() - this.#checkedAt;
   }
 
+  /** Whether a request has ended since its tree was last read (see CHECK_WINDOW_MS); never while the check is off. */
+  checkPending(): boolean {
+    return this.#cpuAtRest !== undefined && this.#endedAt > this.#checkedAt;
+  }
+
   /**
    * For an idle worker: whether it works although no request is in flight —
    * its tree changed shape, or used CPU since its last clean check (a timer
    * or signal handler the body left in the interpreter needs neither a
    * thread nor a process). One read of the tree answers both, and none is
-   * made within IDLE_RECHECK_MS of a clean check: each read is two system
-   * calls a process, several microseconds each on a VM.
+   * made while the worker is between calls that follow one another (idle
+   * under IDLE_RECHECK_MS, read within CHECK_WINDOW_MS): each read is two
+   * system calls a process, several microseconds each on a VM. CPU is
+   * judged only over a stretch with no request in it: the CPU of requests
+   * ended since the last read is the body's work, not idle work.
    */
   idleWork(): string | undefined {
     const atRest = this.#cpuAtRest;
-    if (atRest === undefined || this.#waiting || this.sinceTreeCheckMs() < IDLE_RECHECK_MS)
+    if (atRest === undefined || this.#waiting) return undefined;
+    const now = performance.now();
+    if (now - this.#endedAt < IDLE_RECHECK_MS && now - this.#checkedAt < CHECK_WINDOW_MS) {
       return undefined;
+    }
+    if (now - this.#checkedAt < IDLE_RECHECK_MS) return undefined;
+    const pending = this.checkPending();
     const checked = this.#checkTree();
     if (!checked || checked.left !== undefined) return checked?.left;
     const used = checked.tree.cpuSeconds - atRest;
-    return used > IDLE_CPU_SECONDS ? `used ${used.toFixed(2)} CPU seconds while idle` : undefined;
+    return !pending && used > IDLE_CPU_SECONDS
+      ? `used ${used.toFixed(2)} CPU seconds while idle`
+      : undefined;
   }
 
   /** Requests sent and not answered yet (0, 1, or 2 with one queued). */
@@ -309,18 +355,18 @@ export class WarmWorker {
     // one buffer), corked so they leave as one writev: a syscall costs 15–30 µs here.
     if (region) {
       const { out, room, at, bytes } = region;
-      this.process.stdin.write(encodeFrame({ ...header, id, shm: { out, room, at, bytes } }));
+      this.process.stdin.write(frameLine({ ...header, id, shm: { out, room, at, bytes } }));
     } else if (payload) {
       // a Node stream (net.Socket) corks; the public type does not promise it
       const stdin = this.process.stdin as NodeJS.WritableStream & Partial<Corkable>;
       stdin.cork?.();
-      stdin.write(encodeFrame({ ...header, id, bytes: payloadBytes(payload) }));
+      stdin.write(frameLine({ ...header, id, bytes: payloadBytes(payload) }));
       for (const part of payload instanceof Uint8Array ? [payload] : payload) {
         if (part.byteLength > 0) stdin.write(part);
       }
       stdin.uncork?.();
     } else {
-      this.process.stdin.write(encodeFrame({ ...header, id }));
+      this.process.stdin.write(frameLine({ ...header, id }));
     }
     try {
       const frame = await reply;
@@ -334,7 +380,8 @@ export class WarmWorker {
       if (work !== undefined) frame.workMs = work;
       return frame;
     } finally {
-      this.busyMs += Math.max(0, performance.now() - timing.started);
+      this.#endedAt = performance.now();
+      this.busyMs += Math.max(0, this.#endedAt - timing.started);
       this.requests++;
     }
   }
@@ -498,7 +545,7 @@ export class WarmWorker {
           new WorkerFailure('aborted', 'aborted', undefined, undefined, signal?.reason),
           true,
         );
-      const timer = setTimeout(() => {
+      const late = () => {
         const what = onDeadline === 'startup' ? 'did not start' : 'did not answer';
         this.#fail(
           new WorkerFailure(
@@ -509,15 +556,10 @@ export class WarmWorker {
           ),
           true,
         );
-      }, options.deadlineMs);
+      };
       const stderrAtStart = this.process.stderrBytes;
       const allowed = options.outputBytes + this.#lateAllowance(stderrAtStart);
       const overOutput = () => this.process.stderrBytes - stderrAtStart > allowed;
-      const outputCheck = Number.isFinite(options.outputBytes)
-        ? setInterval(() => {
-            if (overOutput()) this.#fail(this.#outputFailure(), true);
-          }, OUTPUT_POLL_MS)
-        : undefined;
       const settle = () => {
         const used = this.process.stderrBytes - stderrAtStart;
         this.#lastOutput = {
@@ -525,8 +567,6 @@ export class WarmWorker {
           left: Number.isFinite(options.outputBytes) ? Math.max(0, options.outputBytes - used) : 0,
         };
         this.process.unref();
-        clearTimeout(timer);
-        clearInterval(outputCheck);
         signal?.removeEventListener('abort', onAbort);
         this.#waiting = undefined;
         // The request queued behind starts now: the driver reads it once it has answered.
@@ -554,12 +594,37 @@ export class WarmWorker {
           settle();
           reject(error);
         },
+        deadlineAt: performance.now() + options.deadlineMs,
+        late,
+        overOutput: Number.isFinite(options.outputBytes) ? overOutput : undefined,
       };
+      this.#armWatch(this.#waiting);
       if (signal) {
         if (signal.aborted) onAbort();
         else signal.addEventListener('abort', onAbort, { once: true });
       }
     });
+  }
+
+  /** Makes #watch fire by `waiting`'s deadline, and within OUTPUT_POLL_MS when its output is bounded. */
+  #armWatch(waiting: Waiting): void {
+    const now = performance.now();
+    const due = Math.min(waiting.deadlineAt, waiting.overOutput ? now + OUTPUT_POLL_MS : Infinity);
+    if (this.#watch !== undefined && this.#watchAt <= due) return;
+    clearTimeout(this.#watch);
+    this.#watchAt = due;
+    // Unreferenced: a request in flight holds the event loop through the process (see #await).
+    this.#watch = setTimeout(() => this.#onWatch(), Math.max(0, due - now));
+    this.#watch.unref();
+  }
+
+  #onWatch(): void {
+    this.#watch = undefined;
+    const waiting = this.#waiting;
+    if (!waiting) return; // idle: armed again by the next request
+    if (performance.now() >= waiting.deadlineAt) waiting.late();
+    else if (waiting.overOutput?.()) this.#fail(this.#outputFailure(), true);
+    else this.#armWatch(waiting);
   }
 
   /**

@@ -145,6 +145,20 @@ describe('pool with fake workers', () => {
     expect(await waitFor(() => pool.counters().live === 0)).toBe(true);
   });
 
+  test('a worker taken and parked again gets its whole idleMs from the last park', async () => {
+    const { pool, started } = fakePool(2, 100);
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    pool.release(await pool.acquire('a', fn('a')), true);
+    await sleep(60);
+    const worker = await pool.acquire('a', fn('a'));
+    await sleep(10);
+    pool.release(worker, true); // parked again at ~70 ms: its first timer (due at 100) must not end it
+    await sleep(70);
+    expect(started[0]!.stopped, 'idle for 70 ms of its 100').toBe(false);
+    expect(await waitFor(() => started[0]!.stopped)).toBe(true);
+    expect(started).toHaveLength(1);
+  });
+
   test('a one-shot slot counts against the same bound', async () => {
     const { pool } = fakePool(1);
     const release = await pool.acquireSlot();

@@ -1,9 +1,11 @@
 /**
  * When dispatch looks for work a body left running (`leftWork`), with fake
- * workers behind the real pool: after every request of a single call; for a
- * worker a batch lane keeps between chunks, only when its last check is
- * HELD_CHECK_MS old; always when the lane gives the worker back
- * (`endLease`), which retires a worker whose tree is not clean.
+ * workers behind the real pool: after a request only when the worker's last
+ * check is HELD_CHECK_MS old, for a worker a batch lane keeps between chunks
+ * and for a single call's worker that can say its check is pending (the
+ * pool then looks at it once parked: `checkPending`, `idleWork`); one that
+ * cannot is checked after every single call; always when the lane gives the
+ * worker back (`endLease`), which retires a worker whose tree is not clean.
  */
 import type { ExternalFn } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
@@ -15,7 +17,7 @@ import {
   type Lease,
 } from '../src/dispatch.js';
 import type { Frame, FrameHeader } from '../src/frames.js';
-import { Pool } from '../src/pool.js';
+import { PENDING_CHECK_MS, Pool } from '../src/pool.js';
 
 class CheckedWorker implements DispatchWorker {
   readonly pid = undefined;
@@ -60,6 +62,34 @@ class TimedWorker extends CheckedWorker {
   }
 }
 
+/** A worker that also says whether a request ended since its last check, as WarmWorker does. */
+class PendingWorker extends TimedWorker {
+  pending = false;
+  /** Looks at it by `idleWork` (before a request, and the pool's while parked). */
+  looks = 0;
+  /** What `idleWork` reports. */
+  idleLeft: string | undefined;
+  override async request(header: FrameHeader): Promise<Frame> {
+    const frame = await super.request(header);
+    this.pending = true;
+    return frame;
+  }
+  override leftWork(): string | undefined {
+    this.pending = false;
+    return super.leftWork();
+  }
+  checkPending(): boolean {
+    return this.pending;
+  }
+  idleWork(): string | undefined {
+    this.looks++;
+    this.pending = false;
+    return this.idleLeft;
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 const fn: ExternalFn = {
   name: 'f',
   language: 'fake',
@@ -69,10 +99,15 @@ const fn: ExternalFn = {
   pure: false,
 };
 
-function setup(since: number | undefined) {
+function setup(since: number | undefined, pending = false) {
   const workers: CheckedWorker[] = [];
   const pool = new Pool<DispatchWorker>(1, 30_000, async (key) => {
-    const worker = since === undefined ? new CheckedWorker(key) : new TimedWorker(key, since);
+    const worker =
+      since === undefined
+        ? new CheckedWorker(key)
+        : pending
+          ? new PendingWorker(key, since)
+          : new TimedWorker(key, since);
     workers.push(worker);
     return worker;
   });
@@ -87,12 +122,48 @@ function setup(since: number | undefined) {
 }
 
 describe('tree checks after requests', () => {
-  test('a single call is checked after every request, however recent the last check', async () => {
+  test('a single call on a worker that cannot say its check is pending is checked after every request', async () => {
     const { workers, send } = setup(0);
     await send(0);
     await send(1);
     expect(workers).toHaveLength(1);
     expect(workers[0]!.checks).toBe(2);
+  });
+
+  test('single calls within the window go back unchecked, and the pool looks at the parked worker soon after', async () => {
+    const { workers, send } = setup(0, true);
+    await send(0);
+    await send(1);
+    const worker = workers[0] as PendingWorker;
+    expect(workers).toHaveLength(1);
+    expect(worker.checks).toBe(0);
+    expect(worker.pending).toBe(true);
+    const looks = worker.looks; // the looks before each request
+    await sleep(PENDING_CHECK_MS + 20);
+    expect(worker.looks - looks, 'one look while parked').toBe(1);
+    expect(worker.pending).toBe(false);
+    expect(worker.alive).toBe(true);
+  });
+
+  test('single calls whose last check is old are checked after their request', async () => {
+    const { workers, send } = setup(1_000, true);
+    await send(0);
+    await send(1);
+    expect(workers[0]!.checks).toBe(2);
+    expect((workers[0] as PendingWorker).pending).toBe(false);
+  });
+
+  test('work the look at a parked worker finds kills it; the next call gets a new worker', async () => {
+    const { workers, send, pool } = setup(0, true);
+    await send(0);
+    const worker = workers[0] as PendingWorker;
+    worker.idleLeft = '1 thread(s) left running after the call';
+    await sleep(PENDING_CHECK_MS + 20);
+    expect(worker.alive).toBe(false);
+    expect(pool.counters().killed).toBe(1);
+    await send(1);
+    expect(workers).toHaveLength(2);
+    expect(workers[1]!.requests).toBe(1);
   });
 
   test('a kept worker checked just now is not checked again until the lane gives it back', async () => {
