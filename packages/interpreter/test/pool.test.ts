@@ -146,15 +146,15 @@ describe('pool with fake workers', () => {
   });
 
   test('a worker taken and parked again gets its whole idleMs from the last park', async () => {
-    const { pool, started } = fakePool(2, 100);
+    const { pool, started } = fakePool(2, 300);
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     pool.release(await pool.acquire('a', fn('a')), true);
-    await sleep(60);
+    await sleep(150);
     const worker = await pool.acquire('a', fn('a'));
     await sleep(10);
-    pool.release(worker, true); // parked again at ~70 ms: its first timer (due at 100) must not end it
-    await sleep(70);
-    expect(started[0]!.stopped, 'idle for 70 ms of its 100').toBe(false);
+    pool.release(worker, true); // parked again at ~160 ms: its first timer (due at 300) must not end it
+    await sleep(150);
+    expect(started[0]!.stopped, 'idle for ~150 ms of its 300').toBe(false);
     expect(await waitFor(() => started[0]!.stopped)).toBe(true);
     expect(started).toHaveLength(1);
   });

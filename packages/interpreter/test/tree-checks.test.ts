@@ -18,6 +18,7 @@ import {
 } from '../src/dispatch.js';
 import type { Frame, FrameHeader } from '../src/frames.js';
 import { PENDING_CHECK_MS, Pool } from '../src/pool.js';
+import { waitFor } from './helpers.js';
 
 class CheckedWorker implements DispatchWorker {
   readonly pid = undefined;
@@ -139,8 +140,9 @@ describe('tree checks after requests', () => {
     expect(worker.checks).toBe(0);
     expect(worker.pending).toBe(true);
     const looks = worker.looks; // the looks before each request
+    expect(await waitFor(() => worker.looks > looks)).toBe(true);
     await sleep(PENDING_CHECK_MS + 20);
-    expect(worker.looks - looks, 'one look while parked').toBe(1);
+    expect(worker.looks - looks, 'one look while parked, none after it').toBe(1);
     expect(worker.pending).toBe(false);
     expect(worker.alive).toBe(true);
   });
@@ -158,8 +160,7 @@ describe('tree checks after requests', () => {
     await send(0);
     const worker = workers[0] as PendingWorker;
     worker.idleLeft = '1 thread(s) left running after the call';
-    await sleep(PENDING_CHECK_MS + 20);
-    expect(worker.alive).toBe(false);
+    expect(await waitFor(() => !worker.alive)).toBe(true);
     expect(pool.counters().killed).toBe(1);
     await send(1);
     expect(workers).toHaveLength(2);
