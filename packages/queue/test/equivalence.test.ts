@@ -29,6 +29,7 @@ import {
   rOk,
   startWorkers,
   type WorkerProcess,
+  waitFor,
 } from './helpers.js';
 
 const MIXED: Record<string, string> = {
@@ -260,9 +261,12 @@ describe.skipIf(!hasRedis || !pythonOk)(
         expect(results.map((r) => (r as { value: number }).value)).toEqual(
           rows.map((_, i) => i * i),
         );
-        const perWorker = workers.map((w) =>
-          w.chunks('done').reduce((n, e) => n + (e.rows ?? 0), 0),
-        );
+        // A worker logs a chunk done on its stdout just before it hands the result to Redis,
+        // but this process may read the result from Redis before the line from the pipe.
+        const logged = () =>
+          workers.map((w) => w.chunks('done').reduce((n, e) => n + (e.rows ?? 0), 0));
+        await waitFor(() => logged()[0]! + logged()[1]! >= 120);
+        const perWorker = logged();
         expect(perWorker[0]).toBeGreaterThan(0);
         expect(perWorker[1]).toBeGreaterThan(0);
         expect(perWorker[0]! + perWorker[1]!).toBe(120);
@@ -327,6 +331,7 @@ describe.skipIf(!hasRedis)(
         );
         expect(most).toBeGreaterThan(0);
         expect(most).toBeLessThanOrEqual(2);
+        await waitFor(() => workers[0]!.chunks('done').length >= 30); // the log may trail Redis
         expect(workers[0]!.chunks('done')).toHaveLength(30);
       } finally {
         await inspect.close();
