@@ -44,7 +44,7 @@ function cutOffDue(): void {
     if (wait.at <= now) wait.stall();
     else next = Math.min(next, wait.at);
   }
-  if (waits.size > 0 && Number.isFinite(next)) armAt(next);
+  if (Number.isFinite(next)) armAt(next); // the earliest wait left
 }
 
 /**

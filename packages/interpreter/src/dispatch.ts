@@ -90,22 +90,6 @@ export interface DispatchContext {
   readonly retireAfterBusyMs: number;
 }
 
-/**
- * A worker's tree is read after a request only when its last read is
- * CHECK_WINDOW_MS old (warm-worker.ts): for a worker a batch lane keeps for
- * its next chunk, and for single calls one after another. Reading a tree
- * from /proc costs 20–30 µs of host CPU (a fifth of a warm call; as much as
- * encoding a few hundred rows of text), and chunks and calls come every few
- * ms or µs. A lane's worker is always read when the lane gives it back
- * (`endLease`); a single call's worker that goes back unread is read once
- * it has idled a millisecond (`checkPending`, the pool's next look) or
- * before its next request after that (`idleWork`). A thread or process a
- * body leaves is so found within the window, at the batch's end, or as soon
- * as the calls pause, and its worker retired then; it could act on the rows
- * of that window, as it could on the rest of its own chunk before.
- */
-const HELD_CHECK_MS = CHECK_WINDOW_MS;
-
 /** Bytes a request may write to stderr beyond rows × the per-row cap (tracebacks, warnings). */
 const OUTPUT_MARGIN = 64 * 1024;
 
@@ -222,7 +206,7 @@ async function attempts(
  * Whether a batch lane may send its next request behind the one running on
  * its worker now: the worker takes it (`takesQueued`: it runs only that one), and
  * the worker would stay the lane's after it (not due for retiring, not wanted
- * elsewhere, tree checked within HELD_CHECK_MS — otherwise the lane waits, so
+ * elsewhere, tree checked within CHECK_WINDOW_MS — otherwise the lane waits, so
  * the check finds the worker idle).
  */
 export function mayQueue(ctx: DispatchContext, key: string, lease: Lease): boolean {
@@ -234,15 +218,29 @@ export function mayQueue(ctx: DispatchContext, key: string, lease: Lease): boole
 
 /**
  * Whether a lane's worker stays the lane's without a tree check now: not due
- * for retiring, not wanted elsewhere, its tree checked within HELD_CHECK_MS.
+ * for retiring, not wanted elsewhere, its tree checked within CHECK_WINDOW_MS.
  */
 function staysHeld(ctx: DispatchContext, key: string, worker: DispatchWorker): boolean {
   return worker.busyMs < ctx.retireAfterBusyMs && !ctx.pool.shouldYield(key) && readLately(worker);
 }
 
-/** Whether a worker's tree was read within HELD_CHECK_MS (one that cannot say: no). */
+/**
+ * Whether a worker's tree was read within CHECK_WINDOW_MS (warm-worker.ts;
+ * one that cannot say: no). Its tree is read after a request only when not:
+ * for a worker a batch lane keeps for its next chunk, and for single calls
+ * one after another. Reading a tree
+ * from /proc costs 20–30 µs of host CPU (a fifth of a warm call; as much as
+ * encoding a few hundred rows of text), and chunks and calls come every few
+ * ms or µs. A lane's worker is always read when the lane gives it back
+ * (`endLease`); a single call's worker that goes back unread is read once
+ * it has idled a millisecond (`checkPending`, the pool's next look) or
+ * before its next request after that (`idleWork`). A thread or process a
+ * body leaves is so found within the window, at the batch's end, or as soon
+ * as the calls pause, and its worker retired then; it could act on the rows
+ * of that window, as it could on the rest of its own chunk before.
+ */
 function readLately(worker: DispatchWorker): boolean {
-  return (worker.sinceTreeCheckMs?.() ?? HELD_CHECK_MS) < HELD_CHECK_MS;
+  return (worker.sinceTreeCheckMs?.() ?? CHECK_WINDOW_MS) < CHECK_WINDOW_MS;
 }
 
 /** Gives a lane's worker back to the pool when the lane ends. */

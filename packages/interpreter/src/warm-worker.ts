@@ -295,10 +295,9 @@ export class WarmWorker {
     const atRest = this.#cpuAtRest;
     if (atRest === undefined || this.#waiting) return undefined;
     const now = performance.now();
-    if (now - this.#endedAt < IDLE_RECHECK_MS && now - this.#checkedAt < CHECK_WINDOW_MS) {
-      return undefined;
-    }
-    if (now - this.#checkedAt < IDLE_RECHECK_MS) return undefined;
+    const sinceRead = now - this.#checkedAt;
+    const betweenCalls = now - this.#endedAt < IDLE_RECHECK_MS && sinceRead < CHECK_WINDOW_MS;
+    if (betweenCalls || sinceRead < IDLE_RECHECK_MS) return undefined;
     const pending = this.checkPending();
     const checked = this.#checkTree();
     if (!checked || checked.left !== undefined) return checked?.left;

@@ -1,7 +1,7 @@
 /**
  * When dispatch looks for work a body left running (`leftWork`), with fake
  * workers behind the real pool: after a request only when the worker's last
- * check is HELD_CHECK_MS old, for a worker a batch lane keeps between chunks
+ * check is CHECK_WINDOW_MS old, for a worker a batch lane keeps between chunks
  * and for a single call's worker that can say its check is pending (the
  * pool then looks at it once parked: `checkPending`, `idleWork`); one that
  * cannot is checked after every single call; always when the lane gives the
