@@ -134,6 +134,8 @@ export class WorkerProcess {
   readonly child: ReturnType<typeof spawn>;
   readonly ready: Promise<void>;
   readonly exited: Promise<number | null>;
+  /** Settles once the process has exited and every line it printed has been read ('close'). */
+  readonly outputRead: Promise<void>;
   stderr = '';
 
   constructor(env: Record<string, string>) {
@@ -164,6 +166,7 @@ export class WorkerProcess {
       this.stderr = (this.stderr + chunk.toString()).slice(-4000);
     });
     this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
+    this.outputRead = new Promise((resolve) => this.child.on('close', () => resolve()));
     void this.exited.then(() =>
       onFail(new Error(`worker exited before it was ready: ${this.stderr}`)),
     );
