@@ -4,7 +4,8 @@
 // ratio, and on a 2-core VM it moves by ±15% from one invocation to the
 // next, so this runs refresh.mjs N times (each a fresh Node process, as a
 // user would) for each API and prints every ratio, how many are at or under
-// 1.2, and their median, with the load average before and after.
+// 1.2, and their median, with the load average before and after, then each
+// invocation's cold times (which side moved when a ratio is off).
 // Run: node packages/python/bench/four-one.mjs
 // BENCH_INVOCATIONS=10 (per API), BENCH_APIS=batch,columns (evalBatch's Value
 // rows; evalColumns' Float64Array columns), BENCH_RUNS=3 runs per invocation,
@@ -28,7 +29,7 @@ const load = () =>
     .map((x) => x.toFixed(2))
     .join(' ');
 
-/** One invocation's cold four / one: [ratio of medians, ratio of bests]. */
+/** One invocation's cold four / one: [ratio of medians, ratio of bests, one's times, four's times]. */
 function invoke(api) {
   const out = execFileSync(process.execPath, [REFRESH], {
     env: {
@@ -46,7 +47,9 @@ function invoke(api) {
   });
   const m = /four \/ one \(cold\) = ([\d.]+) medians, ([\d.]+) best/.exec(out);
   if (!m) throw new Error(`no four / one line in refresh.mjs's output:\n${out}`);
-  return [Number(m[1]), Number(m[2])];
+  // min/median/max in ms of each case's cold runs: which side moved, when a ratio is off
+  const times = (label) => new RegExp(`${label} +total (\\S+)`).exec(out)?.[1] ?? '?';
+  return [Number(m[1]), Number(m[2]), times('one fn × \\d+'), times('four fns × \\d+')];
 }
 
 console.log(
@@ -55,10 +58,12 @@ console.log(
 for (const api of APIS) {
   const medians = [];
   const bests = [];
+  const timings = [];
   for (let i = 0; i < INVOCATIONS; i++) {
-    const [m, b] = invoke(api);
+    const [m, b, one, four] = invoke(api);
     medians.push(m);
     bests.push(b);
+    timings.push(`one ${one}, four ${four}`);
   }
   const within = (xs) => xs.filter((x) => x <= TARGET).length;
   const show = (xs) => xs.map((x) => x.toFixed(2)).join(', ');
@@ -70,5 +75,6 @@ for (const api of APIS) {
   console.log(
     `  median against median:       ${show(medians)} — at or under ${TARGET} in ${within(medians)} of ${medians.length}, median ${median(medians).toFixed(2)}`,
   );
+  console.log(`  ms (min/median/max of each invocation's runs): ${timings.join('; ')}`);
 }
 console.log(`load average after ${load()}`);
