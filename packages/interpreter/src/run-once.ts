@@ -45,6 +45,7 @@ export async function runDriverOnce(
 ): Promise<DriverRun> {
   const result = await runSandboxed({
     ...options,
+    trustedBoot: true, // the body comes on stdin, written once the tree is in its cgroup
     stdin: Buffer.concat([
       driverPreamble(driverSource),
       ...requests.map((header, k) => encodeFrame({ ...header, id: k + 1 })),

@@ -118,7 +118,9 @@ async function spawn(
 ): Promise<SandboxedTree> {
   const { sandbox } = options;
   if (!zygote) {
-    return launchSandboxedAsync(shared ? { ...sandbox, sharedFile: shared.fd } : sandbox);
+    // the driver boots; a body comes only in frames the host writes once the tree is in its cgroup
+    const trusted = { ...sandbox, trustedBoot: true };
+    return launchSandboxedAsync(shared ? { ...trusted, sharedFile: shared.fd } : trusted);
   }
   return zygote.fork({
     functionName: sandbox.functionName ?? 'worker',

@@ -266,12 +266,16 @@ interface Prepared {
   restricted: boolean;
   /** What marks the tree's processes where no uid or namespace can (non-root, unsandboxed). */
   token: string | undefined;
+  /** The chain waits for a line on stdin, written once the tree sits in its cgroup. */
+  gated: boolean;
 }
 
 /**
  * Everything decided before anything starts, for a tree whose parent leaks
  * `leaks`; throws (leaving nothing behind) when it cannot be. `spawner`: the
- * spawner starts it, and moves it into its cgroup without a gate.
+ * spawner starts it and moves it into its cgroup, while it boots when its
+ * boot is trusted (`trustedBoot`), else behind the chain's gate, which it
+ * opens once the tree is in.
  */
 function prepare(options: LaunchOptions, leaks: readonly number[], spawner: boolean): Prepared {
   const { policy, functionName } = options;
@@ -295,12 +299,14 @@ function prepare(options: LaunchOptions, leaks: readonly number[], spawner: bool
     throw sandboxError(`cannot create the tree's cgroup (${why})`, FIX_CGROUP, functionName, cause);
   }
   try {
-    const built = buildChain(options, limits, command, cgroup !== undefined && !spawner, leaks);
+    // A gate unless the spawner moves a tree whose boot is trusted while it boots.
+    const gated = cgroup !== undefined && !(spawner && options.trustedBoot === true);
+    const built = buildChain(options, limits, command, gated, leaks);
     // leased last, so no check above has to hand it back before throwing
     const uid = hostIsRoot() && confined ? leaseTreeUid(functionName) : undefined;
     const restricted = policy === 'restricted';
     const token = !restricted && uid === undefined ? randomBytes(12).toString('hex') : undefined;
-    return { ...built, command, limits, cgroup, uid, restricted, token };
+    return { ...built, command, limits, cgroup, uid, restricted, token, gated };
   } catch (error) {
     void cgroup?.remove();
     throw error;
@@ -429,6 +435,7 @@ function chainSpawn(
     fd3: seccompInput,
     extra: options.sharedFile,
     cgroupProcs: prepared.cgroup?.procsFiles(),
+    openGate: prepared.gated,
   };
 }
 
@@ -465,9 +472,9 @@ export async function launchAsync(options: LaunchOptions): Promise<Launched> {
     child = await spawner.spawn(chainSpawn(options, prepared, stdout)).catch(() => {
       // from this process, whose own inherited descriptors the chain must close
       const { limits, command, cgroup } = prepared;
-      const gate = cgroup !== undefined; // this process moves it, behind the gate (started())
-      const direct = buildChain(options, limits, command, gate, leakingDescriptorsCached());
-      return spawnDirect(chainSpawn(options, { ...prepared, ...direct }, stdout));
+      const gated = cgroup !== undefined; // this process moves it, behind the gate (started())
+      const direct = buildChain(options, limits, command, gated, leakingDescriptorsCached());
+      return spawnDirect(chainSpawn(options, { ...prepared, ...direct, gated }, stdout));
     });
   } catch (error) {
     pipe?.closeWriteEnd();

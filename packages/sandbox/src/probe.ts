@@ -201,7 +201,7 @@ async function runProbe(
   let failure: { message: string; fix: string } | undefined;
   try {
     trial = await runTree(
-      { command: id, args: ['-u'], timeoutMs: 10_000, bwrapPath },
+      { command: id, args: ['-u'], timeoutMs: 10_000, bwrapPath, trustedBoot: true },
       policy,
       'sandbox-probe',
     );

@@ -3,7 +3,7 @@
  * spawner.ts for why). It is the program of `child_process.fork`, never
  * imported. One message per request on the IPC channel:
  *
- * - `{op:'spawn', id, file, args, env, uid?, stdout, fd3?, extra?, cgroupProcs?}`:
+ * - `{op:'spawn', id, file, args, env, uid?, stdout, fd3?, extra?, cgroupProcs?, openGate?}`:
  *   spawns `file` in its own process group. `stdout` is `'pipe'` or the number of a
  *   host descriptor (the FIFO of stdout-pipe.ts); `extra` a host descriptor
  *   for the child's next fd (the shared file). Host descriptors are reopened
@@ -13,7 +13,9 @@
  *   the child and every process it starts are moved there while it boots
  *   (`moveTree`), and only then handed over, with `moved: true`; a tree that
  *   cannot be moved is killed and answered with `{id, error}` (the host then
- *   starts the tree itself, as for any spawner failure). Answers
+ *   starts the tree itself, as for any spawner failure). `openGate`: the
+ *   chain waits at its gate (its boot is not trusted: see SandboxOptions'
+ *   `trustedBoot`), so its line is written once the tree is in. Answers
  *   `{id, pid}` with the child's stdin,
  *   `{id, stream}` with its stdout (when piped) and stderr, then `{id, exit}`
  *   when it ends; or `{id, error}` when it could not start.
@@ -44,6 +46,7 @@ interface SpawnRequest {
   fd3?: string;
   extra?: number;
   cgroupProcs?: string[];
+  openGate?: boolean;
 }
 
 interface FifoRequest {
@@ -77,15 +80,17 @@ function stopReading(stream: unknown): void {
 const MOVE_ROUNDS = 8;
 
 /**
- * Moves a tree into its cgroup while it boots. A write to cgroup.procs
- * sleeps until an RCU grace period ends (10-25 ms a tree on a loaded VM, as
- * long as bwrap and the interpreter take to get ready), so the two overlap
- * instead of the tree waiting at a gate. A process forked before its parent
- * moved stays behind, so the tree is walked again after every round, until
- * a walk finds nothing not moved yet. Here, not in the host: its loop would
- * stall every worker's frames for the grace period. Nothing of a body runs
- * outside: the host writes nothing to the tree before it is handed over.
- * What the boot allocated before its move stays charged where it was.
+ * Moves a tree into its cgroup. A write to cgroup.procs sleeps until an RCU
+ * grace period ends (10-25 ms a tree on a loaded VM, as long as bwrap and the
+ * interpreter take to get ready). A tree whose boot is trusted (`trustedBoot`:
+ * an interpreter whose driver reads the body from stdin, which the host writes
+ * only once the tree is handed over) is moved while it boots, so the two
+ * overlap; any other waits at its chain's gate until it is in, since its
+ * arguments may be untrusted code. A process forked before its parent moved
+ * stays behind, so the tree is walked again after every round, until a walk
+ * finds nothing not moved yet. Here, not in the host: its loop would stall
+ * every worker's frames for the grace period. What a trusted boot allocated
+ * before its move stays charged where it was.
  */
 async function moveTree(root: number, files: string[]): Promise<void> {
   const moved = new Set<number>();
@@ -112,11 +117,19 @@ function treePids(root: number): number[] {
   return readProcessTree(root)?.processes.map((p) => p.pid) ?? [];
 }
 
-/** Moves the tree into its cgroup, or kills it: the reason, if it was killed. */
-async function follow(child: ChildProcess, files: string[]): Promise<string | undefined> {
+/**
+ * Moves the tree into its cgroup and opens its gate (`openGate`), or kills
+ * it: the reason, if it was killed.
+ */
+async function follow(
+  child: ChildProcess,
+  files: string[],
+  openGate: boolean,
+): Promise<string | undefined> {
   const root = child.pid!;
   try {
     await moveTree(root, files);
+    if (openGate) await writeLine(child);
     return undefined;
   } catch (error) {
     // never let it run outside its cgroup: its group, and whatever left the group (bwrap's
@@ -130,10 +143,24 @@ async function follow(child: ChildProcess, files: string[]): Promise<string | un
   }
 }
 
+/** The gate's line on the child's stdin, written before the host gets the pipe. */
+function writeLine(child: ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const stdin = child.stdin;
+    if (!stdin || stdin.destroyed) return reject(new Error('its stdin is closed'));
+    stdin.write('\n', (error) => (error ? reject(error) : resolve()));
+  });
+}
+
 /** Hands the child's pipes to the host; false when it was killed instead (an error answer). */
-async function handOver(id: number, child: ChildProcess, files?: string[]): Promise<boolean> {
+async function handOver(
+  id: number,
+  child: ChildProcess,
+  files: string[] | undefined,
+  openGate: boolean,
+): Promise<boolean> {
   if (files) {
-    const why = await follow(child, files);
+    const why = await follow(child, files, openGate);
     // Node has closed the stdin of a child that exited: there is nothing to hand
     // over, and the host starts the tree itself, where its end and stderr are seen
     const ended = child.exitCode !== null || child.signalCode !== null || child.stdin?.destroyed;
@@ -201,7 +228,7 @@ function startTree(request: SpawnRequest): void {
     fd3.on('error', () => {}); // the child may exit without reading it
     fd3.end(Buffer.from(request.fd3, 'base64'));
   }
-  const handed = handOver(id, child, request.cgroupProcs);
+  const handed = handOver(id, child, request.cgroupProcs, request.openGate === true);
   child.once('exit', (code, signal) => {
     if (failed) return;
     void handed.then(async (handedOver) => {

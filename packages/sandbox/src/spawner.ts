@@ -62,6 +62,8 @@ export interface ChainSpawn {
    * a spawner, launch.ts moves it behind the chain's gate).
    */
   cgroupProcs?: readonly string[];
+  /** The chain waits at its gate: the spawner writes its line once the tree is in its cgroup. */
+  openGate?: boolean;
 }
 
 interface Pending {
@@ -156,6 +158,7 @@ class Spawner {
         fd3: request.fd3 ? Buffer.from(request.fd3).toString('base64') : undefined,
         extra: request.extra,
         cgroupProcs: request.cgroupProcs,
+        openGate: request.openGate,
       });
     });
   }

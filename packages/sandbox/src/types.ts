@@ -51,6 +51,16 @@ export interface SandboxOptions {
   bwrapPath?: string;
   /** For error messages. */
   functionName?: string;
+  /**
+   * Everything the tree runs before the host first writes to its stdin is
+   * trusted (an interpreter and its driver, which read the untrusted code
+   * from stdin afterwards): its move into its cgroup may then overlap its
+   * boot. Default false: the tree waits at a gate until it sits in its
+   * cgroup, since a command's arguments (`python -c …`) may themselves be
+   * untrusted code, which would otherwise run outside the cgroup until the
+   * move (an RCU grace period, 10–25 ms on a loaded VM).
+   */
+  trustedBoot?: boolean;
 }
 
 /** What `runSandboxed` resolves with once the tree has ended. */

@@ -252,6 +252,7 @@ export class Zygote {
       bwrapPath: options.bwrapPath,
       policy: 'restricted',
       functionName,
+      trustedBoot: true, // its driver; bodies reach its forks only once they sit in their cgroups
       zygoteDir: dir,
       // RLIMIT_NPROC above the zygote counts all its workers' processes (each
       // worker sets its own inside its user namespace); no CPU limit: it lives long

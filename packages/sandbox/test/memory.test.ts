@@ -8,8 +8,17 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { afterAll, describe, expect, test } from 'vitest';
-import { cgroupSupport, launchSandboxed, probeSandbox, type SandboxPolicy } from '../src/index.js';
+import { afterAll, describe, expect, test, vi } from 'vitest';
+import {
+  cgroupSupport,
+  launchSandboxed,
+  launchSandboxedAsync,
+  probeSandbox,
+  runSandboxed,
+  type SandboxPolicy,
+  spawnerReady,
+} from '../src/index.js';
+import { readySpawner } from '../src/spawner.js';
 import { hasBwrap, hasPython, isRoot, linux, PYTHON, python, pythonJson } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -398,6 +407,72 @@ describe('the tree’s cgroup', () => {
       const mount = cgroupHere === 'v1' ? '/sys/fs/cgroup/memory' : '/sys/fs/cgroup';
       expect(existsSync(`${mount}${path(first)}`)).toBe(false);
       expect(existsSync(`${mount}${dirname(path(first))}`)).toBe(false);
+    },
+  );
+
+  /** The memory (v1) or unified (v2) cgroup path in a /proc/<pid>/cgroup text. */
+  const memoryPath = (text: string) =>
+    /^\d+:[^:]*memory[^:]*:(.*)$/m.exec(text)?.[1] ?? /^0::(.*)$/m.exec(text)?.[1] ?? '';
+  const treePath = () => new RegExp(`/improv-extfn-${process.pid}/tree-[0-9a-f]{8}-\\d+$`);
+
+  test.skipIf(!canUnsandboxed || !cgroupHere)(
+    'a command whose arguments run at once (cat, no interpreter boot) runs only inside its cgroup',
+    async () => {
+      // Through the spawner, which moves a tree while it boots only when its boot is
+      // trusted: cat reads its file within a millisecond of exec, long before a move
+      // into a v1 cgroup (an RCU grace period) could end, so without the chain's gate
+      // it would print the host's cgroup.
+      expect(await spawnerReady()).toBe(true);
+      const spawn = vi.spyOn(readySpawner()!, 'spawn');
+      try {
+        for (let k = 0; k < 3; k++) {
+          const result = await runSandboxed({
+            command: 'cat',
+            args: ['/proc/self/cgroup'],
+            policy: 'unsandboxed',
+            timeoutMs: 10_000,
+          });
+          expect(result.exitCode, result.stderr).toBe(0);
+          expect(memoryPath(result.stdout.toString()), result.stdout.toString()).toMatch(
+            treePath(),
+          );
+          // the spawner started it and was told to open its gate after the move
+          expect(spawn.mock.calls[k]?.[0].openGate).toBe(true);
+        }
+      } finally {
+        spawn.mockRestore();
+      }
+    },
+  );
+
+  test.skipIf(!canUnsandboxed || !cgroupHere)(
+    'a trusted boot (trustedBoot) is moved while it boots and sits in its cgroup once handed over',
+    async () => {
+      expect(await spawnerReady()).toBe(true);
+      const spawn = vi.spyOn(readySpawner()!, 'spawn');
+      // reads one line first, as a driver waits for its body: what runs after it is inside
+      const tree = await launchSandboxedAsync({
+        command: PYTHON,
+        args: [
+          '-I',
+          '-S',
+          '-c',
+          'import sys; sys.stdin.readline(); print(open("/proc/self/cgroup").read())',
+        ],
+        policy: 'unsandboxed',
+        trustedBoot: true,
+      });
+      tree.stdin.write('go\n');
+      tree.stdin.end();
+      let out = '';
+      tree.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+      });
+      const exit = await tree.exited;
+      expect(exit.exitCode, tree.stderrTail()).toBe(0);
+      expect(memoryPath(out), out).toMatch(treePath());
+      expect(spawn.mock.calls[0]?.[0].openGate).toBe(false); // moved while it booted
+      spawn.mockRestore();
     },
   );
 });

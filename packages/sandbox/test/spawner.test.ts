@@ -185,7 +185,7 @@ describe('spawner and the tree’s cgroup', () => {
   );
 
   /** A chain that writes its pid to `marker`, then sleeps, started with `procs` as its cgroup.procs files. */
-  const spawnWith = (procs: string[], script: string) =>
+  const spawnWith = (procs: string[], script: string, openGate = false) =>
     readySpawner()!.spawn({
       file: '/bin/sh',
       args: ['-c', script],
@@ -195,7 +195,65 @@ describe('spawner and the tree’s cgroup', () => {
       fd3: undefined,
       extra: undefined,
       cgroupProcs: procs,
+      openGate,
     });
+
+  // The first "cgroup.procs" is a FIFO: the spawner's move waits there until the test
+  // opens it for reading, so what the tree does meanwhile is what it would do while a
+  // real move waits for an RCU grace period. The script's `read` stands for the chain's gate.
+  test.skipIf(!(linux && isRoot && cgroups)).each([
+    [
+      true,
+      'runs nothing until it sits in its cgroup: the spawner writes the gate line after the move',
+    ],
+    [false, 'boots while it is moved (a trusted boot): no line is written, the host writes first'],
+  ])('a gated tree (openGate %s) %s', async (openGate, _what) => {
+    expect(await spawnerReady()).toBe(true);
+    const dir = mkdtempSync(join(tmpdir(), 'extfn-gate-'));
+    const cgroup = TreeCgroup.create(64 << 20, 8)!;
+    let pid: number | undefined;
+    try {
+      const fifo = join(dir, 'procs');
+      execFileSync('mkfifo', [fifo]);
+      const before = join(dir, 'before');
+      const after = join(dir, 'after');
+      // `before` at once; `after` only once a line came on stdin
+      const spawned = spawnWith(
+        [fifo, ...cgroup.procsFiles()],
+        `: > ${before}; read _; echo $$ > ${after}; sleep 30`,
+        openGate,
+      );
+      spawned.catch(() => {});
+      for (let waited = 0; !existsSync(before) && waited < 5_000; waited += 10) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(existsSync(before)).toBe(true); // it runs up to its gate while the move waits
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(existsSync(after)).toBe(false); // no line yet: the move has not ended
+      const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+      const child = await spawned;
+      closeSync(reader);
+      pid = child.pid;
+      expect(child.moved).toBe(true);
+      if (!openGate) child.stdin!.write('\n'); // the host's first write, as a driver's body frame
+      for (let waited = 0; !existsSync(after) && waited < 5_000; waited += 10) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(Number(readFileSync(after, 'utf8'))).toBe(pid);
+      // what ran after the line runs in the tree's cgroup
+      for (const file of cgroup.procsFiles()) {
+        expect(readFileSync(file, 'utf8').split('\n')).toContain(String(pid));
+      }
+    } finally {
+      if (pid !== undefined) {
+        try {
+          process.kill(-pid, 'SIGKILL');
+        } catch {}
+      }
+      await cgroup.remove(); // kills what is left in it
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   test.skipIf(!linux)(
     'one it cannot move into its cgroup is killed, never handed over: the spawn fails, saying why',
