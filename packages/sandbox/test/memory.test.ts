@@ -416,7 +416,7 @@ describe('the tree’s cgroup', () => {
   const treePath = () => new RegExp(`/improv-extfn-${process.pid}/tree-[0-9a-f]{8}-\\d+$`);
 
   test.skipIf(!canUnsandboxed || !cgroupHere)(
-    'a command whose arguments run at once (cat, no interpreter boot) runs only inside its cgroup',
+    'a command whose arguments run at once (cat, no interpreter boot) runs only inside its cgroup (as root, with cgroups)',
     async () => {
       // Through the spawner, which moves a tree while it boots only when its boot is
       // trusted: cat reads its file within a millisecond of exec, long before a move
@@ -446,7 +446,7 @@ describe('the tree’s cgroup', () => {
   );
 
   test.skipIf(!canUnsandboxed || !cgroupHere)(
-    'a trusted boot (trustedBoot) is moved while it boots and sits in its cgroup once handed over',
+    'a trusted boot (trustedBoot) is moved while it boots and sits in its cgroup once handed over (as root, with cgroups)',
     async () => {
       expect(await spawnerReady()).toBe(true);
       const spawn = vi.spyOn(readySpawner()!, 'spawn');

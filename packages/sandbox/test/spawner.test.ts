@@ -207,7 +207,7 @@ describe('spawner and the tree’s cgroup', () => {
       'runs nothing until it sits in its cgroup: the spawner writes the gate line after the move',
     ],
     [false, 'boots while it is moved (a trusted boot): no line is written, the host writes first'],
-  ])('a gated tree (openGate %s) %s', async (openGate, _what) => {
+  ])('a gated tree (openGate %s) %s (as root, with cgroups)', async (openGate, _what) => {
     expect(await spawnerReady()).toBe(true);
     const dir = mkdtempSync(join(tmpdir(), 'extfn-gate-'));
     const cgroup = TreeCgroup.create(64 << 20, 8)!;
