@@ -389,31 +389,27 @@ describe('the tree’s cgroup', () => {
       }
     },
   );
+  /** The memory (v1) or unified (v2) cgroup path in a /proc/<pid>/cgroup text. */
+  const memoryPath = (text: string) =>
+    /^\d+:[^:]*memory[^:]*:(.*)$/m.exec(text)?.[1] ?? /^0::(.*)$/m.exec(text)?.[1] ?? '';
+  const treePath = new RegExp(`/improv-extfn-${process.pid}/tree-[0-9a-f]{8}-\\d+$`);
+
   test.skipIf(!canUnsandboxed || !cgroupHere)(
     'each tree sits in a cgroup of its own, removed with the tree',
     async () => {
       const program = `print(json.dumps(read('/proc/self/cgroup')))`;
       const first = await pythonJson<string>(program, 'unsandboxed');
       const second = await pythonJson<string>(program, 'unsandboxed');
-      const path = (text: string) =>
-        /^\d+:[^:]*memory[^:]*:(.*)$/m.exec(text)?.[1] ?? /^0::(.*)$/m.exec(text)?.[1] ?? '';
       // the whole of both files and where this host puts trees, should it fail
       const seen = `guest: ${first}\nhost: ${readFileSync('/proc/self/cgroup', 'utf8')}\n${cgroupSupport().reason}`;
-      expect(path(first), seen).toMatch(
-        new RegExp(`/improv-extfn-${process.pid}/tree-[0-9a-f]{8}-\\d+$`),
-      );
-      expect(path(second)).not.toBe(path(first));
+      expect(memoryPath(first), seen).toMatch(treePath);
+      expect(memoryPath(second)).not.toBe(memoryPath(first));
       // gone once the trees ended, and the parent too while no tree runs
       const mount = cgroupHere === 'v1' ? '/sys/fs/cgroup/memory' : '/sys/fs/cgroup';
-      expect(existsSync(`${mount}${path(first)}`)).toBe(false);
-      expect(existsSync(`${mount}${dirname(path(first))}`)).toBe(false);
+      expect(existsSync(`${mount}${memoryPath(first)}`)).toBe(false);
+      expect(existsSync(`${mount}${dirname(memoryPath(first))}`)).toBe(false);
     },
   );
-
-  /** The memory (v1) or unified (v2) cgroup path in a /proc/<pid>/cgroup text. */
-  const memoryPath = (text: string) =>
-    /^\d+:[^:]*memory[^:]*:(.*)$/m.exec(text)?.[1] ?? /^0::(.*)$/m.exec(text)?.[1] ?? '';
-  const treePath = () => new RegExp(`/improv-extfn-${process.pid}/tree-[0-9a-f]{8}-\\d+$`);
 
   test.skipIf(!canUnsandboxed || !cgroupHere)(
     'a command whose arguments run at once (cat, no interpreter boot) runs only inside its cgroup (as root, with cgroups)',
@@ -433,9 +429,7 @@ describe('the tree’s cgroup', () => {
             timeoutMs: 10_000,
           });
           expect(result.exitCode, result.stderr).toBe(0);
-          expect(memoryPath(result.stdout.toString()), result.stdout.toString()).toMatch(
-            treePath(),
-          );
+          expect(memoryPath(result.stdout.toString()), result.stdout.toString()).toMatch(treePath);
           // the spawner started it and was told to open its gate after the move
           expect(spawn.mock.calls[k]?.[0].openGate).toBe(true);
         }
@@ -470,7 +464,7 @@ describe('the tree’s cgroup', () => {
       });
       const exit = await tree.exited;
       expect(exit.exitCode, tree.stderrTail()).toBe(0);
-      expect(memoryPath(out), out).toMatch(treePath());
+      expect(memoryPath(out), out).toMatch(treePath);
       expect(spawn.mock.calls[0]?.[0].openGate).toBe(false); // moved while it booted
       spawn.mockRestore();
     },
