@@ -79,6 +79,12 @@ export interface Lease {
   worker?: DispatchWorker | undefined;
   /** The lane's requests not finished yet (two while one is queued behind another). */
   requests?: number;
+  /**
+   * Called when a request of the lane has been written to its worker: a
+   * lane whose chunk had to wait for a worker (its first) learns when it may
+   * queue the next one behind (see scheduler.ts).
+   */
+  onSent?: (() => void) | undefined;
 }
 
 /** What `dispatch` needs from the runner. */
@@ -154,13 +160,15 @@ async function attempts(
     /** The lane's other request still runs on this worker: it decides, at its end, what becomes of the worker. */
     let shared = false;
     try {
-      const frame = await worker.request(header, payload, {
+      const reply = worker.request(header, payload, {
         deadlineMs: timeoutMs,
         signal,
         limits,
         outputBytes,
         payloadInto,
       });
+      lease?.onSent?.();
+      const frame = await reply;
       ctx.pool.noteWork(key, requestMs(frame));
       try {
         decode?.(frame);

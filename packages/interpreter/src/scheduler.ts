@@ -307,21 +307,36 @@ export async function schedule(
       ctx.endLease(lease);
     }
   };
-  /** Whether a lane's next chunk may go behind the one it has just sent (see the header). */
-  const mayQueue = (lease: Lease) =>
+  /** Whether this batch queues chunks at all now (the lane's worker aside). */
+  const queues = () =>
     ctx.mayQueue !== undefined &&
     fn.vectorized !== true &&
     perRowMs !== undefined &&
     retries.length === 0 &&
-    hasWork() &&
-    ctx.mayQueue(key, lease);
+    hasWork();
+  /** Whether a lane's next chunk may go behind the one it has just sent (see the header). */
+  const mayQueue = (lease: Lease) => queues() && ctx.mayQueue!(key, lease);
   /** Keeps a chunk running on the lane's worker and, when allowed, the next queued behind it. */
   const laneLoop = async (lease: Lease) => {
     let ahead: Promise<boolean> | undefined;
     for (;;) {
+      // A chunk that must wait for a worker (a lane's first) can have the next one
+      // behind it once it is written to the one it gets (`onSent`). Looked at at
+      // once, the lane has no worker yet, and its worker would idle for a round
+      // trip after that chunk.
+      const sent =
+        ahead === undefined && lease.worker === undefined && queues()
+          ? new Promise<void>((resolve) => {
+              lease.onSent = resolve;
+            })
+          : undefined;
       const current = ahead ?? (hasWork() ? runChunk(lease, false) : undefined);
       ahead = undefined;
       if (!current) return;
+      if (sent) {
+        await Promise.race([sent, current]);
+        lease.onSent = undefined;
+      }
       if (mayQueue(lease)) ahead = runChunk(lease, true);
       if (!(await current)) {
         await ahead; // settles as it may: its rows keep a result, or the batch's failure

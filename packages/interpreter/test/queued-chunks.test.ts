@@ -3,7 +3,8 @@
  * (scheduler.ts, dispatch's `mayQueue`, WarmWorker.request), against the
  * fixture driver: two requests in flight on one worker; the one behind gets
  * its deadline from its own start; a failure or an abort of the one ahead
- * fails the one behind as `behind` (or `aborted`); and a batch whose worker
+ * fails the one behind as `behind` (or `aborted`); a lane's second chunk goes
+ * behind its first, which had to wait for a worker; and a batch whose worker
  * fails with a chunk queued still gives every row what `eval` gives it.
  */
 import { ExtFnError, Value } from '@improv/extfn-core';
@@ -153,6 +154,9 @@ describe.skipIf(!hasPython)('a batch lane keeps two chunks in flight', () => {
     expect(results).toEqual(rows.map(([x]) => Value.number((x as { value: number }).value * 2)));
     expect(seen.some((r) => r.behind)).toBe(pipeline);
     expect(seen.every((r) => r.failure === undefined)).toBe(true);
+    // the lane's first chunk waited for its worker; the second went behind it all the same
+    expect(seen.length).toBeGreaterThan(2);
+    expect(seen.slice(0, 2).map((r) => r.behind)).toEqual([false, pipeline]);
   });
 
   test('a worker that exits with a chunk queued behind: that chunk is sent again, only the guilty rows fail', async () => {

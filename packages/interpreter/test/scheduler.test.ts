@@ -6,7 +6,7 @@
  */
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
-import type { Lease, WorkerRequest } from '../src/dispatch.js';
+import type { DispatchWorker, Lease, WorkerRequest } from '../src/dispatch.js';
 import { toExtFnError } from '../src/dispatch.js';
 import { WorkerFailure } from '../src/failures.js';
 import type { Frame } from '../src/frames.js';
@@ -376,18 +376,38 @@ describe('scheduler with a fake dispatcher', () => {
   /**
    * A fake worker per lease that takes a request queued behind the one it
    * runs (as WarmWorker does): the one behind runs after it, and fails as
-   * `behind` when it fails. `mayQueue` says yes while one runs.
+   * `behind` when it fails. A lease's first request gets its worker after
+   * `acquireMs` (at once by default), as dispatch does: it sets
+   * `lease.worker`, then calls `onSent` once the request is written. `mayQueue`
+   * says yes while one runs on the lease's worker. `sentBehind` lists, for
+   * every request, whether another of its lease was running when it was sent.
    */
-  function queueing(ctx: SchedulerContext) {
+  function queueing(ctx: SchedulerContext, acquireMs?: number) {
     const running = new Map<Lease, Promise<Frame>>();
     const request = ctx.request;
     let queued = 0;
     let behind = 0;
-    ctx.mayQueue = (_key, lease) => running.has(lease);
+    const sentBehind: boolean[] = [];
+    /** Requests of a lease written and not answered yet. */
+    const written = new Map<Lease, number>();
+    ctx.mayQueue = (_key, lease) => lease.worker !== undefined && running.has(lease);
     ctx.request = (f, key, req) => {
-      const ahead = req.behind ? running.get(req.lease!) : undefined;
+      const lease = req.lease!;
+      const ahead = req.behind ? running.get(lease) : undefined;
       if (req.behind) queued++;
+      const write = () => {
+        sentBehind.push((written.get(lease) ?? 0) > 0);
+        written.set(lease, (written.get(lease) ?? 0) + 1);
+        lease.worker ??= { alive: true } as DispatchWorker;
+        lease.onSent?.();
+      };
+      const acquired = lease.worker === undefined && acquireMs !== undefined;
+      if (!acquired) write();
       const run = (async () => {
+        if (acquired) {
+          await new Promise((resolve) => setTimeout(resolve, acquireMs));
+          write();
+        }
         if (ahead) {
           try {
             await ahead;
@@ -398,15 +418,27 @@ describe('scheduler with a fake dispatcher', () => {
         }
         return request(f, key, req);
       })();
-      running.set(req.lease!, run);
+      running.set(lease, run);
       const forget = () => {
-        if (running.get(req.lease!) === run) running.delete(req.lease!);
+        if (running.get(lease) === run) running.delete(lease);
+        written.set(lease, written.get(lease)! - 1);
       };
       run.then(forget, forget);
       return run;
     };
-    return { queued: () => queued, behind: () => behind };
+    return { queued: () => queued, behind: () => behind, sentBehind };
   }
+
+  test("a lane's first chunk, which waits for its worker, has the next queued behind it once it is written", async () => {
+    const { rows, results } = source(5_000);
+    const { ctx } = fakeContext(undefined, 1);
+    const { sentBehind } = queueing(ctx, 5);
+    ctx.perRowMs.set('k', 0.01); // chunks of 500 rows
+    await schedule(ctx, fn, 'k', rows, { timeoutMs: 1_000 });
+    expect(results).toEqual(Array.from({ length: 5_000 }, (_, i) => i * 2));
+    // the second chunk went behind the first, not after it: the worker never waited for the host
+    expect(sentBehind.slice(0, 2)).toEqual([false, true]);
+  });
 
   test('a lane queues its next chunk behind the running one; one behind a chunk that fails is sent again whole', async () => {
     const { rows, results, settledTwice } = source(5_000);
