@@ -99,6 +99,16 @@ describe.skipIf(!restrictedOk)(
       });
     }
 
+    test("a thread left by the function's load: the first call answers, then its worker is retired", async () => {
+      const { registry, runner } = make('# thread at load\nresult = args[0]');
+      expect(await registry.eval('f', [Value.number(0)])).toEqual(Value.number(0));
+      const [pid] = runner.workerPids();
+      // at once, not only once the pool looks at it: the next call gets a fresh worker
+      expect(await registry.eval('f', [Value.number(1)])).toEqual(Value.number(1));
+      expect(runner.stats().started).toBe(2);
+      expect(await waitFor(() => !alive(pid!))).toBe(true);
+    });
+
     test('in a batch, the chunk with the row that leaves work retires its worker; every row is right', async () => {
       const { registry, runner } = make(DAEMON_THREADS);
       const rows = Array.from({ length: 50 }, (_, i) => [Value.number(i)]);
