@@ -195,7 +195,6 @@ async function loadOn(worker: WarmWorker, options: StartWorkerOptions): Promise<
       );
     }
     worker.requests = 0; // `load` does not count as history for the retry rule
-    worker.checkLoaded();
     return worker;
   } catch (error) {
     throw await startFailure(worker, error);

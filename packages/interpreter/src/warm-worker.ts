@@ -247,17 +247,6 @@ export class WarmWorker {
     return this.#checkTree()?.left;
   }
 
-  /**
-   * Reads the tree once right after the function's `load`, as after a
-   * request: its first requests then come within CHECK_WINDOW_MS of a read,
-   * so a batch lane may queue its second chunk behind its first (dispatch's
-   * `mayQueue`) instead of waiting to read the tree after it. A load that
-   * left work running keeps its first request's read, as before.
-   */
-  checkLoaded(): void {
-    if (this.#checkTree()?.left !== undefined) this.#checkedAt = 0;
-  }
-
   /** Reads the tree once: what the body left running (see leftWork), and the tree read. */
   #checkTree(): { left: string | undefined; tree: ProcessTree } | undefined {
     this.#checkedAt = performance.now();

@@ -1,7 +1,8 @@
 /**
  * A warm worker is back to a clean state after every call or chunk, or is
  * retired tree and all: real attempts (daemon threads, a setsid() child, a
- * signal handler that keeps burning CPU) with the tree's CPU time measured
+ * signal handler that keeps burning CPU, a thread the function's load
+ * started) with the tree's CPU time measured
  * from /proc after the call; the control is a clean body that keeps its worker.
  */
 import { spawn } from 'node:child_process';
