@@ -119,8 +119,11 @@ async function spawn(
   const { sandbox } = options;
   if (!zygote) {
     // the driver boots; a body comes only in frames the host writes once the tree is in its cgroup
-    const trusted = { ...sandbox, trustedBoot: true };
-    return launchSandboxedAsync(shared ? { ...trusted, sharedFile: shared.fd } : trusted);
+    return launchSandboxedAsync({
+      ...sandbox,
+      trustedBoot: true,
+      ...(shared ? { sharedFile: shared.fd } : {}),
+    });
   }
   return zygote.fork({
     functionName: sandbox.functionName ?? 'worker',
