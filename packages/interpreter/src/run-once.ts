@@ -2,11 +2,19 @@
  * Runs the driver once in a fresh sandboxed process: bootstrap, the given
  * requests, `exit`, and reads every answer. The probe (no body) and
  * one-shot calls (load + call) both go through here, with the same checks a
- * warm worker makes: exactly `ready`, then one answer per request in order.
+ * warm worker makes: exactly `ready`, then one answer per request in order,
+ * up to a `load` answered with an error (after which a warm worker is killed).
  */
 import type { ResourceLimit } from '@improv/extfn-core';
 import { runSandboxed, type SandboxOptions } from '@improv/extfn-sandbox';
-import { encodeFrame, type Frame, type FrameHeader, FrameReader, isReadyFrame } from './frames.js';
+import {
+  encodeFrame,
+  type Frame,
+  type FrameHeader,
+  FrameReader,
+  isReadyFrame,
+  preview,
+} from './frames.js';
 import { driverPreamble } from './warm-worker.js';
 
 export interface DriverRun {
@@ -55,10 +63,18 @@ export async function runDriverOnce(
   const exit = result.signal
     ? `was killed by ${result.signal}`
     : `exited with code ${result.exitCode}`;
-  let frames: Frame[];
+  const frames: Frame[] = [];
+  const reader = new FrameReader(Number.MAX_SAFE_INTEGER); // stdout is already capped by the sandbox
+  reader.add(result.stdout);
   try {
-    // stdout is already capped by the sandbox
-    frames = new FrameReader(Number.MAX_SAFE_INTEGER).push(result.stdout);
+    for (let frame = reader.next(); frame; frame = reader.next()) {
+      frames.push(frame);
+      // A failed load ends the run where it ends a warm worker (killed, never
+      // sent the call): the driver had the requests behind it in its stdin
+      // already, and what it answered them ("call before load", maybe without
+      // an id) is not read, so the caller reports the load's own error.
+      if (loadFailed(requests, frames.length - 2, frame)) break;
+    }
   } catch (error) {
     throw new DriverRunError((error as Error).message, result.stderr);
   }
@@ -68,16 +84,13 @@ export async function runDriverOnce(
     throw new DriverRunError(`the driver did not start: ${last || exit}`, result.stderr);
   }
   if (!isReadyFrame(ready.header)) {
-    throw new DriverRunError(
-      `the driver did not start: ${JSON.stringify(ready.header).slice(0, 200)}`,
-      result.stderr,
-    );
+    throw new DriverRunError(`the driver did not start: ${preview(ready.header)}`, result.stderr);
   }
   // A body writing to the protocol channel fails the call as it fails a warm worker.
   const unexpected = responses.find((f, k) => f.header.id !== k + 1 || k >= requests.length);
   if (unexpected) {
     throw new DriverRunError(
-      `unexpected frame from the driver: ${JSON.stringify(unexpected.header).slice(0, 200)}`,
+      `unexpected frame from the driver: ${preview(unexpected.header)}`,
       result.stderr,
     );
   }
@@ -88,4 +101,11 @@ export async function runDriverOnce(
     exit,
     ...(result.limit ? { limit: result.limit } : {}),
   };
+}
+
+/** Whether `frame` is the error answer to request `k`, a `load` (frames[0] is `ready`: k = -1). */
+function loadFailed(requests: readonly FrameHeader[], k: number, frame: Frame): boolean {
+  return (
+    requests[k]?.op === 'load' && frame.header.id === k + 1 && frame.header.error !== undefined
+  );
 }

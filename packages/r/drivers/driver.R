@@ -1363,6 +1363,18 @@ function(con, precompiled = NULL) eval(
 
   id_text <- function(id) if (is.null(id)) "null" else sprintf("%.0f", id)
 
+  # The id of a request that failed before it was read (a call before load, a
+  # call whose rows do not fit), from its tokens, so its answer is still the
+  # answer to that request; NULL when it has no plain numeric id.
+  token_id <- function(tokens) {
+    first <- substr(tokens, 1L, 1L)
+    depth <- cumsum((first == "[" | first == "{") - (first == "]" | first == "}"))
+    at <- which(tokens == '"id"' & depth == 1L)
+    at <- at[tokens[at + 1L] %in% ":"]
+    value <- if (length(at) == 1L) tokens[at + 2L] else NA_character_
+    if (!is.na(value) && grepl("^[0-9]{1,15}$", value)) as.numeric(value) else NULL
+  }
+
   # The build's compiled copies, in place of the definitions above (same code).
   for (name in intersect(names(precompiled), hot_functions)) {
     f <- precompiled[[name]]
@@ -1404,7 +1416,7 @@ function(con, precompiled = NULL) eval(
       },
       error = function(e) list(op = "error", message = conditionMessage(e))
     )
-    id <- id_text(request$id)
+    id <- id_text(if (is.null(request) && identical(outcome$op, "error")) token_id(tokens) else request$id)
     if (identical(outcome$op, "call")) {
       respond_call(id, outcome$result)
     } else if (identical(outcome$op, "load")) {
