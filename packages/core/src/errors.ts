@@ -42,7 +42,10 @@ export interface ExtFnErrorFields {
   functionName?: string;
   /** ArityMismatch: the declared arity. TypeMismatch: the declared type. */
   expected?: number | ValueType;
-  /** ArityMismatch: the number of arguments given. TypeMismatch: the type given. */
+  /**
+   * ArityMismatch: the number of arguments given, or what was given instead of
+   * an array (`a single Value (number 3), not an array`). TypeMismatch: the type given.
+   */
   got?: number | string;
   /** TypeMismatch: the 1-based argument position. */
   position?: number;
@@ -58,7 +61,7 @@ export interface ExtFnErrorFields {
   language?: string;
   /** LanguageUnavailable / NotFound: what is available instead. */
   available?: readonly string[];
-  /** Sandbox / LanguageUnavailable: what to do about it. */
+  /** Sandbox / LanguageUnavailable / ArityMismatch for arguments not in an array: what to do about it. */
   fix?: string;
   cause?: unknown;
 }

@@ -4,6 +4,7 @@
  * is started.
  */
 
+import { argumentsNotArray, columnsNotArray, rowsNotArray } from './argument-shapes.js';
 import { guardCall } from './backstop.js';
 import {
   type ArgumentsKey,
@@ -124,9 +125,7 @@ interface Entry {
  * Returns the error, or undefined when the row is fine.
  */
 export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnError | undefined {
-  if (!Array.isArray(args)) {
-    return ExtFnError.arityMismatch(fn.name, fn.argTypes.length, Number.NaN);
-  }
+  if (!Array.isArray(args)) return argumentsNotArray(fn, args);
   if (args.length !== fn.argTypes.length) {
     return ExtFnError.arityMismatch(fn.name, fn.argTypes.length, args.length);
   }
@@ -183,12 +182,9 @@ export function checkColumnArguments(
       `columnar calls need a function whose arguments and result are all numbers; this one is ${declared} — use evalBatch`,
     );
   }
-  if (!Array.isArray(columns) || columns.length !== fn.argTypes.length) {
-    return ExtFnError.arityMismatch(
-      fn.name,
-      fn.argTypes.length,
-      Array.isArray(columns) ? columns.length : Number.NaN,
-    );
+  if (!Array.isArray(columns)) return columnsNotArray(fn, columns);
+  if (columns.length !== fn.argTypes.length) {
+    return ExtFnError.arityMismatch(fn.name, fn.argTypes.length, columns.length);
   }
   const rowCount = columns[0]?.length ?? 0;
   for (let k = 0; k < columns.length; k++) {
@@ -244,6 +240,9 @@ export class Registry {
   /**
    * Adds or replaces a descriptor (ours or the engine's serde form); returns
    * the one it replaced. Throws InvalidDescriptorError naming each bad field.
+   * A language with no runner installed is accepted, since `addRunner` may
+   * install one later; until then its calls fail with LanguageUnavailable
+   * naming the language, the installed runners and the package to install.
    */
   register(descriptor: ExternalFn | unknown): ExternalFn | undefined {
     this.#assertOpen();
@@ -298,8 +297,10 @@ export class Registry {
 
   /**
    * Evaluates one function over many rows: `result[i]` is exactly what
-   * `eval(name, rows[i])` would give — its Value, or its ExtFnError. Only an
-   * unknown name, a missing runner or a closed registry reject the whole call.
+   * `eval(name, rows[i])` would give — its Value, or its ExtFnError (a row
+   * that is not an array of Values is its own ArityMismatch). Only an unknown
+   * name, bad options, `rows` not an array, a missing runner or a closed
+   * registry reject the whole call.
    */
   async evalBatch(
     name: string,
@@ -309,6 +310,7 @@ export class Registry {
     const entry = this.#lookup(name);
     const { fn } = entry;
     const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
+    if (!Array.isArray(rows)) throw rowsNotArray(fn, rows);
     const runner = this.#runnerFor(fn);
     const total = rows.length;
     const salted = this.#cacheDigest(entry, runner, options);

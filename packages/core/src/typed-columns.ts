@@ -12,6 +12,7 @@
  * | `datetime` | `BigInt64Array` of nanoseconds since 1970 UTC (years 1677–2262, as Arrow's timestamp[ns]) |
  * | `enum`     | `Uint32Array` of member indexes                  |
  */
+import { columnsNotArray } from './argument-shapes.js';
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError } from './errors.js';
 import { describeValue, type Value, type ValueType } from './value.js';
@@ -68,12 +69,9 @@ export function checkTypedColumns(
   columns: readonly unknown[],
   errors: ReadonlyMap<number, ExtFnError> | undefined,
 ): ExtFnError | undefined {
-  if (!Array.isArray(columns) || columns.length !== fn.argTypes.length) {
-    return ExtFnError.arityMismatch(
-      fn.name,
-      fn.argTypes.length,
-      Array.isArray(columns) ? columns.length : Number.NaN,
-    );
+  if (!Array.isArray(columns)) return columnsNotArray(fn, columns);
+  if (columns.length !== fn.argTypes.length) {
+    return ExtFnError.arityMismatch(fn.name, fn.argTypes.length, columns.length);
   }
   const rowCount = (columns[0] as Column | undefined)?.length ?? 0;
   for (let k = 0; k < columns.length; k++) {

@@ -2,6 +2,7 @@
 import { describe, expect, test } from 'vitest';
 import {
   type Column,
+  checkColumnArguments,
   type EvalOptions,
   ExtFnError,
   eval as evalFn,
@@ -65,6 +66,99 @@ describe('Registry', () => {
     expect(calls).toHaveLength(0);
   });
 
+  test('arguments not in an array: an ArityMismatch naming the function, what was given and a call that works', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('h', 'echo', ['number'], 'number'));
+    const single = await failure(registry.eval('h', V.number(3) as never));
+    expect(single).toMatchObject({
+      kind: 'ArityMismatch',
+      functionName: 'h',
+      expected: 1,
+      got: 'a single Value (number 3), not an array',
+    });
+    expect(single.message).toBe(
+      "function h: the arguments must be an array of Values, one per argument (number), got a single Value (number 3), not an array; pass them in an array, e.g. eval('h', [Value.number(3)]); each row of evalBatch is such an array, e.g. evalBatch('h', [[Value.number(3)], …])",
+    );
+    expect(single.message).not.toMatch(/NaN/);
+    expect(single.fix).toMatch(/eval\('h', \[Value\.number\(3\)\]\)/);
+    // the example follows the declared argument types; nothing given at all says so
+    registry.register(fn('mix', 'echo', ['text', 'boolean', 'datetime', 'enum'], 'text'));
+    const none = await failure(registry.eval('mix', undefined as never));
+    expect(none.message).toMatch(
+      /^function mix: the arguments must be an array of Values, one per argument \(text, boolean, datetime, enum\), got undefined;/,
+    );
+    expect(none.fix).toMatch(
+      /eval\('mix', \[Value\.text\('a'\), Value\.boolean\(true\), Value\.datetime\('2024-01-01T00:00:00Z'\), Value\.enum\(0\)\]\)/,
+    );
+    expect((await failure(registry.eval('h', 'x' as never))).got).toBe('a string ("x")');
+    expect((await failure(registry.eval('h', 3 as never))).got).toBe('a number (3)');
+    expect((await failure(registry.eval('h', { a: 1 } as never))).got).toBe('an object ({"a":1})');
+    expect((await failure(registry.eval('h', new Float64Array(1) as never))).got).toBe(
+      'a Float64Array',
+    );
+    // the standalone eval checks the same way
+    await expect(
+      evaluate(fn('h', 'echo', ['number'], 'number'), V.number(3) as never, { runners: [runner] }),
+    ).rejects.toMatchObject({
+      kind: 'ArityMismatch',
+      got: 'a single Value (number 3), not an array',
+    });
+    expect(calls).toHaveLength(0);
+  });
+
+  test("evalBatch: a row not in an array is that row's error, as eval gives it; rows not in an array reject the call", async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('h', 'echo', ['number'], 'number'));
+    const batch = await registry.evalBatch('h', [
+      [V.number(1)],
+      V.number(3) as never,
+      [V.number(2)],
+    ]);
+    expect(batch[0]).toEqual(V.number(1));
+    expect(batch[2]).toEqual(V.number(2));
+    const alone = await failure(registry.eval('h', V.number(3) as never));
+    expect(batch[1]).toMatchObject({ kind: 'ArityMismatch', message: alone.message });
+    expect((batch[1] as ExtFnError).message).toMatch(
+      /evalBatch\('h', \[\[Value\.number\(3\)\], …\]\)/,
+    );
+    calls.length = 0;
+    for (const rows of [V.number(3), 'x', 5, undefined, new Float64Array(2)]) {
+      const whole = await failure(registry.evalBatch('h', rows as never));
+      expect(whole).toMatchObject({ kind: 'ArityMismatch', functionName: 'h', expected: 1 });
+      expect(whole.message).toMatch(
+        /^function h: evalBatch's rows must be an array of rows, each an array of Values, one per argument \(number\), got .+; pass e\.g\. evalBatch\('h', \[\[Value\.number\(3\)\], …\]\)$/,
+      );
+    }
+    expect(calls).toHaveLength(0);
+    // an unknown name still comes first
+    expect((await failure(registry.evalBatch('nope', 5 as never))).kind).toBe('NotFound');
+  });
+
+  test('evalColumns: columns not in an array name the columns to pass', async () => {
+    const { runner, calls } = fakeRunner();
+    const registry = new Registry({ runners: [runner], cache: false });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    registry.register(fn('echo', 'echo', ['text'], 'text'));
+    const numbers = await failure(registry.evalColumns('add', new Float64Array(3) as never));
+    expect(numbers).toMatchObject({ kind: 'ArityMismatch', expected: 2, got: 'a Float64Array' });
+    expect(numbers.message).toBe(
+      "function add: evalColumns' columns must be an array of columns, one per argument (number, number), got a Float64Array; pass them in an array, e.g. evalColumns('add', [new Float64Array([3]), new Float64Array([3])])",
+    );
+    const text = await failure(registry.evalColumns('echo', 'abc' as never));
+    expect(text.message).toMatch(
+      /got a string \("abc"\); pass them in an array, e.g. evalColumns\('echo', \[\['a'\]\]\)$/,
+    );
+    // what runners call for their own columnar paths says the same
+    expect(
+      checkColumnArguments(fn('add', 'add', ['number', 'number'], 'number'), 5 as never)?.message,
+    ).toMatch(
+      /^function add: evalColumns' columns must be an array of columns.*got a number \(5\)/,
+    );
+    expect(calls).toHaveLength(0);
+  });
+
   test('a language with no runner names the package to install and what is installed', async () => {
     const registry = new Registry({ runners: [fakeRunner('wasm').runner] });
     registry.register(fn('hyp', 'x', ['number'], 'number', false, 'r'));
@@ -72,6 +166,32 @@ describe('Registry', () => {
     expect(error.kind).toBe('LanguageUnavailable');
     expect(error.message).toMatch(/install @improv\/extfn-r/);
     expect(error.message).toMatch(/installed: wasm/);
+  });
+
+  test('a language with no runner yet is registered (a runner may be added later); its calls name the language, the runners and the fix', async () => {
+    const registry = new Registry({
+      runners: [fakeRunner('python').runner, fakeRunner('wasm').runner],
+    });
+    expect(
+      registry.register(fn('h', 'echo', ['number'], 'number', false, 'cobol')),
+    ).toBeUndefined();
+    expect(registry.get('h')?.language).toBe('cobol');
+    const error = await failure(registry.eval('h', [V.number(1)]));
+    expect(error).toMatchObject({
+      kind: 'LanguageUnavailable',
+      functionName: 'h',
+      language: 'cobol',
+      available: ['python', 'wasm'],
+    });
+    expect(error.message).toBe(
+      'function h: no runner for language "cobol" is installed; install a runner package for "cobol" (one that implements LanguageRunner from @improv/extfn-core) and pass its runner to the Registry (installed: python, wasm)',
+    );
+    const [row] = await registry.evalBatch('h', [[V.number(1)]]).catch((e) => [e]);
+    expect(row).toMatchObject({ kind: 'LanguageUnavailable', message: error.message });
+    // the runner that comes later serves it
+    registry.addRunner(fakeRunner('cobol').runner);
+    expect(await registry.eval('h', [V.number(7)])).toEqual(V.number(7));
+    await registry.close();
   });
 
   test('a third-party language gets a generic fix, never a guessed package name', async () => {
