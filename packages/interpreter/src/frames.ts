@@ -8,6 +8,20 @@ export const PROTOCOL_VERSION = 1;
 /** A frame's JSON header. `bytes`, when present, is the length of the raw payload after it. */
 export type FrameHeader = Record<string, unknown> & { bytes?: number };
 
+/**
+ * The start of what a driver sent, for an error message. A body can write
+ * any JSON to the protocol channel, and JSON.stringify of a value nested a
+ * few thousand levels deep overflows the stack: thrown in a stream handler,
+ * that would end the host process.
+ */
+export function preview(value: unknown, max = 200): string {
+  try {
+    return String(JSON.stringify(value)).slice(0, max);
+  } catch {
+    return '(a value nested too deeply to show)';
+  }
+}
+
 /** The driver's first frame when it speaks this protocol version. */
 export function isReadyFrame(header: FrameHeader | undefined): header is FrameHeader {
   return header?.ready === 1 && header.protocol === PROTOCOL_VERSION;
@@ -24,6 +38,11 @@ export interface Frame {
    * the request was written (for one queued behind another, more than `elapsedMs`).
    */
   workMs?: number;
+  /**
+   * Bytes the frame took on the wire, header line and payload: about what its
+   * results hold in the host (a batch's budget, `maxBatchResultBytes`).
+   */
+  wireBytes?: number;
 }
 
 /**
@@ -133,6 +152,8 @@ export class FrameReader {
   #buffered = 0;
   /** Bytes of payload still expected for `#pending`. */
   #pending: FrameHeader | undefined;
+  /** The header line's bytes of the frame whose payload is awaited. */
+  #pendingLine = 0;
   /** Bytes at the start of the buffer already known to hold no newline (keeps long lines linear). */
   #scanned = 0;
   /** Most bytes one header line may take. */
@@ -233,7 +254,8 @@ export class FrameReader {
       if (this.#buffered < size) return undefined;
       const header = this.#pending;
       this.#pending = undefined;
-      return { header, payload: this.#takePayload(size) };
+      const wireBytes = this.#pendingLine + size;
+      return { header, payload: this.#takePayload(size), wireBytes };
     }
     const end = this.#indexOfNewline();
     if (end < 0) return undefined;
@@ -268,9 +290,10 @@ export class FrameReader {
         );
       }
       this.#pending = h;
+      this.#pendingLine = end + 1;
       return this.#next();
     }
-    return { header: h };
+    return { header: h, wireBytes: end + 1 };
   }
 
   #indexOfNewline(): number {

@@ -17,7 +17,7 @@ import {
   type ValueType,
   valueFromJson,
 } from '@improv/extfn-core';
-import type { DriverError, Frame } from './frames.js';
+import { type DriverError, type Frame, preview } from './frames.js';
 import { CELL_BYTES, padded } from './to-driver.js';
 
 /** A driver's row error as the ExtFnError that `eval` gives for it. */
@@ -48,7 +48,7 @@ function readDriverError(raw: unknown): DriverError {
   }
   return {
     type: 'ProtocolError',
-    message: `malformed row error ${JSON.stringify(raw)?.slice(0, 200)}`,
+    message: `malformed row error ${preview(raw)}`,
   };
 }
 
@@ -59,9 +59,7 @@ export class ResponseShapeError extends Error {}
 export function resultsFromJsonFrame(fn: ExternalFn, frame: Frame, count: number): RowResult[] {
   const values = frame.header.values;
   if (!Array.isArray(values) || values.length !== count) {
-    throw new ResponseShapeError(
-      `expected ${count} values, got ${JSON.stringify(frame.header).slice(0, 200)}`,
-    );
+    throw new ResponseShapeError(`expected ${count} values, got ${preview(frame.header)}`);
   }
   const errors = (frame.header.errors ?? {}) as Record<string, unknown>;
   const out: RowResult[] = new Array(count);
@@ -91,9 +89,7 @@ export function f64Results(
 ): { numbers: Float64Array; errors: [number, ExtFnError][] } {
   const payload = frame.payload;
   if (frame.header.rows !== count || !payload || payload.length !== count * 8) {
-    throw new ResponseShapeError(
-      `expected ${count} f64 results, got ${JSON.stringify(frame.header).slice(0, 200)}`,
-    );
+    throw new ResponseShapeError(`expected ${count} f64 results, got ${preview(frame.header)}`);
   }
   const aligned = payload.byteOffset % 8 === 0 ? payload : Buffer.from(payload);
   const numbers = new Float64Array(aligned.buffer, aligned.byteOffset, count);
@@ -140,7 +136,7 @@ export interface ColsResults {
 
 function shapeError(count: number, frame: Frame, why: string): ResponseShapeError {
   return new ResponseShapeError(
-    `malformed callcols response for ${count} rows (${why}): ${JSON.stringify(frame.header).slice(0, 200)}`,
+    `malformed callcols response for ${count} rows (${why}): ${preview(frame.header)}`,
   );
 }
 

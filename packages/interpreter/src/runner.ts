@@ -6,6 +6,7 @@
  * options, the resolved interpreter, remembered load errors, counters.
  */
 import { availableParallelism, endianness } from 'node:os';
+import { getHeapStatistics } from 'node:v8';
 import {
   type BatchOptions,
   batchByCalls,
@@ -108,6 +109,23 @@ function withDefaults(
   return merged as InterpreterRunnerOptions;
 }
 
+/**
+ * A batch's result budget (InterpreterRunnerOptions.maxBatchResultBytes):
+ * the option, checked, or a quarter of Node's heap limit up to 1 GiB, so a
+ * batch of huge results ends with typed errors before the host runs out of
+ * memory.
+ */
+export function batchResultBytes(option: number | undefined): number {
+  if (option === undefined)
+    return Math.min(2 ** 30, Math.floor(getHeapStatistics().heap_size_limit / 4));
+  if (typeof option !== 'number' || !(option >= 1)) {
+    throw new RangeError(
+      `maxBatchResultBytes must be a number of bytes of at least 1, got ${String(option)}: leave it out for a quarter of the heap limit`,
+    );
+  }
+  return option;
+}
+
 /** The `load` request: what the driver is given of a function (docs/protocol.md). */
 export function loadHeader(fn: ExternalFn, maxOutputBytes: number): FrameHeader {
   return {
@@ -151,6 +169,8 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
   }
   readonly pool: Pool<DispatchWorker>;
   readonly maxOutputBytes: number;
+  /** See InterpreterRunnerOptions.maxBatchResultBytes. */
+  readonly maxBatchResultBytes: number;
   readonly retireAfterBusyMs: number;
   readonly chunkMs: number;
   readonly lanes: number;
@@ -201,6 +221,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     this.#policyInForce = options.policy ?? policyFor(process.env);
     this.maxOutputBytes =
       options.maxOutputBytes ?? this.#limits().stdoutBytes ?? DEFAULT_LIMITS.stdoutBytes;
+    this.maxBatchResultBytes = batchResultBytes(options.maxBatchResultBytes);
     // retire at half the lifetime CPU budget
     this.retireAfterBusyMs = this.#workerCpuSeconds() * 500;
     this.chunkMs = options.chunkMs ?? 5;

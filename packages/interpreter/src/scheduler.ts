@@ -91,6 +91,12 @@ export interface SchedulerContext {
   readonly lanes: number;
   /** Target time per chunk in milliseconds. */
   readonly chunkMs: number;
+  /**
+   * Bytes of answers a batch may receive (frames' `wireBytes`); past it the
+   * batch stops and the rows not answered fail with limit `output`. Without
+   * it, no bound.
+   */
+  readonly maxBatchResultBytes?: number;
   /** Measured milliseconds per row by function key, so the next batch starts at the right chunk size. */
   readonly perRowMs: Map<string, number>;
   /** Runs one request on a worker for `fn` (see dispatch). */
@@ -170,6 +176,8 @@ export async function schedule(
   let done = 0;
   /** Rows in requests now. */
   let inFlight = 0;
+  /** Bytes of answers received so far (see `maxBatchResultBytes`). */
+  let received = 0;
   let stopped: ExtFnError | undefined;
 
   const hasWork = () => stopped === undefined && (retries.length > 0 || next < n);
@@ -235,6 +243,11 @@ export async function schedule(
       running.size <= 1 &&
       !(ctx.wouldServe?.(key) ?? true);
     if ((count < full || tail) && alone()) count = tail ? n - next : full;
+    // Near the result budget, no chunk larger than what is left of it at the bytes per row so far.
+    if (ctx.maxBatchResultBytes !== undefined && done > 0) {
+      const fits = Math.floor((ctx.maxBatchResultBytes - received) / (received / done));
+      count = Math.max(1, Math.min(count, fits));
+    }
     const start = next;
     next += count;
     return [start, count];
@@ -264,6 +277,16 @@ export async function schedule(
       payloadInto: source.payloadInto?.(start, count),
       ...(behind ? { behind } : {}),
     });
+    received += frame.wireBytes ?? 0;
+    const budget = ctx.maxBatchResultBytes;
+    if (budget !== undefined && received > budget) {
+      stopped ??= ExtFnError.runtime(
+        fn.name,
+        `the batch's results passed ${mib(budget)}, what one batch may bring into the host, so this row was not evaluated: ` +
+          'return smaller results, refresh fewer rows at once, or raise the runner option maxBatchResultBytes',
+        { limit: 'output' },
+      );
+    }
     // Request time only (not waiting for or starting a worker).
     const elapsed = frame.elapsedMs ?? 0;
     // What a chunk's size controls: the worker's own time on it, when its driver
@@ -436,4 +459,9 @@ export async function schedule(
     if (ctx.perRowMs.size > 1024) ctx.perRowMs.delete(ctx.perRowMs.keys().next().value!);
   }
   if (done < n) options.onProgress?.(n, n); // the rest were settled at once (aborted, closed)
+}
+
+/** Bytes as MiB for a message ("1024 MiB"), or bytes when under one. */
+function mib(bytes: number): string {
+  return bytes >= 2 ** 20 ? `${Math.floor(bytes / 2 ** 20)} MiB` : `${bytes} bytes`;
 }

@@ -12,7 +12,7 @@ import {
   type Zygote,
 } from '@improv/extfn-sandbox';
 import { LoadFailure, WorkerFailure } from './failures.js';
-import type { DriverError, FrameHeader } from './frames.js';
+import { type DriverError, type FrameHeader, preview } from './frames.js';
 import { controlLimits } from './response-limits.js';
 import { SharedFile, sharedDirectory } from './shared-file.js';
 import { WarmWorker } from './warm-worker.js';
@@ -192,10 +192,7 @@ async function loadOn(worker: WarmWorker, options: StartWorkerOptions): Promise<
     });
     if (frame.header.error !== undefined) throw new LoadFailure(frame.header.error as DriverError);
     if (frame.header.ok !== true) {
-      throw new WorkerFailure(
-        'malformed',
-        `unexpected load response ${JSON.stringify(frame.header).slice(0, 200)}`,
-      );
+      throw new WorkerFailure('malformed', `unexpected load response ${preview(frame.header)}`);
     }
     worker.requests = 0; // `load` does not count as history for the retry rule
     return worker;

@@ -125,6 +125,15 @@ export interface InterpreterRunnerOptions {
   workerCpuSeconds?: number;
   /** Per-row output cap the driver enforces, in bytes (default: the sandbox's stdout cap, 1 MiB). */
   maxOutputBytes?: number;
+  /**
+   * Bytes of results one batch (evalBatch, evalColumns) may bring into the
+   * host, counted as the drivers' answers arrive: each row's result is capped
+   * (`maxOutputBytes`), but 10^5 rows of 1 MiB texts would not fit in any
+   * host. Past it the batch stops: rows answered keep their results, the
+   * others get a Runtime error with limit `output`. Default: a quarter of
+   * Node's heap limit, at most 1 GiB.
+   */
+  maxBatchResultBytes?: number;
   /** Default mode when a call does not say (default `warm`). */
   mode?: 'warm' | 'oneShot';
   /**

@@ -24,6 +24,7 @@ import {
   type Payload,
   PROTOCOL_VERSION,
   payloadBytes,
+  preview,
 } from './frames.js';
 import type { ResponseLimits } from './response-limits.js';
 import type { SharedFile, SharedRegion } from './shared-file.js';
@@ -221,7 +222,7 @@ export class WarmWorker {
       this.#fail(
         new WorkerFailure(
           'malformed',
-          `the driver did not start protocol ${PROTOCOL_VERSION}: ${JSON.stringify(frame.header).slice(0, 200)}`,
+          `the driver did not start protocol ${PROTOCOL_VERSION}: ${preview(frame.header)}`,
         ),
       );
       throw this.#failure;
@@ -646,6 +647,20 @@ export class WarmWorker {
   #onData(chunk: Buffer): void {
     if (this.#failure) return;
     this.#reader.add(chunk);
+    try {
+      this.#readFrames();
+    } catch (error) {
+      // Whatever the driver sent, reading it must not throw out of a stream
+      // handler: that would end the host process, not just this worker.
+      const why = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      this.#fail(
+        new WorkerFailure('malformed', `unreadable answer from the driver (${why})`),
+        true,
+      );
+    }
+  }
+
+  #readFrames(): void {
     // One frame at a time: answering one request starts the one queued behind it,
     // which sets the limits (and target) its own answer is read with.
     for (;;) {
@@ -671,7 +686,7 @@ export class WarmWorker {
         this.#fail(
           new WorkerFailure(
             'malformed',
-            `unexpected frame from the driver: ${JSON.stringify(frame.header).slice(0, 200)}`,
+            `unexpected frame from the driver: ${preview(frame.header)}`,
           ),
           true,
         );

@@ -63,6 +63,30 @@ describe.skipIf(!hasPython)('warm workers with a fixture driver', () => {
     expect(runner.stats().live).toBe(1);
   });
 
+  test('an answer nested thousands of levels deep fails its call, not the host', async () => {
+    // JSON.stringify of such a value overflows the stack; the host once did it
+    // in its stream handler, for the error message, and died.
+    const { registry, runner } = make({
+      deepWrongId: ['deep wrong id', [], 'number'],
+      deepValues: ['deep values', [], 'number'],
+      ok: ['result = 1', [], 'number'],
+    });
+    const wrong = await failure(registry.eval('deepWrongId', []));
+    expect(wrong.kind).toBe('Runtime');
+    expect(wrong.message).toMatch(
+      /unexpected frame from the driver: \(a value nested too deeply to show\)/,
+    );
+    const values = await failure(registry.eval('deepValues', []));
+    expect(values.kind).toBe('Runtime');
+    const rows = await registry.evalBatch('deepValues', [[], []]);
+    for (const row of rows) expect(ExtFnError.isInstance(row)).toBe(true);
+    expect(values.message).toBe(
+      'function deepValues: ProtocolError: malformed row error (a value nested too deeply to show)',
+    );
+    expect(await registry.eval('ok', [])).toEqual(Value.number(1));
+    await waitFor(() => runner.stats().live === 1);
+  });
+
   test('a response past the byte budget is "output too large" and the worker is replaced', async () => {
     const { registry, runner } = make(
       { huge: ['huge', [], 'text'] },

@@ -241,6 +241,8 @@ class Spawner {
       tree.ended = resolve;
     });
     let holding = true; // a new tree holds the event loop, as a spawned child does
+    /** Ended: a hold taken now would never be let go (a worker killed after its tree died). */
+    let over = false;
     const streams = [tree.stdin, tree.stdout, stderr];
     tree.resolve({
       pid: tree.pid,
@@ -251,8 +253,8 @@ class Spawner {
       ...(tree.moved ? { moved: true } : {}),
       ref: () => {
         for (const stream of streams) stream?.ref();
-        if (!holding) this.#hold(1);
-        holding = true;
+        if (!holding && !over) this.#hold(1);
+        holding = !over;
       },
       unref: () => {
         for (const stream of streams) stream?.unref();
@@ -261,6 +263,7 @@ class Spawner {
       },
     });
     void exit.then(() => {
+      over = true;
       if (holding) this.#hold(-1);
       holding = false;
     });

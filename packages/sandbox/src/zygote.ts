@@ -190,6 +190,12 @@ export class Zygote {
   #dead: string | undefined;
   readonly exited: Promise<void>;
   #stderrTail = '';
+  /**
+   * Forked workers that hold the event loop (a request in flight): their
+   * exits come over the zygote's own channel, so it is held while any is,
+   * or a host awaiting a worker that died would exit before hearing it.
+   */
+  #holds = 0;
 
   private constructor(dir: string, tree: Launched, server: Server) {
     this.dir = dir;
@@ -536,6 +542,11 @@ export class Zygote {
     );
   }
 
+  #hold(delta: number): void {
+    this.#holds += delta;
+    if (!this.#dead) this.#tree.holdEventLoop(this.#holds > 0);
+  }
+
   /** The zygote's own pid on the host (bwrap's child), looked up once. */
   #pid: number | undefined;
 
@@ -581,9 +592,22 @@ export class Zygote {
     });
     stdio.resume();
     stderr.resume();
+    // A new worker holds the event loop, as a spawned child does, until told otherwise.
+    let holding = true;
+    this.#hold(1);
+    const letGo = () => {
+      if (holding) this.#hold(-1);
+      holding = false;
+    };
+    const takeHold = () => {
+      if (holding || ended) return;
+      holding = true;
+      this.#hold(1);
+    };
     const exited = (async (): Promise<TreeExit> => {
       const how = await childExit;
       ended = true;
+      letGo();
       cpu?.stop();
       await Promise.race([
         Promise.all([closed(stdio), closed(stderr)]),
@@ -617,6 +641,8 @@ export class Zygote {
           if (hold) socket.ref();
           else socket.unref();
         }
+        if (hold) takeHold();
+        else letGo();
       },
       async kill() {
         if (!ended) killPid(pid, born); // its pid namespace dies with it
