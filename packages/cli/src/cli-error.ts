@@ -1,8 +1,13 @@
 /** The command line's own failures (usage, bad input, a runner that will not load), each with its fix and exit code. */
 import { ExitCode } from './exit-codes.js';
 
-/** Kinds of failure that are the command line's, not the function's. */
-export type CliErrorKind = 'Usage' | 'BadInput' | 'LanguageUnavailable';
+/**
+ * Kinds of failure that are the command line's, not the function's: a bad
+ * flag or command line (Usage), a file or argument that cannot be read
+ * (BadInput), a runner that cannot be loaded (LanguageUnavailable), a Redis
+ * the worker cannot reach (Unreachable).
+ */
+export type CliErrorKind = 'Usage' | 'BadInput' | 'LanguageUnavailable' | 'Unreachable';
 
 /**
  * A failure before any function runs: a bad flag, an unreadable file, an
@@ -19,7 +24,10 @@ export class CliError extends Error {
     this.kind = kind;
     this.fix = fix;
     this.exitCode =
-      exitCode ?? (kind === 'LanguageUnavailable' ? ExitCode.Unavailable : ExitCode.BadInput);
+      exitCode ??
+      (kind === 'LanguageUnavailable' || kind === 'Unreachable'
+        ? ExitCode.Unavailable
+        : ExitCode.BadInput);
   }
 
   toJSON(): Record<string, unknown> {

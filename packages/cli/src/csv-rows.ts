@@ -112,7 +112,15 @@ export class CsvRows {
     }
     this.#width ??= cells.length;
     const wrong = this.#wrongWidth(record);
-    if (wrong) return { line, cells: this.#fit(cells), problem: wrong };
+    if (wrong) {
+      const hint = first ? this.#layoutHint(line, cells) : undefined;
+      return {
+        line,
+        cells: this.#fit(cells),
+        problem: hint ? `${wrong} (${hint.short})` : wrong,
+        ...(hint ? { fix: hint.fix } : {}),
+      };
+    }
     if (cells.length < this.#needed) {
       return {
         line,
@@ -129,10 +137,63 @@ export class CsvRows {
     );
     if ('args' in result) return { line, cells, args: result.args };
     // A header that was not declared is the likeliest cause of a bad first row.
-    const hint =
-      first && !this.#header && cells.every((c) => LOOKS_LIKE_NAME.test(c.trim()))
-        ? ` (is line ${line} a header? pass --header)`
-        : '';
-    return { line, cells, problem: `line ${line}: ${result.problem}${hint}` };
+    const hint = first ? this.#layoutHint(line, cells) : undefined;
+    return {
+      line,
+      cells,
+      problem: `line ${line}: ${result.problem}${hint ? ` (${hint.short})` : ''}`,
+      ...(hint ? { fix: hint.fix } : {}),
+    };
+  }
+
+  /** Whether a cell is a value of one of the argument types (a header's names are not). */
+  #isValue(cell: string): boolean {
+    return [...new Set(this.#fn.argTypes)].some((type) => parseCell(cell, type).ok);
+  }
+
+  /**
+   * When the first row cannot be read, the likeliest reason: a header that was
+   * not declared (cells that are names, not values of the argument types), or
+   * a table wider than the arguments that needs --columns.
+   */
+  #layoutHint(line: number, cells: readonly string[]): { short: string; fix: string } | undefined {
+    const fn = this.#fn;
+    const arity = fn.argTypes.length;
+    const { header, columns } = this.#options;
+    const list = (names: readonly string[]) =>
+      (names.length > 10 ? [...names.slice(0, 10), '…'] : names).join(', ');
+    const listed = list(cells);
+    if (header) {
+      // --header without --columns: the arguments are the first columns.
+      if (columns || this.#header === undefined || this.#header.length === arity) return undefined;
+      return {
+        short: `the header has ${this.#header.length} columns: name ${fn.name}'s ${arity} with --columns`,
+        fix: `name the ${arity} argument column(s) of ${fn.name} in declared order with --columns (the header has ${list(this.#header)}); without it the first ${arity} are used`,
+      };
+    }
+    const headerLike =
+      cells.length > 0 &&
+      cells.every((c) => LOOKS_LIKE_NAME.test(c.trim())) &&
+      cells.some((c) => !this.#isValue(c));
+    const wide = !columns && cells.length > arity;
+    if (headerLike && wide) {
+      return {
+        short: `is line ${line} a header? pass --header, and --columns with ${fn.name}'s ${arity} argument column(s)`,
+        fix: `line ${line} looks like a header (${listed}): pass --header, and --columns with the names of ${fn.name}'s ${arity} argument column(s) in declared order`,
+      };
+    }
+    if (headerLike) {
+      return {
+        short: `is line ${line} a header? pass --header`,
+        fix: `line ${line} looks like a header (${listed}): pass --header${columns ? '' : ', and --columns to pick the argument columns by name'}`,
+      };
+    }
+    if (wide) {
+      return {
+        short: `pick ${fn.name}'s ${arity} argument column(s) with --columns`,
+        fix: `the rows have ${cells.length} cells and ${fn.name} takes ${arity} argument(s): pick the argument columns with --columns, by 1-based number (--columns ${Array.from({ length: arity }, (_, i) => i + 1).join(',')}), or by name with --header when line ${line} names them`,
+      };
+    }
+    return undefined;
   }
 }

@@ -8,7 +8,8 @@ export const ExitCode = {
   BadInput: 2,
   /**
    * This machine cannot run it: runner or interpreter missing, or the sandbox
-   * policy cannot be honoured. `run` stops at the first row that fails so.
+   * policy cannot be honoured (`worker`: Redis cannot be reached). `run` stops
+   * at the first row that fails so.
    */
   Unavailable: 3,
   /** A bug in improv-extfn itself. */
@@ -24,7 +25,8 @@ export const EXIT_CODES_HELP = `Exit codes:
   0    ok
   1    the function failed (eval), or at least one row failed or was malformed (run)
   2    usage or bad input: unknown flag, bad descriptor file, argument that does not parse
-  3    this machine cannot run it: runner or interpreter missing, sandbox unavailable
-       (run stops at the first row that fails so, with the reason and its fix)
+  3    this machine cannot run it: runner or interpreter missing, sandbox unavailable,
+       Redis unreachable (worker); run stops at the first row that fails so, with the
+       reason and its fix
   4    internal error (a bug: please report it)
   130  interrupted (Ctrl-C); 143 terminated (SIGTERM): an -o file is left as it was`;

@@ -29,10 +29,18 @@ export function parseCommandLine<O extends Options>(
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--') afterDoubleDash = true;
-    const isValue = i > 0 && takesValue.has(argv[i - 1]!);
-    protectedArgv.push(
-      !afterDoubleDash && !isValue && NEGATIVE_NUMBER.test(arg) ? PLACEHOLDER + arg : arg,
-    );
+    const flag = i > 0 && !afterDoubleDash ? argv[i - 1]! : undefined;
+    if (flag !== undefined && takesValue.has(flag)) {
+      // `--timeout -1`: the flag's value (parseArgs alone would call it ambiguous),
+      // checked by the flag's own parser, which says what is wrong with it.
+      if (NEGATIVE_NUMBER.test(arg)) {
+        protectedArgv[protectedArgv.length - 1] = flag.startsWith('--')
+          ? `${flag}=${arg}`
+          : `${flag}${arg}`;
+      } else protectedArgv.push(arg);
+      continue;
+    }
+    protectedArgv.push(!afterDoubleDash && NEGATIVE_NUMBER.test(arg) ? PLACEHOLDER + arg : arg);
   }
   try {
     const { values, positionals } = parseArgs({
@@ -48,6 +56,19 @@ export function parseCommandLine<O extends Options>(
       ),
     };
   } catch (error) {
+    const ambiguous = /^Option '([^']+)' argument is ambiguous/.exec((error as Error).message);
+    if (ambiguous) {
+      // `--name -x`: a value that starts with "-" reads as a flag of its own.
+      const flag = ambiguous[1]!;
+      const value = argv[argv.indexOf(flag) + 1] ?? '-…';
+      const long = flag.startsWith('--')
+        ? flag
+        : `--${Object.keys(options).find((k) => options[k]?.short === flag.slice(1)) ?? flag}`;
+      throw usage(
+        `${command}: ${flag} needs a value, and ${JSON.stringify(value)} after it reads as a flag`,
+        `write ${long}=${value} if that is the value; see improv-extfn ${command} --help`,
+      );
+    }
     const message = (error as Error).message.replace(/\.?\s*To specify a positional.*$/s, '');
     const unknown = (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION';
     throw usage(
@@ -59,18 +80,33 @@ export function parseCommandLine<O extends Options>(
   }
 }
 
-/** `--timeout 2000`, `--timeout 2s`, `--timeout 500ms` → milliseconds. */
-export function parseTimeout(text: string | undefined): number | undefined {
+/**
+ * The longest --timeout, 2^30 - 1 ms (about 12.4 days). A Node timer holds at
+ * most 2^31 - 1 ms (about 24.8 days, the most a Registry takes), and core's
+ * backstop waits for twice the deadline: past half of that its timer would
+ * overflow and fire every millisecond.
+ */
+export const MAX_TIMEOUT_MS = 1_073_741_823;
+
+const DURATION_FIX = 'write milliseconds (2000), or seconds with s (2s)';
+
+/** `--timeout 2000`, `--timeout 2s`, `--timeout 500ms` → milliseconds, from 1 ms to about 12.4 days. */
+export function parseTimeout(text: string | undefined, flag = '--timeout'): number | undefined {
   if (text === undefined) return undefined;
-  const match = /^(\d+(?:\.\d+)?)(ms|s)?$/.exec(text.trim());
-  const ms = match ? Number(match[1]) * (match[2] === 's' ? 1000 : 1) : Number.NaN;
-  if (!(ms >= 1) || !Number.isFinite(ms)) {
+  const match = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(ms|s)?$/i.exec(text.trim());
+  const ms = match ? Number(match[1]) * (match[2]?.toLowerCase() === 's' ? 1000 : 1) : Number.NaN;
+  const quoted = `${flag} ${JSON.stringify(text)}`;
+  if (Number.isNaN(ms)) throw usage(`${quoted} is not a duration`, DURATION_FIX);
+  if (!(ms > 0)) throw usage(`${quoted}: the time limit must be more than 0`, DURATION_FIX);
+  const rounded = Math.round(ms);
+  if (rounded < 1) throw usage(`${quoted} is under 1 ms, the shortest limit`, DURATION_FIX);
+  if (rounded > MAX_TIMEOUT_MS) {
     throw usage(
-      `--timeout ${JSON.stringify(text)} is not a duration`,
-      'write milliseconds (2000), or seconds with s (2s)',
+      `${quoted} is more than the longest limit, ${MAX_TIMEOUT_MS} ms (about 12.4 days)`,
+      `write at most ${flag} ${Math.floor(MAX_TIMEOUT_MS / 1000)}s, e.g. ${flag} 30s`,
     );
   }
-  return Math.round(ms);
+  return rounded;
 }
 
 /** `--columns a,b,c` → ["a", "b", "c"]. */
@@ -106,17 +142,29 @@ const SIZE_UNITS: Record<string, number> = {
   gib: 1024 ** 3,
 };
 
+/** The smallest and largest memory limit --memory takes (Wasm functions: at most WASM_MAX_MEMORY_BYTES). */
+export const MIN_MEMORY_BYTES = 1024 ** 2;
+export const MAX_MEMORY_BYTES = 1024 * 1024 ** 3;
+/** A WebAssembly memory is 32-bit: 65 536 pages of 64 KiB. */
+export const WASM_MAX_MEMORY_BYTES = 4 * 1024 ** 3;
+
+const sizeFix = (flag: string): string =>
+  `write a number with a unit, B, K/KiB, M/MiB or G/GiB (1K = 1024 bytes), from 1MiB to 1024GiB: ${flag} 512MiB, ${flag} 2GiB`;
+
 /** `--memory 512MiB`, `2GiB`, `1g`, or bytes → bytes (binary units: a memory limit is counted in pages). */
 export function parseSize(text: string | undefined, flag: string): number | undefined {
   if (text === undefined) return undefined;
-  const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
-  const unit = match ? SIZE_UNITS[match[2]!.toLowerCase()] : undefined;
-  const bytes = match && unit !== undefined ? Math.floor(Number(match[1]) * unit) : Number.NaN;
-  if (!(bytes >= 1024 * 1024) || !Number.isSafeInteger(bytes)) {
-    throw usage(
-      `${flag} ${JSON.stringify(text)} is not a size of at least 1MiB`,
-      `write a size with a unit: ${flag} 512MiB, ${flag} 2GiB`,
-    );
+  const quoted = `${flag} ${JSON.stringify(text)}`;
+  const match = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*([a-z]*)$/i.exec(text.trim());
+  if (!match) throw usage(`${quoted} is not a size`, sizeFix(flag));
+  const unit = SIZE_UNITS[match[2]!.toLowerCase()];
+  if (unit === undefined) throw usage(`${quoted}: unknown unit "${match[2]}"`, sizeFix(flag));
+  const bytes = Math.floor(Number(match[1]) * unit);
+  if (!(bytes >= MIN_MEMORY_BYTES)) {
+    throw usage(`${quoted} is less than 1MiB, the smallest limit`, sizeFix(flag));
+  }
+  if (bytes > MAX_MEMORY_BYTES) {
+    throw usage(`${quoted} is more than 1024GiB, the largest limit`, sizeFix(flag));
   }
   return bytes;
 }

@@ -33,6 +33,7 @@ export class Tally {
   add(row: TableRow, outcome: RowOutcome): void {
     this.rows++;
     if (!isFailure(outcome)) return;
+    if (row.fix) this.fixes.add(row.fix);
     this.failed++;
     this.errors[outcome.kind] = (this.errors[outcome.kind] ?? 0) + 1;
     if (this.problems.length < LISTED_PROBLEMS) {

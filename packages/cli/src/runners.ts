@@ -4,6 +4,7 @@
  * never stops the other languages from working. Third-party runner packages
  * come in through `--runner PACKAGE` or IMPROV_EXTFN_RUNNERS.
  */
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -179,13 +180,16 @@ export function externalRunnerNames(flags: readonly string[], env: NodeJS.Proces
   return [...new Set([...flags, ...fromEnv])];
 }
 
+/** `./x.js`, `../x.mjs`, `/abs/x.js`: a file, not a package name. */
+const isPath = (name: string): boolean => name.startsWith('.') || isAbsolute(name);
+
 /**
  * Where a third-party package is found: a path (./lua-runner.js) from the
  * working directory, a package name from the working directory's
  * node_modules first (where a user installs it), then from ours.
  */
 function importTarget(name: string, cwd: string): string {
-  if (name.startsWith('.') || isAbsolute(name)) return pathToFileURL(resolve(cwd, name)).href;
+  if (isPath(name)) return pathToFileURL(resolve(cwd, name)).href;
   try {
     return pathToFileURL(createRequire(join(cwd, 'noop.js')).resolve(name)).href;
   } catch {
@@ -218,6 +222,16 @@ export async function loadExternalRunner(
       ? io.importPackage(packageName)
       : import(importTarget(packageName, io.cwd)))) as Record<string, unknown>;
   } catch (error) {
+    const file = isPath(packageName) ? resolve(io.cwd, packageName) : undefined;
+    if (file !== undefined && !existsSync(file)) {
+      return {
+        ok: false,
+        spec: base,
+        installed: false,
+        problem: `the runner file ${file} does not exist`,
+        fix: `check the path (a relative one is from ${io.cwd}); --runner takes a runner package's name or the path of its entry file`,
+      };
+    }
     return importFailure(base, error);
   }
   if (named !== undefined) return create(base, module[named], undefined);

@@ -4,9 +4,10 @@
  * only the runner it needs.
  */
 import { type ExternalFn, ExtFnError, type LanguageRunner, Registry } from '@improv/extfn-core';
-import { CliError } from './cli-error.js';
+import { CliError, usage } from './cli-error.js';
 import { ExitCode } from './exit-codes.js';
 import type { CliIo } from './io.js';
+import { WASM_MAX_MEMORY_BYTES } from './options.js';
 import {
   externalRunnerNames,
   KNOWN_LANGUAGE_IDS,
@@ -50,6 +51,23 @@ export async function loadRunners(
   }
   const languages = [...new Set([...KNOWN_LANGUAGE_IDS, ...external.map((r) => r.language)])];
   return { external, settings, languages };
+}
+
+/**
+ * --memory against what the runner `fn` needs can take, before it is created:
+ * a WebAssembly memory is 32-bit, at most 4GiB. A third-party runner for the
+ * language is not given --memory, so it is not checked.
+ */
+export function checkMemoryFlag(fn: ExternalFn, runners: Runners, text: string | undefined): void {
+  const bytes = runners.settings.memoryBytes;
+  if (text === undefined || bytes === undefined) return;
+  if (runners.external.some((r) => r.language === fn.language)) return;
+  if (fn.language === 'wasm' && bytes > WASM_MAX_MEMORY_BYTES) {
+    throw usage(
+      `--memory ${JSON.stringify(text)} is more than 4GiB, the most a wasm function's memory can be (WebAssembly memory is 32-bit)`,
+      `write at most --memory 4GiB for function ${fn.name} (wasm; default 16MiB)`,
+    );
+  }
 }
 
 /**

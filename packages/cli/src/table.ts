@@ -15,6 +15,8 @@ export interface TableRow {
   readonly args?: Value[];
   /** Why the row could not be read (line number, column, what to write instead). */
   readonly problem?: string;
+  /** A fix for the whole table that this row points to (a forgotten --header or --columns), said once in the summary. */
+  readonly fix?: string;
   /** CSV: the cells written back, exactly as many as the table is wide. */
   readonly cells?: string[];
   /** JSON lines: the parsed row, when it is JSON. */

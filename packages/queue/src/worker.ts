@@ -58,6 +58,20 @@ export interface QueueWorkerOptions {
   onWarmUp?: (event: WarmUpEvent) => void;
   /** Told about connection errors the worker recovers from (for logs). */
   onError?: (error: Error) => void;
+  /**
+   * How long start-up may wait for Redis (default 30 000 ms). Past it the
+   * start rejects with a LanguageUnavailable error naming the address and the
+   * last connection error, and nothing is left connected. Once started, the
+   * worker reconnects on its own for as long as it runs (`onError` hears of
+   * each failed attempt).
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Aborting it while the worker starts stops waiting for Redis: the start
+   * rejects with the signal's reason and nothing is left connected. Once
+   * started, stop the worker with `close()`.
+   */
+  signal?: AbortSignal;
 }
 
 export interface WarmUpEvent {
@@ -80,11 +94,19 @@ export interface QueueWorker {
   /** `redis://host:port` (no password). */
   readonly redis: string;
   readonly concurrency: number;
-  /** Stops taking jobs, lets running chunks finish (at most `graceMs`, then cancels them) and closes the runners. */
+  /**
+   * Stops taking jobs, lets running chunks finish (at most `graceMs`, then
+   * cancels them) and closes the runners. With Redis unreachable it does not
+   * wait: running chunks are dropped and retried elsewhere once their locks expire.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
 const MAX_CACHED_DESCRIPTORS = 1_000;
+/** How long start-up waits for Redis by default. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
+/** How long a start that failed waits for its connections to close before it drops them. */
+const TEARDOWN_MS = 2_000;
 /** Ids of cancelled jobs remembered, oldest forgotten first. */
 const MAX_REMEMBERED_CANCELS = 10_000;
 
@@ -113,7 +135,18 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
       `startQueueWorker: concurrency must be a positive integer, got ${concurrency}`,
     );
   }
-  const onError = (error: Error) => options.onError?.(error);
+  const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  if (!(connectTimeoutMs > 0) || !Number.isFinite(connectTimeoutMs)) {
+    throw new RangeError(
+      `startQueueWorker: connectTimeoutMs must be a positive number of milliseconds, got ${connectTimeoutMs}`,
+    );
+  }
+  options.signal?.throwIfAborted();
+  let lastError: Error | undefined;
+  const onError = (error: Error) => {
+    lastError = error;
+    options.onError?.(error);
+  };
   const redis = new Redis(connection);
   redis.on('error', onError);
   const subscriber = new Redis(connection);
@@ -291,7 +324,6 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
   // Engines publish the ids of jobs to stop; each worker cancels the ones it runs.
   // On another channel, warm-up requests: every host answers each.
   const warmOn = warmChannel(prefix, queueName);
-  await subscriber.subscribe(cancelChannel(prefix, queueName), warmOn);
   subscriber.on('message', (channel, message: string) => {
     if (channel === warmOn) {
       void warm(message);
@@ -304,9 +336,37 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
       cancelled.delete(cancelled.values().next().value!);
     cancelled.add(jobId);
   });
-  for (const worker of workers) {
-    void worker.run().catch(onError);
-    await worker.waitUntilReady();
+  const start = async (): Promise<void> => {
+    await subscriber.subscribe(cancelChannel(prefix, queueName), warmOn);
+    for (const worker of workers) {
+      void worker.run().catch(onError);
+      await worker.waitUntilReady();
+    }
+  };
+  try {
+    await startWithin(start(), connectTimeoutMs, options.signal, () => {
+      const where = describeConnection(connection);
+      const last = lastError ? ` (${lastError.message})` : '';
+      const fix = 'start Redis there, or point connection / IMPROV_EXTFN_REDIS_URL at it';
+      return new ExtFnError(
+        'LanguageUnavailable',
+        `startQueueWorker: cannot reach Redis at ${where} within ${connectTimeoutMs} ms${last}`,
+        { fix },
+      );
+    });
+  } catch (error) {
+    // Nothing may stay connected (or keep retrying) after a start that failed.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(workers.map((w) => w.close(true))),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, TEARDOWN_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    subscriber.disconnect();
+    redis.disconnect();
+    throw error;
   }
 
   let closing: Promise<void> | undefined;
@@ -317,19 +377,51 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     concurrency,
     close(graceMs = 10_000) {
       closing ??= (async () => {
+        // With Redis gone, a running chunk cannot hand in its result, and a graceful
+        // close would wait for Redis to come back (its commands queue until then):
+        // close at once; the chunks go to another worker once their locks expire.
+        const connected = redis.status === 'ready';
         const timer = setTimeout(() => {
           for (const worker of workers) worker.cancelAllJobs('the worker is closing');
         }, graceMs);
         try {
-          await Promise.allSettled(workers.map((w) => w.close()));
+          await Promise.allSettled(workers.map((w) => w.close(!connected)));
         } finally {
           clearTimeout(timer);
         }
         subscriber.disconnect();
-        await redis.quit().catch(() => redis.disconnect());
+        if (connected) await redis.quit().catch(() => redis.disconnect());
+        else redis.disconnect();
         await Promise.allSettled([...runners.values()].map((r) => r.close?.()));
       })();
       return closing;
     },
   };
+}
+
+/**
+ * `started`, or the error `timedOut()` makes after `ms`, or the signal's
+ * reason once it aborts: whichever comes first.
+ */
+function startWithin(
+  started: Promise<void>,
+  ms: number,
+  signal: AbortSignal | undefined,
+  timedOut: () => Error,
+): Promise<void> {
+  started.catch(() => {}); // a late rejection after the deadline is not unhandled
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const stop = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(timedOut()), ms);
+    if (signal?.aborted) reject(signal.reason);
+    else if (signal) {
+      onAbort = () => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+  });
+  return Promise.race([started, stop]).finally(() => {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  });
 }

@@ -2,7 +2,7 @@
 import type { RunnerProbe } from '@improv/extfn-core';
 import { usage } from '../cli-error.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
-import { cliWording } from '../hints.js';
+import { cliWording, interpreterEnvHint } from '../hints.js';
 import type { CliIo } from '../io.js';
 import { parseCommandLine, wantsJson } from '../options.js';
 import { reportFailure } from '../report.js';
@@ -84,6 +84,8 @@ export interface SandboxReport {
   layers?: Record<string, boolean | string>;
   /** Why trees get no cgroup here, or where they go. */
   cgroupReason?: string;
+  /** When trees get no cgroup here: what would give them one (optional: rlimits still hold). */
+  cgroupFix?: string;
   /** Ubuntu's AppArmor restriction of user namespaces blocks bubblewrap. */
   appArmorUserns?: boolean;
   /** Restricted could not start; IMPROV_EXTFN_ALLOW_UNSANDBOXED=1 made it fall back. */
@@ -172,6 +174,9 @@ async function probeSandboxLayers(io: CliIo): Promise<SandboxReport> {
       ok: probe.ok,
       layers: { ...probe.layers },
       ...(probe.cgroupReason ? { cgroupReason: probe.cgroupReason } : {}),
+      ...(probe.layers.cgroup === false && probe.cgroupReason
+        ? { cgroupFix: cgroupFix(probe.cgroupReason) }
+        : {}),
       ...(probe.appArmorUserns ? { appArmorUserns: true } : {}),
       ...(probe.fallbackFrom ? { fallbackFrom: probe.fallbackFrom } : {}),
       ...(probe.bwrap ? { bwrap: probe.bwrap } : {}),
@@ -197,8 +202,19 @@ export async function collectReport(
   // One at a time: probes start interpreters, and the machine may be busy.
   const sandbox = await probeSandboxLayers(io);
   const languages: LanguageReport[] = [];
-  for (const spec of RUNNER_PACKAGES)
-    languages.push(await probeLanguage(await loadRunner(spec, io)));
+  for (const spec of RUNNER_PACKAGES) {
+    const report = await probeLanguage(await loadRunner(spec, io));
+    // IMPROV_EXTFN_PYTHON=/nope/python3: the runner says none was found; we say why.
+    const envHint =
+      report.loaded && !report.available && !report.interpreter
+        ? interpreterEnvHint(report.language, io.env, io.cwd)
+        : undefined;
+    languages.push(
+      envHint
+        ? { ...report, detail: `${report.detail}: ${envHint.problem}`, fix: envHint.fix }
+        : report,
+    );
+  }
   for (const name of externalRunnerNames(runners, io.env)) {
     languages.push(await probeLanguage(await loadExternalRunner(name, io)));
   }
@@ -222,6 +238,26 @@ const LAYER_NAMES: Record<string, string> = {
   outputCaps: 'output caps',
 };
 
+/**
+ * What gives trees a cgroup of their own, for the reason the sandbox gave:
+ * cgroup v1 needs root; cgroup v2 needs the memory and pids controllers
+ * delegated to the cgroup improv-extfn runs in. Optional: rlimits still
+ * bound each process.
+ */
+export function cgroupFix(reason: string): string {
+  const optional = 'optional: each process is still held by its rlimits';
+  if (/not Linux/.test(reason)) return `none here, cgroups are Linux's; ${optional}`;
+  const hasV2 = !/no cgroup v2 hierarchy/.test(reason);
+  const rootHelps = /cgroup v1 needs root/.test(reason);
+  const delegate =
+    'run improv-extfn in a cgroup v2 group with the memory and pids controllers delegated to it (@improv/extfn-sandbox README, cgroup per tree)';
+  const root =
+    'run improv-extfn as root (each body still runs under an unprivileged uid of its own)';
+  const ways = [hasV2 ? delegate : '', rootHelps ? root : ''].filter(Boolean);
+  if (!ways.length) ways.push(delegate);
+  return `for one memory and process budget per tree, ${ways.join(', or ')}; ${optional}`;
+}
+
 export function formatReport(report: DoctorReport): string {
   const lines: string[] = [`improv-extfn doctor · node ${report.node} · ${report.platform}`, ''];
   const { sandbox } = report;
@@ -236,8 +272,10 @@ export function formatReport(report: DoctorReport): string {
       `${LAYER_NAMES[k] ?? k}${typeof v === 'string' ? ` (${v})` : ''}`;
     lines.push(`  active: ${on.map(name).join(', ') || 'none'}`);
     if (off.length) lines.push(`  inactive: ${off.map(name).join(', ')}`);
-    if (sandbox.layers.cgroup === false && sandbox.cgroupReason)
+    if (sandbox.layers.cgroup === false && sandbox.cgroupReason) {
       lines.push(`  no cgroup: ${sandbox.cgroupReason}`);
+      if (sandbox.ok) lines.push(`  fix: ${sandbox.cgroupFix ?? cgroupFix(sandbox.cgroupReason)}`);
+    }
   }
   if (sandbox.appArmorUserns)
     lines.push('  AppArmor restricts unprivileged user namespaces here (see the fix)');

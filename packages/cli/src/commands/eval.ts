@@ -8,7 +8,7 @@ import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { type CliIo, interruptedExitCode } from '../io.js';
 import { parseCommandLine, parseSize, parseTimeout, wantsJson } from '../options.js';
 import { reportFailure } from '../report.js';
-import { loadRunners, openRegistry } from '../session.js';
+import { checkMemoryFlag, loadRunners, openRegistry } from '../session.js';
 
 export const evalHelp = (
   cwd: string,
@@ -94,6 +94,7 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
       ...(memoryBytes !== undefined ? { memoryBytes } : {}),
     });
     const fn = await readDescriptor(file, io, values.name as string | undefined, runners.languages);
+    checkMemoryFlag(fn, runners, values.memory as string | undefined);
     const args = parseArguments(fn, texts, file);
     const registry = await openRegistry(fn, io, runners, {
       ...(timeoutMs !== undefined ? { timeoutMs } : {}),

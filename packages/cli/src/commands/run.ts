@@ -15,7 +15,7 @@ import { HostFailure, runPipeline } from '../row-pipeline.js';
 import { readPieces } from '../row-reader.js';
 import { csvRowWriter, jsonRowWriter } from '../row-writer.js';
 import { formatSummary, Tally } from '../run-summary.js';
-import { loadRunners, openRegistry } from '../session.js';
+import { checkMemoryFlag, loadRunners, openRegistry } from '../session.js';
 import type { TableFormat, TableOptions } from '../table.js';
 import { formatFromPath } from '../table.js';
 import { isInteractive, rawStream } from '../terminal.js';
@@ -152,6 +152,7 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
       values.name as string | undefined,
       runners.languages,
     );
+    checkMemoryFlag(fn, runners, values.memory as string | undefined);
     const tableOptions: TableOptions = {
       header: Boolean(values.header),
       ...(columns ? { columns } : {}),

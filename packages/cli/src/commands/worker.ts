@@ -4,11 +4,11 @@
  * policy) and hands them to `startQueueWorker` from @improv/extfn-queue,
  * which does the work; runs until interrupted.
  */
-import type { LanguageRunner } from '@improv/extfn-core';
+import { ExtFnError, type LanguageRunner } from '@improv/extfn-core';
 import { CliError, usage } from '../cli-error.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { type CliIo, interruptedExitCode } from '../io.js';
-import { parseCommandLine } from '../options.js';
+import { parseCommandLine, parseTimeout } from '../options.js';
 import {
   defaultImport,
   loadExternalRunner,
@@ -23,17 +23,23 @@ export const WORKER_HELP = `Usage: improv-extfn worker [--redis URL] [--queue NA
 
 Takes chunks of refreshes from Redis (BullMQ) and evaluates them with this
 host's own runners, under this host's sandbox policy. Engines send work with
-queue() from @improv/extfn-queue. Runs until interrupted (Ctrl-C, SIGTERM);
-running chunks finish first, or are handed back to the queue.
+queue() from @improv/extfn-queue. Runs until interrupted (Ctrl-C, SIGTERM):
+running chunks get up to 10 s to finish, then are cancelled and handed back to
+the queue; a second Ctrl-C exits at once. A Redis that cannot be reached at
+start-up ends the command after --connect-timeout (exit 3); once serving, the
+worker reconnects on its own and says so on stderr (once, then every minute).
 
 Options:
-      --redis URL        redis://[user:password@]host:port[/db] (default IMPROV_EXTFN_REDIS_URL;
-                         a password may also come from IMPROV_EXTFN_REDIS_PASSWORD)
+      --redis URL        redis://[user:password@]host:port[/db] or rediss:// (default
+                         IMPROV_EXTFN_REDIS_URL; a password may also come from
+                         IMPROV_EXTFN_REDIS_PASSWORD)
       --queue NAME       the queue name the engines use (default improv-extfn)
       --runner LANG|PKG  serve this language (python, r, julia, pure, wasm) or load this
                          third-party runner package (repeatable; default: every language
                          this host can run)
       --concurrency N    chunks evaluated at once per language (default: the host's cores)
+      --connect-timeout TIME
+                         how long to wait for Redis at start-up (default 30s)
       --json             report a failure to start as JSON
   -h, --help             show this help
 
@@ -50,12 +56,16 @@ ${EXIT_CODES_HELP}
 
 /** The part of @improv/extfn-queue this command uses, typed here so the package stays optional. */
 interface QueueModule {
+  /** Throws (an ExtFnError with a `fix`) on a URL that is not one. */
+  parseRedisUrl?(url: string): { host?: string; port?: number; db?: number };
   startQueueWorker(options: {
     connection?: string;
     queueName?: string;
     runners: readonly LanguageRunner[];
     concurrency?: number;
     env?: NodeJS.ProcessEnv;
+    connectTimeoutMs?: number;
+    signal?: AbortSignal;
     onChunk?: (event: { phase: string; jobId: string; language: string; reason?: string }) => void;
     onWarmUp?: (event: { digest: string; name?: string; outcome: string; reason?: string }) => void;
     onError?: (error: Error) => void;
@@ -138,12 +148,178 @@ function parseConcurrency(text: string | undefined): number | undefined {
   return n;
 }
 
+const REDIS_URL_ENV = 'IMPROV_EXTFN_REDIS_URL';
+const REDIS_URL_FIX = 'give a URL such as --redis redis://127.0.0.1:6379';
+/** How long start-up waits for Redis by default (--connect-timeout). */
+const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
+/** How long running chunks may take to finish once the worker is asked to stop. */
+const CLOSE_GRACE_MS = 10_000;
+/** Past the grace, how long closing may still take (connections, runners) before the command gives up on it. */
+const CLOSE_SLACK_MS = 5_000;
+/** The same connection error is said again at most this often. */
+export const ERROR_REPEAT_MS = 60_000;
+
+/**
+ * Where Redis is, from --redis or IMPROV_EXTFN_REDIS_URL, checked before
+ * anything starts: a missing or malformed address is a usage error naming
+ * where it came from. Returns the URL and how to show it (no password).
+ */
+function redisAddress(
+  flag: string | undefined,
+  io: CliIo,
+  queue: QueueModule,
+): { url: string; shown: string } {
+  const fromEnv = flag === undefined;
+  const url = flag ?? io.env[REDIS_URL_ENV];
+  if (url === undefined || url === '') {
+    throw usage(
+      `worker: no Redis to connect to: no --redis, and ${REDIS_URL_ENV} is not set`,
+      `${REDIS_URL_FIX}, or set ${REDIS_URL_ENV}`,
+    );
+  }
+  const where = fromEnv
+    ? `${REDIS_URL_ENV}=${JSON.stringify(url)}`
+    : `--redis ${JSON.stringify(url)}`;
+  let options: { host?: string; port?: number; db?: number };
+  try {
+    options = queue.parseRedisUrl ? queue.parseRedisUrl(url) : parseUrlShape(url);
+  } catch (error) {
+    // The queue's message ends with its own fix, which names its API option: ours names the flag.
+    const fix = (error as { fix?: unknown }).fix;
+    let reason = messageOf(error);
+    if (typeof fix === 'string' && reason.endsWith(`; ${fix}`))
+      reason = reason.slice(0, -fix.length - 2);
+    throw usage(
+      `worker: ${where} is not a Redis URL: ${reason}`,
+      `${REDIS_URL_FIX} (redis://[user:password@]host:port[/db], or rediss:// for TLS)`,
+    );
+  }
+  const host = options.host ?? '127.0.0.1';
+  const shown = `redis://${host.includes(':') ? `[${host}]` : host}:${options.port ?? 6379}${options.db ? `/${options.db}` : ''}`;
+  return { url, shown };
+}
+
+/** A queue package without parseRedisUrl: the URL's shape only. */
+function parseUrlShape(url: string): { host: string; port?: number } {
+  const parsed = new URL(url);
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
+    throw new Error(`it must start with redis:// or rediss://, not ${parsed.protocol}//`);
+  }
+  return { host: parsed.hostname, ...(parsed.port ? { port: Number(parsed.port) } : {}) };
+}
+
+/** Errors of a lost or refused connection, as Node and ioredis give them. */
+function isConnectionError(error: Error): boolean {
+  const code = (error as { code?: unknown }).code;
+  return (
+    (typeof code === 'string' &&
+      /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE)$/.test(
+        code,
+      )) ||
+    /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|Connection is closed|connect ETIMEDOUT/.test(
+      error.message,
+    )
+  );
+}
+
+/**
+ * The worker's errors on stderr, each said once and then at most every
+ * ERROR_REPEAT_MS with how many times it came back meanwhile: a Redis that is
+ * down fails every connection every second or two. A connection error comes
+ * with its fix.
+ */
+export class ErrorLog {
+  readonly #io: CliIo;
+  readonly #redis: string;
+  readonly #now: () => number;
+  readonly #seen = new Map<string, { at: number; repeats: number }>();
+  /** The last error, for the message when start-up gives up. */
+  lastError: Error | undefined;
+
+  constructor(io: CliIo, redis: string, now: () => number = Date.now) {
+    this.#io = io;
+    this.#redis = redis;
+    this.#now = now;
+  }
+
+  report(error: Error): void {
+    const connection = isConnectionError(error);
+    this.lastError = error;
+    const key = error.message;
+    const now = this.#now();
+    const seen = this.#seen.get(key);
+    if (seen && now - seen.at < ERROR_REPEAT_MS) {
+      seen.repeats++;
+      return;
+    }
+    const again = seen
+      ? ` (again: ${seen.repeats + 1} time(s) in the last ${Math.round((now - seen.at) / 1000)} s)`
+      : '';
+    this.#seen.set(key, { at: now, repeats: 0 });
+    if (this.#seen.size > 100) this.#seen.delete(this.#seen.keys().next().value!);
+    let text = `improv-extfn worker: ${error.message}${again}\n`;
+    if (connection) {
+      text += `  fix: is Redis running at ${this.#redis}? start it, or point --redis (or ${REDIS_URL_ENV}) at it; the worker keeps trying to reconnect\n`;
+    }
+    this.#io.stderr.write(text);
+  }
+}
+
+class StartTimeout extends Error {}
+
+/**
+ * The started worker; or, should the queue package not bound its own
+ * start-up, a StartTimeout after `ms`; or the signal's reason once it aborts
+ * (a worker that starts after that is closed at once).
+ */
+async function startedWithin<T extends { close(graceMs?: number): Promise<void> }>(
+  starting: Promise<T>,
+  ms: number,
+  signal: AbortSignal | undefined,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  try {
+    return await Promise.race([
+      starting,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new StartTimeout('start-up timed out')), ms);
+        onAbort = () => reject(signal!.reason);
+        if (signal?.aborted) onAbort();
+        else signal?.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } catch (error) {
+    starting.then((w) => w.close(0)).catch(() => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+/** `promise`, or undefined once `ms` have passed. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export async function workerCommand(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const { values, positionals } = parseCommandLine('worker', argv, {
     redis: { type: 'string' },
     queue: { type: 'string' },
     runner: { type: 'string', multiple: true },
     concurrency: { type: 'string' },
+    'connect-timeout': { type: 'string' },
     json: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
@@ -155,7 +331,11 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
     throw usage(`worker: unexpected argument ${positionals[0]}`, 'see improv-extfn worker --help');
   }
   const concurrency = parseConcurrency(values.concurrency as string | undefined);
+  const connectTimeoutMs =
+    parseTimeout(values['connect-timeout'] as string | undefined, '--connect-timeout') ??
+    DEFAULT_CONNECT_TIMEOUT_MS;
   const queue = await loadQueue(io);
+  const redis = redisAddress(values.redis as string | undefined, io, queue);
   const names = (values.runner as string[] | undefined) ?? [];
   const runners = names.length ? await namedRunners(names, io) : await availableRunners(io);
   if (!runners.length) {
@@ -166,33 +346,54 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
       ExitCode.Unavailable,
     );
   }
+  const closeRunners = () => Promise.allSettled(runners.map((r) => r.close?.()));
+  if (io.signal?.aborted) {
+    await closeRunners();
+    return interruptedExitCode(io.signal);
+  }
+  const errors = new ErrorLog(io, redis.shown);
+  const starting = queue.startQueueWorker({
+    runners,
+    env: io.env,
+    connection: redis.url,
+    connectTimeoutMs,
+    ...(io.signal ? { signal: io.signal } : {}),
+    ...(values.queue !== undefined ? { queueName: values.queue as string } : {}),
+    ...(concurrency !== undefined ? { concurrency } : {}),
+    onChunk: (event) => {
+      if (event.phase === 'refused' || event.phase === 'failed') {
+        io.stderr.write(
+          `improv-extfn worker: chunk ${event.jobId} (${event.language}) ${event.phase}: ${event.reason}\n`,
+        );
+      }
+    },
+    onWarmUp: (event) => {
+      if (event.outcome === 'error') {
+        io.stderr.write(
+          `improv-extfn worker: warm-up of ${event.name ?? event.digest} failed: ${event.reason}\n`,
+        );
+      }
+    },
+    onError: (error) => errors.report(error),
+  });
   let worker: Awaited<ReturnType<QueueModule['startQueueWorker']>>;
   try {
-    worker = await queue.startQueueWorker({
-      runners,
-      env: io.env,
-      ...(values.redis !== undefined ? { connection: values.redis as string } : {}),
-      ...(values.queue !== undefined ? { queueName: values.queue as string } : {}),
-      ...(concurrency !== undefined ? { concurrency } : {}),
-      onChunk: (event) => {
-        if (event.phase === 'refused' || event.phase === 'failed') {
-          io.stderr.write(
-            `worker: chunk ${event.jobId} (${event.language}) ${event.phase}: ${event.reason}\n`,
-          );
-        }
-      },
-      onWarmUp: (event) => {
-        if (event.outcome === 'error') {
-          io.stderr.write(
-            `worker: warm-up of ${event.name ?? event.digest} failed: ${event.reason}\n`,
-          );
-        }
-      },
-      onError: (error) => io.stderr.write(`worker: ${error.message}\n`),
-    });
+    worker = await startedWithin(starting, connectTimeoutMs + 1_000, io.signal);
   } catch (error) {
-    await Promise.allSettled(runners.map((r) => r.close?.()));
-    throw error;
+    await closeRunners();
+    if (io.signal?.aborted) return interruptedExitCode(io.signal);
+    const unreachable =
+      error instanceof StartTimeout ||
+      (ExtFnError.isInstance(error) && /cannot reach Redis/.test(error.message));
+    if (!unreachable) throw error;
+    // The URL was checked above: Redis is not there, or does not let this worker in.
+    const last = errors.lastError;
+    throw new CliError(
+      'Unreachable',
+      `worker: cannot reach Redis at ${redis.shown} within ${formatMs(connectTimeoutMs)}${last ? ` (${last.message})` : ''}`,
+      `is Redis running at ${redis.shown}? start it, or point --redis (or ${REDIS_URL_ENV}) at one that is; --connect-timeout waits longer`,
+      ExitCode.Unavailable,
+    );
   }
   io.stderr.write(
     `improv-extfn worker: serving ${worker.languages.join(', ')} from queue ${worker.queueName} at ${worker.redis} (${worker.concurrency} at once per language); Ctrl-C to stop\n`,
@@ -201,6 +402,22 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
     if (!io.signal || io.signal.aborted) return resolve();
     io.signal.addEventListener('abort', () => resolve(), { once: true });
   });
-  await worker.close();
-  return interruptedExitCode(io.signal);
+  const code = interruptedExitCode(io.signal);
+  io.stderr.write(
+    `improv-extfn worker: stopping (${code === ExitCode.Terminated ? 'SIGTERM' : 'SIGINT'}): running chunks get up to ${CLOSE_GRACE_MS / 1000} s to finish; Ctrl-C again to exit at once\n`,
+  );
+  const closed = await within(
+    worker.close(CLOSE_GRACE_MS).then(() => true),
+    CLOSE_GRACE_MS + CLOSE_SLACK_MS,
+  );
+  if (!closed) {
+    io.stderr.write(
+      `improv-extfn worker: closing took over ${(CLOSE_GRACE_MS + CLOSE_SLACK_MS) / 1000} s (Redis unreachable?); exiting without waiting further\n`,
+    );
+  }
+  return code;
+}
+
+function formatMs(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
 }

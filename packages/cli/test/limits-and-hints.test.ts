@@ -1,0 +1,278 @@
+/**
+ * What a newcomer gets wrong first: limits out of range (--timeout, --memory),
+ * a table whose header or extra columns were not declared, a --runner path
+ * that is not there, an interpreter variable that names nothing, a host
+ * without a cgroup per tree. Each is a clear message with its fix.
+ */
+import { chmod } from 'node:fs/promises';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { type DoctorReport, formatReport } from '../src/commands/doctor.js';
+import { ExitCode } from '../src/exit-codes.js';
+import { interpreterEnvHint } from '../src/hints.js';
+import { main } from '../src/main.js';
+import { cli, fakeIo, fakeRunner, scratch } from './helpers.js';
+
+let tmp: Awaited<ReturnType<typeof scratch>>;
+beforeEach(async () => {
+  tmp = await scratch();
+});
+afterEach(async () => {
+  await tmp.cleanup();
+});
+
+const add = {
+  name: 'add',
+  language: 'wasm',
+  body: 'args[0] + args[1]',
+  argTypes: ['number', 'number'],
+  returnType: 'number',
+};
+
+function withRunner(runner = fakeRunner()) {
+  return { '@improv/extfn-wasm': { wasm: () => runner } };
+}
+
+async function evalWith(...flags: string[]) {
+  const fn = await tmp.file('add.json', JSON.stringify(add));
+  const io = fakeIo(withRunner());
+  const code = await main(['eval', fn, '1', '2', ...flags], io);
+  return { code, err: io.err(), out: io.out() };
+}
+
+describe('--timeout', () => {
+  test('above the longest limit (about 12.4 days) is a usage error naming it, not an internal error', async () => {
+    for (const text of ['3000000s', '999999999999', '2147483648', '1073741824']) {
+      const { code, err } = await evalWith('--timeout', text);
+      expect(code, text).toBe(ExitCode.BadInput);
+      expect(err).toContain(
+        `improv-extfn: --timeout "${text}" is more than the longest limit, 1073741823 ms (about 12.4 days)\n`,
+      );
+      expect(err).toContain('  fix: write at most --timeout 1073741s');
+      expect(err).not.toContain('internal error');
+    }
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', '1,2\n');
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, rows, '--timeout', '2147483648'], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toContain('is more than the longest limit');
+  });
+
+  test('the longest limit itself is accepted', async () => {
+    expect(await evalWith('--timeout', '1073741823')).toMatchObject({
+      code: ExitCode.Ok,
+      out: '3\n',
+    });
+    expect(await evalWith('--timeout', '1073741s')).toMatchObject({ code: ExitCode.Ok });
+  });
+
+  test('0 and negative values say the limit must be more than 0', async () => {
+    const cases: Array<[string[], string]> = [
+      [['--timeout', '0'], '0'],
+      [['--timeout', '0s'], '0s'],
+      [['--timeout', '-1'], '-1'],
+      [['--timeout=-1'], '-1'],
+    ];
+    for (const [flags, text] of cases) {
+      const { code, err } = await evalWith(...flags);
+      expect(code, flags.join(' ')).toBe(ExitCode.BadInput);
+      expect(err).toContain(
+        `improv-extfn: --timeout "${text}": the time limit must be more than 0\n`,
+      );
+      expect(err).not.toContain('ambiguous');
+    }
+  });
+
+  test('a flag value that starts with "-" and is not a number says how to write it', async () => {
+    const { code, err } = await evalWith('--name', '-x');
+    expect(code).toBe(ExitCode.BadInput);
+    expect(err).toContain('eval: --name needs a value, and "-x" after it reads as a flag');
+    expect(err).toContain('fix: write --name=-x if that is the value');
+  });
+});
+
+describe('--memory', () => {
+  test('above 4GiB for a wasm function is a usage error saying the wasm limit', async () => {
+    const { code, err } = await evalWith('--memory', '5GiB');
+    expect(code).toBe(ExitCode.BadInput);
+    expect(err).toContain(
+      `--memory "5GiB" is more than 4GiB, the most a wasm function's memory can be`,
+    );
+    expect(err).toContain('fix: write at most --memory 4GiB for function add (wasm');
+    expect(err).not.toContain('install a version');
+    expect(await evalWith('--memory', '4GiB')).toMatchObject({ code: ExitCode.Ok });
+  });
+
+  test('5GiB is fine for a function that runs in a process (python)', async () => {
+    const fn = await tmp.file('py.json', JSON.stringify({ ...add, language: 'python' }));
+    const io = fakeIo({ '@improv/extfn-python': { python: () => fakeRunner('python') } });
+    expect(await main(['eval', fn, '1', '2', '--memory', '5GiB'], io)).toBe(ExitCode.Ok);
+  });
+
+  test('an unknown unit, or a size out of range, says which, with the units and the range', async () => {
+    const cases: Array<[string, string]> = [
+      ['1TiB', '--memory "1TiB": unknown unit "TiB"'],
+      ['1T', '--memory "1T": unknown unit "T"'],
+      ['99999999GiB', '--memory "99999999GiB" is more than 1024GiB, the largest limit'],
+      ['512K', '--memory "512K" is less than 1MiB, the smallest limit'],
+      ['lots', '--memory "lots" is not a size'],
+    ];
+    for (const [text, message] of cases) {
+      const { code, err } = await evalWith('--memory', text);
+      expect(code, text).toBe(ExitCode.BadInput);
+      expect(err).toContain(`improv-extfn: ${message}\n`);
+      expect(err).toContain('fix: write a number with a unit, B, K/KiB, M/MiB or G/GiB');
+      expect(err).toContain('from 1MiB to 1024GiB');
+      expect(err).not.toContain('is not a size of at least 1MiB');
+    }
+  });
+});
+
+describe('run: a header or extra columns that were not declared', () => {
+  async function run(csv: string, ...flags: string[]) {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', csv);
+    const io = fakeIo(withRunner());
+    const code = await main(['run', fn, rows, ...flags], io);
+    return { code, out: io.out(), err: io.err() };
+  }
+
+  test('a header row wider than the arguments gets a hint naming --header and --columns', async () => {
+    const { code, out, err } = await run(
+      'account,principal,rate,years,income,x_km,y_km\nnorth,1000,0.05,10,32000,3,4\n',
+    );
+    expect(code).toBe(ExitCode.FunctionError);
+    expect(out).toContain(
+      "(is line 1 a header? pass --header, and --columns with add's 2 argument column(s))",
+    );
+    expect(err).toContain(
+      "  fix: line 1 looks like a header (account, principal, rate, years, income, x_km, y_km): pass --header, and --columns with the names of add's 2 argument column(s) in declared order\n",
+    );
+    // Said once, in the summary; the other rows keep their own message.
+    expect(err.match(/fix: line 1 looks like a header/g)).toHaveLength(1);
+  });
+
+  test('rows wider than the arguments, with no header, get a hint naming --columns', async () => {
+    const { out, err } = await run('9,1,2\n8,3,4\n');
+    expect(out).toContain("(pick add's 2 argument column(s) with --columns)");
+    expect(err).toContain(
+      'fix: the rows have 3 cells and add takes 2 argument(s): pick the argument columns with --columns, by 1-based number (--columns 1,2), or by name with --header when line 1 names them',
+    );
+  });
+
+  test('--header without --columns on a wider table names --columns', async () => {
+    const { out, err } = await run('label,x,y\nfirst,1,2\n', '--header');
+    expect(out).toContain("(the header has 3 columns: name add's 2 with --columns)");
+    expect(err).toContain(
+      'fix: name the 2 argument column(s) of add in declared order with --columns (the header has label, x, y)',
+    );
+  });
+
+  test('a first row of values gets no hint; a header of the right width still gets its own', async () => {
+    const values = await run('1,x\n');
+    expect(values.out).not.toContain('header');
+    expect(values.err).not.toContain('fix:');
+    const names = await run('a,b\n1,2\n');
+    expect(names.out).toContain('(is line 1 a header? pass --header)');
+    expect(names.err).toContain('fix: line 1 looks like a header (a, b): pass --header');
+  });
+});
+
+describe('--runner PATH that does not exist', () => {
+  test('says the file does not exist, with its resolved path, and to check the path', async () => {
+    const result = await cli(['eval', 'distance.json', '3', '4', '--runner', './nope.mjs'], {
+      cwd: tmp.dir,
+    });
+    expect(result.exitCode).toBe(ExitCode.Unavailable);
+    expect(result.stderr).toContain(
+      `improv-extfn: runner ./nope.mjs: the runner file ${tmp.dir}/nope.mjs does not exist\n`,
+    );
+    expect(result.stderr).toContain(`  fix: check the path (a relative one is from ${tmp.dir})`);
+    expect(result.stderr).not.toContain('reinstall');
+  });
+});
+
+describe('an interpreter variable that names nothing', () => {
+  test('IMPROV_EXTFN_PYTHON=/nope/python3: the error names the variable, its value and the fix', async () => {
+    const result = await cli(['eval', 'growth.json', '1000', '0.05', '10'], {
+      env: { IMPROV_EXTFN_PYTHON: '/nope/python3' },
+    });
+    expect(result.exitCode).toBe(ExitCode.Unavailable);
+    expect(result.stderr).toContain('no python interpreter was found');
+    expect(result.stderr).toContain(
+      '  IMPROV_EXTFN_PYTHON is set to /nope/python3, which does not exist\n  fix: set IMPROV_EXTFN_PYTHON to the full path of an existing interpreter',
+    );
+  });
+
+  test('what is wrong with the value: missing, not executable, not on PATH, or nothing', async () => {
+    const script = await tmp.file('python3', '#!/bin/sh\n');
+    expect(interpreterEnvHint('python', {}, tmp.dir)).toBeUndefined();
+    expect(interpreterEnvHint('python', { IMPROV_EXTFN_PYTHON: './gone' }, tmp.dir)?.problem).toBe(
+      `IMPROV_EXTFN_PYTHON is set to ./gone (${tmp.dir}/gone), which does not exist`,
+    );
+    expect(interpreterEnvHint('r', { IMPROV_EXTFN_R: script }, tmp.dir)?.problem).toBe(
+      `IMPROV_EXTFN_R is set to ${script}, which is not an executable file`,
+    );
+    await chmod(script, 0o755);
+    expect(interpreterEnvHint('python', { IMPROV_EXTFN_PYTHON: script }, tmp.dir)).toBeUndefined();
+    expect(
+      interpreterEnvHint('julia', { IMPROV_EXTFN_JULIA: 'julia9', PATH: tmp.dir }, tmp.dir)
+        ?.problem,
+    ).toBe('IMPROV_EXTFN_JULIA is set to julia9, which is not a command on PATH');
+    expect(
+      interpreterEnvHint('python', { IMPROV_EXTFN_PYTHON: 'python3', PATH: tmp.dir }, tmp.dir),
+    ).toBeUndefined();
+  });
+
+  test('doctor says it too', async () => {
+    const missing = {
+      ...fakeRunner('python'),
+      async probe() {
+        return { language: 'python', available: false, detail: 'no python interpreter found' };
+      },
+    };
+    const io = fakeIo(
+      { ...withRunner(), '@improv/extfn-python': { python: () => missing } },
+      { env: { IMPROV_EXTFN_PYTHON: '/nope/python3' } },
+    );
+    expect(await main(['doctor'], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toContain(
+      'no python interpreter found: IMPROV_EXTFN_PYTHON is set to /nope/python3, which does not exist',
+    );
+    expect(io.out()).toContain('fix: set IMPROV_EXTFN_PYTHON to the full path');
+  });
+});
+
+describe('doctor: no cgroup per tree', () => {
+  function report(cgroupReason: string): DoctorReport {
+    return {
+      node: 'v20',
+      platform: 'linux x64',
+      sandbox: {
+        probed: true,
+        policy: 'restricted',
+        ok: true,
+        layers: { namespaces: true, rlimits: true, cgroup: false },
+        cgroupReason,
+        summary: 'restricted: bubblewrap',
+      },
+      languages: [],
+      ok: true,
+    };
+  }
+
+  test('the reason comes with a fix line', () => {
+    const v1 = formatReport(report('no cgroup v2 hierarchy; cgroup v1 needs root'));
+    expect(v1).toContain('  no cgroup: no cgroup v2 hierarchy; cgroup v1 needs root\n  fix: ');
+    expect(v1).toContain('run improv-extfn as root');
+    expect(v1).not.toContain('cgroup v2 group');
+    const v2 = formatReport(
+      report(
+        'the memory and pids controllers are not delegated to /sys/fs/cgroup/user.slice; cgroup v1 needs root',
+      ),
+    );
+    expect(v2).toMatch(
+      /no cgroup: .*\n {2}fix: for one memory and process budget per tree, run improv-extfn in a cgroup v2 group with the memory and pids controllers delegated to it .*, or run improv-extfn as root/,
+    );
+    expect(v2).toContain('optional: each process is still held by its rlimits');
+  });
+});
