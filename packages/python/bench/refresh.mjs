@@ -29,7 +29,8 @@
 // the cases in the other order.
 // Prints min/median/max over RUNS and the load average, and four / one as a
 // ratio of medians and of bests (the issue's targets are best of 3).
-// BENCH_CASES=cold,one,four,many picks cases (the default; also two, mixed, warmed); BENCH_SLOTS=2,4 the pool sizes.
+// BENCH_CASES=cold,one,four,many picks cases (the default; also two, mixed, warmed,
+// and again: `one` once more, cold, as a control of the measurement's own spread); BENCH_SLOTS=2,4 the pool sizes.
 // BENCH_BASE=/path/to/other/python/dist/index.js runs the same cases on that
 // build too, alternating with this one in each run, each first in every other run (a baseline side by side).
 // BENCH_TREES=1 instead runs this build twice the same way: with a tree per
@@ -422,6 +423,13 @@ for (let run = -1; run < RUNS; run++) {
           ),
         );
       }
+      if (CASES.has('again')) {
+        // `one` once more on a new Registry: again / one is what the measurement
+        // itself moves by, the same work on both sides
+        cases.push(() =>
+          runCase(python, slots, [[`${v}${slots} slots: one fn × ${4 * ROWS} again`, one]], run),
+        );
+      }
       if (CASES.has('two')) {
         const two = [
           ['f0', rows2],
@@ -524,6 +532,25 @@ for (const slots of CASES.has('one') && CASES.has('four') ? SLOTS : []) {
           `${(Math.min(...four) / Math.min(...one)).toFixed(2)} best` +
           `; host + workers CPU ${(mid(cpuOf(four4)) / mid(cpuOf(one4))).toFixed(2)}, machine CPU ` +
           `${(mid(four4.map((x) => x.machineCpu)) / mid(one4.map((x) => x.machineCpu))).toFixed(2)} (medians)`,
+      );
+    }
+  }
+}
+// Controls for four / one: the same one function again (the measurement's own
+// spread), and two functions (as many workers as one, each function bound to
+// its own) against one.
+for (const slots of CASES.has('one') ? SLOTS : []) {
+  for (const [v] of VARIANTS) {
+    const one = samples.get(`${v}${slots} slots: one fn × ${4 * ROWS}`).map((x) => x.ms);
+    for (const [name, label] of [
+      ['again', `one fn × ${4 * ROWS} again`],
+      ['two', `two fns × ${2 * ROWS}`],
+    ]) {
+      const other = samples.get(`${v}${slots} slots: ${label}`)?.map((x) => x.ms);
+      if (!other) continue;
+      console.log(
+        `${v}${slots} slots: ${name} / one (cold) = ${(mid(other) / mid(one)).toFixed(2)} medians, ` +
+          `${(Math.min(...other) / Math.min(...one)).toFixed(2)} best`,
       );
     }
   }
