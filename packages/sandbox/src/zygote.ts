@@ -542,9 +542,11 @@ export class Zygote {
     );
   }
 
+  /** Counts a worker's hold; the channel is told only when the first comes or the last goes (a request takes and lets go of one). */
   #hold(delta: number): void {
+    const held = this.#holds > 0;
     this.#holds += delta;
-    if (!this.#dead) this.#tree.holdEventLoop(this.#holds > 0);
+    if (held !== this.#holds > 0 && !this.#dead) this.#tree.holdEventLoop(!held);
   }
 
   /** The zygote's own pid on the host (bwrap's child), looked up once. */
