@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { namesOfDeadHosts } from './proc.js';
+import { namesOfDeadHosts, statFields } from './proc.js';
 
 export type CgroupVersion = 'v1' | 'v2';
 
@@ -78,6 +78,15 @@ function sweepDeadParents(hierarchy: string): void {
   }
 }
 
+/** Removes the leaves host processes that died moved themselves into (see delegateV2). */
+function sweepDeadHosts(hierarchy: string): void {
+  for (const name of namesOfDeadHosts(hierarchy, /^improv-extfn-host-(\d+)$/)) {
+    try {
+      rmdirSync(join(hierarchy, name)); // fails, harmlessly, while a child of it lives on
+    } catch {}
+  }
+}
+
 function makeParent(dir: string): void {
   sweepDeadParents(dirname(dir));
   mkdirSync(dir, { recursive: true });
@@ -113,16 +122,82 @@ function detectV2(): Parents | string {
   const available = (read(join(own, 'cgroup.controllers')) ?? '').split(/\s+/);
   if (!available.includes('memory') || !available.includes('pids'))
     return `the memory and pids controllers are not delegated to ${own}`;
+  const refused = delegateV2(own, ['memory', 'pids']);
+  if (refused !== undefined) return refused;
+  const parent = join(own, `improv-extfn-${process.pid}`);
   try {
-    // fails with EBUSY when this cgroup holds processes (ours): then it was not set up for us
-    writeFileSync(join(own, 'cgroup.subtree_control'), '+memory +pids');
-    const parent = join(own, `improv-extfn-${process.pid}`);
     makeParent(parent);
     writeFileSync(join(parent, 'cgroup.subtree_control'), '+memory +pids');
-    return { version: 'v2', memory: parent, pids: parent };
   } catch (error) {
-    return `cannot delegate memory and pids below ${own}: ${(error as Error).message}`;
+    return `cannot create ${parent}: ${(error as Error).message}`;
   }
+  return { version: 'v2', memory: parent, pids: parent };
+}
+
+/**
+ * Gives `controllers` of the cgroup v2 `own` (the host's cgroup) to its
+ * children; undefined when done, else why not. cgroup v2 lets a cgroup other
+ * than the root give controllers to its children only while it holds no
+ * process itself, and the host lives in `own`. So, as systemd asks of a
+ * service it delegates a cgroup to, the host and its descendants move into a
+ * leaf of their own first (`improv-extfn-host-<pid>`, beside the trees'
+ * parent), if they are all that `own` holds: a process of anyone else's is
+ * never moved. Exported for its test, which uses a controller this kernel
+ * leaves to cgroup v2.
+ */
+export function delegateV2(
+  own: string,
+  controllers: readonly string[],
+  pid = process.pid,
+): string | undefined {
+  const enable = () => {
+    try {
+      writeFileSync(join(own, 'cgroup.subtree_control'), controllers.map((c) => `+${c}`).join(' '));
+      return undefined;
+    } catch (error) {
+      return error as NodeJS.ErrnoException;
+    }
+  };
+  let error = enable();
+  // more rounds than one: a process the host starts meanwhile is born in `own`
+  for (let round = 0; error?.code === 'EBUSY' && round < 3; round++) {
+    const members = (read(join(own, 'cgroup.procs')) ?? '').split('\n').filter(Boolean).map(Number);
+    const others = members.filter((member) => !descendsFrom(member, pid));
+    if (others.length > 0) {
+      return (
+        `${own} holds processes other than this host and its children (${others.slice(0, 5).join(', ')}), ` +
+        'and a cgroup v2 that holds processes gives no controller to its children: ' +
+        'run the host in a cgroup of its own with memory and pids delegated (e.g. systemd-run --scope -p Delegate=yes)'
+      );
+    }
+    const leaf = join(own, `improv-extfn-host-${pid}`);
+    try {
+      sweepDeadHosts(own);
+      mkdirSync(leaf, { recursive: true });
+    } catch (mkdirError) {
+      return `cannot create ${leaf} to move this host into: ${(mkdirError as Error).message}`;
+    }
+    for (const member of members) {
+      try {
+        writeFileSync(join(leaf, 'cgroup.procs'), String(member));
+      } catch {} // gone meanwhile
+    }
+    error = enable();
+  }
+  return error && `cannot delegate ${controllers.join(' and ')} below ${own}: ${error.message}`;
+}
+
+/** Whether `pid` is `ancestor` or one of its descendants (by the parent pids in /proc). */
+function descendsFrom(pid: number, ancestor: number): boolean {
+  for (let p = pid, steps = 0; p > 1 && steps < 4096; steps++) {
+    if (p === ancestor) return true;
+    try {
+      p = Number(statFields(p)[1]);
+    } catch {
+      return false; // gone: not one to move
+    }
+  }
+  return false;
 }
 
 /** Whether trees get a cgroup here, found once per host process. */
