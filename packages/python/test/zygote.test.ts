@@ -12,6 +12,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ExtFnError, Value } from '@improv/extfn-core';
+import { cgroupSupport } from '@improv/extfn-sandbox';
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { closeIdleZygotes } from '../src/index.js';
 import {
@@ -174,6 +175,45 @@ const ATTEMPTS = {
     ].join('\n'),
   ),
   memory: T('x = bytearray(3 << 30)\nresult = "allocated"'),
+  /** 150 MiB touched and kept across calls; answers a token its worker drew at its first call. */
+  ...Object.fromEntries(
+    ['hold1', 'hold2', 'hold3'].map((name) => [
+      name,
+      T(
+        [
+          'import os, sys',
+          "if not hasattr(sys, '_kept'):",
+          "    sys._kept = bytearray(b'\\x01') * (150 << 20)",
+          '    sys._token = os.urandom(8).hex()',
+          'result = sys._token',
+        ].join('\n'),
+      ),
+    ]),
+  ),
+  /** Six children of 200 MiB each: every one under RLIMIT_AS, the worker's tree over its budget. */
+  spread: T(
+    [
+      'import os, time',
+      'r, w = os.pipe()',
+      'kids = []',
+      'for i in range(6):',
+      '    pid = os.fork()',
+      '    if pid == 0:',
+      '        try:',
+      '            x = bytearray(200 << 20)',
+      '            for j in range(0, len(x), 4096): x[j] = 1',
+      "            os.write(w, b'.')",
+      '            time.sleep(30)',
+      '        finally:',
+      '            os._exit(0)',
+      '    kids.append(pid)',
+      'held = 0',
+      'while held < 6:',
+      '    held += len(os.read(r, 6))',
+      'for pid in kids: os.kill(pid, 9)',
+      'result = "held all six"',
+    ].join('\n'),
+  ),
   spin: T('while True:\n    pass'),
   descriptors: T(
     [
@@ -316,6 +356,42 @@ describe.skipIf(!restrictedOk)(
       expect(fromZygote.split(' ').slice(0, 3)).toEqual(['0:chr:1', '1:sock:1', '2:sock:1']);
       expect(runner.stats().zygoteStarts).toBeGreaterThanOrEqual(8);
     }, 90_000);
+
+    test.skipIf(cgroupSupport().version !== false)(
+      `without a cgroup (${cgroupSupport().reason}), a forked worker whose children hold more than its budget is killed for memory`,
+      async () => {
+        const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
+          maxWorkers: 2,
+          limits: { memoryBytes: 256 << 20 },
+        });
+        await zygoteReady(registry, runner);
+        const error = await failure(registry.eval('spread', [], { timeoutMs: 20_000 }));
+        expect(ExtFnError.isInstance(error)).toBe(true);
+        expect(error.kind).toBe('Runtime');
+        expect(error.limit).toBe('memory');
+        expect(error.functionName).toBe('spread');
+        expect(await registry.eval('warm', [])).toEqual(Value.text('warm'));
+        expect(runner.stats().zygoteStarts).toBeGreaterThanOrEqual(2);
+      },
+      60_000,
+    );
+
+    test('forked workers together may hold more than the budget of one: the zygote and they live on', async () => {
+      const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {
+        maxWorkers: 4,
+        limits: { memoryBytes: 256 << 20 },
+      });
+      await zygoteReady(registry, runner);
+      const holders = ['hold1', 'hold2', 'hold3'];
+      const first = await Promise.all(holders.map((name) => textOf(registry as never, name)));
+      // 450 MiB in three workers, more than the 320 MiB budget of any one tree: long
+      // enough for the host to have looked at every tree's memory several times
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const again = await Promise.all(holders.map((name) => textOf(registry as never, name)));
+      expect(again).toEqual(first);
+      expect(runner.stats().zygote).toMatch(/^ready/);
+      expect(runner.stats().killed).toBe(0);
+    }, 60_000);
 
     test('fork bomb bounded per worker, memory and deadline: typed errors, the next call works', async () => {
       const { registry, runner } = scopedRegistry('restricted', ATTEMPTS as never, {

@@ -22,7 +22,7 @@ export interface SandboxExit {
 export interface TreeExit extends SandboxExit {
   setupError?: string;
   cpuUsedSeconds?: number;
-  /** The cgroup's memory limit killed a process of the tree. */
+  /** The tree's memory budget killed it or one of its processes: its cgroup's, or the host's look where it has none (memory-watch.ts). */
   oomKilled?: boolean;
   /** The cgroup's pids limit refused a fork. */
   pidsRefused?: boolean;

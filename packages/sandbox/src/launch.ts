@@ -39,6 +39,7 @@ import {
   sigkill,
 } from './kill.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
+import { watchTreeMemory } from './memory-watch.js';
 import type { SandboxPolicy } from './policy.js';
 import { childrenOf, processesOfUid, sampleCpu } from './proc.js';
 import { seccompArch, seccompProgram } from './seccomp.js';
@@ -531,6 +532,16 @@ function started(
     exitEvent,
     exited: () => exitedFlag,
   };
+  // Without a cgroup, the host sums the tree's memory itself (memory-watch.ts). Not a
+  // zygote's: the workers it clones are its children, each watched on its own.
+  const memory =
+    confined && !cgroup && pid !== undefined && options.zygoteDir === undefined
+      ? watchTreeMemory(
+          () => (exitedFlag ? undefined : pid),
+          limits.memoryBytes + limits.tmpfsBytes,
+          () => void killTree(tree),
+        )
+      : undefined;
 
   let stderrHead = '';
   const { stderr } = child;
@@ -542,6 +553,7 @@ function started(
     const status = await child.exit;
     exitedFlag = true;
     cpu?.stop();
+    memory?.stop();
     // the direct child is gone; make sure nothing it started survives it
     if (!restricted) await killTree(tree);
     await settleStreams([child.stdout, stderr]);
@@ -549,6 +561,7 @@ function started(
     const out = classifyExit(status, restricted, stderrHead);
     if (gateError) out.setupError = gateError;
     if (cpu?.used !== undefined) out.cpuUsedSeconds = cpu.used;
+    if (memory?.over) out.oomKilled = true;
     await cleanUp(tree, out);
     return out;
   })();

@@ -32,6 +32,7 @@ import { classifyExit, type TreeExit } from './exit.js';
 import { FIX_CGROUP } from './fixes.js';
 import { type Launched, launchAsync } from './launch.js';
 import { resolveLimits, type SandboxLimits } from './limits.js';
+import { watchTreeMemory } from './memory-watch.js';
 import { childrenOf, namesOfDeadHosts, sampleCpu } from './proc.js';
 import { treeOf } from './sandboxed.js';
 import { seccompProgram } from './seccomp.js';
@@ -588,6 +589,14 @@ export class Zygote {
       limits.cpuSeconds > 0
         ? sampleCpu(() => (ended ? undefined : pid), limits.cpuSeconds)
         : undefined;
+    // without a cgroup, the host sums the worker's memory itself (memory-watch.ts)
+    const memory = cgroup
+      ? undefined
+      : watchTreeMemory(
+          () => (ended ? undefined : pid),
+          limits.memoryBytes + limits.tmpfsBytes,
+          () => killPid(pid, born),
+        );
     let stderrHead = '';
     stderr.on('data', (chunk: Buffer) => {
       if (stderrHead.length < 512) stderrHead += chunk.toString('utf8', 0, 512);
@@ -611,6 +620,7 @@ export class Zygote {
       ended = true;
       letGo();
       cpu?.stop();
+      memory?.stop();
       await Promise.race([
         Promise.all([closed(stdio), closed(stderr)]),
         delay(1000), // a grandchild holding the sockets dies with the namespace
@@ -624,6 +634,7 @@ export class Zygote {
         stderrHead,
       );
       if (cpu?.used !== undefined) out.cpuUsedSeconds = cpu.used;
+      if (memory?.over) out.oomKilled = true;
       if (cgroup) {
         if (cgroup.oomKilled()) out.oomKilled = true;
         if (cgroup.pidsRefused()) out.pidsRefused = true;

@@ -305,6 +305,33 @@ describe('many processes, each under RLIMIT_AS', () => {
     },
   );
 
+  test.skipIf(!canRestricted || cgroupHere !== false)(
+    `restricted without a cgroup (${restrictedProbe?.cgroupReason ?? 'n/a'}): the host's look kills the tree of six`,
+    async () => {
+      const result = await python(SPREAD(6, 200 * MiB), {
+        policy: 'restricted',
+        timeoutMs: 60_000,
+        limits: { memoryBytes: LIMIT },
+      });
+      // killed as a whole before the parent could count all six held
+      expect(result.signal).toBe('SIGKILL');
+      expect(result.limit).toBe('memory');
+      expect(result.stdout.toString()).not.toContain('"held": 6');
+    },
+  );
+
+  test.skipIf(!canRestricted || cgroupHere !== false)(
+    'restricted without a cgroup: a tree of three processes within its budget is left alone',
+    async () => {
+      const out = await pythonJson<{ held: number; killed: number }>(
+        SPREAD(3, 40 * MiB),
+        'restricted',
+        { limits: { memoryBytes: LIMIT } },
+      );
+      expect(out).toEqual({ held: 3, killed: 0 });
+    },
+  );
+
   test.skipIf(!canTrusted)('control: trusted holds all six', async () => {
     expect(await pythonJson(SPREAD(6, 200 * MiB), 'trusted')).toEqual({ held: 6, killed: 0 });
   });
