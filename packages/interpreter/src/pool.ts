@@ -124,6 +124,9 @@ export const TURN_MS = 50;
 export const SHARE_SLACK = 1.25;
 export const SHARE_MARGIN_MS = 5;
 
+/** The longest delay a Node timer holds (2^31 − 1 ms); a longer one fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** How long a worker must have been idle before it is evicted for a function that has a worker already. */
 export const EVICT_IDLE_MS = 1_000;
 
@@ -600,7 +603,8 @@ export class Pool<W extends PooledWorker = PooledWorker> {
         waiter.grant(); // nobody waits and there is room: no queueing
         return;
       }
-      if (Number.isFinite(maxWaitMs)) {
+      // A wait past what a timer can hold (~24.8 days) is no bound: Node would fire it at once.
+      if (maxWaitMs <= MAX_TIMER_MS) {
         waiter.timer = setTimeout(() => {
           this.#dequeue(waiter);
           reject(

@@ -200,6 +200,26 @@ describe('pool with fake workers', () => {
     expect(pool.counters().queued).toBe(0);
   });
 
+  test('a wait longer than a timer can hold (a deadline near 2^31 ms plus the margin) waits, not fails at once', async () => {
+    const { pool } = fakePool(1);
+    const held = await pool.acquire('a', fn('a'));
+    const waiting = pool.acquire('a', fn('a'), undefined, 2 ** 31 - 1 + 2_000);
+    let settled = false;
+    void waiting.then(
+      () => {
+        settled = true;
+      },
+      () => {
+        settled = true;
+      },
+    );
+    // Node fires a timer past 2^31 − 1 ms after 1 ms: the wait would have failed by now
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(settled).toBe(false);
+    pool.release(held, true);
+    expect((await waiting).key).toBe('a');
+  });
+
   test('close() fails waiters and stops every worker', async () => {
     const { pool, started } = fakePool(1);
     const held = await pool.acquire('a', fn('a'));
