@@ -81,16 +81,15 @@ export function parseCommandLine<O extends Options>(
 }
 
 /**
- * The longest --timeout, 2^30 - 1 ms (about 12.4 days). A Node timer holds at
- * most 2^31 - 1 ms (about 24.8 days, the most a Registry takes), and core's
- * backstop waits for twice the deadline: past half of that its timer would
- * overflow and fire every millisecond.
+ * The longest --timeout, 2^31 - 1 ms (about 24.9 days): the longest deadline
+ * a Registry takes, and the longest delay a Node timer holds (core's backstop,
+ * which waits for twice the deadline, arms its timer again past that).
  */
-export const MAX_TIMEOUT_MS = 1_073_741_823;
+export const MAX_TIMEOUT_MS = 2_147_483_647;
 
 const DURATION_FIX = 'write milliseconds (2000), or seconds with s (2s)';
 
-/** `--timeout 2000`, `--timeout 2s`, `--timeout 500ms` → milliseconds, from 1 ms to about 12.4 days. */
+/** `--timeout 2000`, `--timeout 2s`, `--timeout 500ms` → milliseconds, from 1 ms to about 24.9 days. */
 export function parseTimeout(text: string | undefined, flag = '--timeout'): number | undefined {
   if (text === undefined) return undefined;
   const match = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(ms|s)?$/i.exec(text.trim());
@@ -102,7 +101,7 @@ export function parseTimeout(text: string | undefined, flag = '--timeout'): numb
   if (rounded < 1) throw usage(`${quoted} is under 1 ms, the shortest limit`, DURATION_FIX);
   if (rounded > MAX_TIMEOUT_MS) {
     throw usage(
-      `${quoted} is more than the longest limit, ${MAX_TIMEOUT_MS} ms (about 12.4 days)`,
+      `${quoted} is more than the longest limit, ${MAX_TIMEOUT_MS} ms (about 24.9 days)`,
       `write at most ${flag} ${Math.floor(MAX_TIMEOUT_MS / 1000)}s, e.g. ${flag} 30s`,
     );
   }

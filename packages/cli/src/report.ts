@@ -2,7 +2,7 @@
 import { ExtFnError, type ExtFnErrorKind } from '@improv/extfn-core';
 import { CliError } from './cli-error.js';
 import { ExitCode } from './exit-codes.js';
-import { cliWording, interpreterEnvHintFor, limitFix } from './hints.js';
+import { cliWording, limitFix } from './hints.js';
 import type { CliIo } from './io.js';
 
 export function exitCodeForKind(kind: ExtFnErrorKind | string): ExitCode {
@@ -38,17 +38,16 @@ export function reportFailure(error: unknown, io: CliIo, json: boolean): ExitCod
     return error.exitCode;
   }
   if (ExtFnError.isInstance(error)) {
-    // IMPROV_EXTFN_PYTHON=/nope/python3: the runner says none was found; we say why.
-    const envHint = interpreterEnvHintFor(error, io.env, io.cwd);
     if (json) {
+      // The same wording as on stderr (flags, not API options); the other fields as they are.
       const fields = error.toJSON() as Record<string, unknown>;
-      if (envHint) fields.fix = `${envHint.problem}: ${envHint.fix}`;
+      fields.message = cliWording(error.message);
+      if (error.fix !== undefined) fields.fix = cliWording(error.fix);
       io.stdout.write(`${JSON.stringify({ ok: false, error: fields })}\n`);
     } else {
       let text = `improv-extfn: ${error.kind}: ${cliWording(error.message)}\n`;
       if (error.stderr?.trim()) text += `${indent(error.stderr)}\n`;
-      if (envHint) text += `  ${envHint.problem}\n  fix: ${envHint.fix}\n`;
-      else if (error.fix && !error.message.includes(error.fix))
+      if (error.fix && !error.message.includes(error.fix))
         text += `  fix: ${cliWording(error.fix)}\n`;
       const raise = limitFix(error);
       if (raise) text += `  fix: ${raise}\n`;

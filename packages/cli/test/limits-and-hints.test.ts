@@ -4,13 +4,11 @@
  * that is not there, an interpreter variable that names nothing, a host
  * without a cgroup per tree. Each is a clear message with its fix.
  */
-import { chmod } from 'node:fs/promises';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { type DoctorReport, formatReport } from '../src/commands/doctor.js';
 import { ExitCode } from '../src/exit-codes.js';
-import { interpreterEnvHint } from '../src/hints.js';
 import { main } from '../src/main.js';
-import { cli, fakeIo, fakeRunner, scratch } from './helpers.js';
+import { cli, EXAMPLES, fakeIo, fakeRunner, scratch } from './helpers.js';
 
 let tmp: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {
@@ -40,14 +38,14 @@ async function evalWith(...flags: string[]) {
 }
 
 describe('--timeout', () => {
-  test('above the longest limit (about 12.4 days) is a usage error naming it, not an internal error', async () => {
-    for (const text of ['3000000s', '999999999999', '2147483648', '1073741824']) {
+  test('above the longest limit (about 24.9 days) is a usage error naming it, not an internal error', async () => {
+    for (const text of ['3000000s', '999999999999', '2147483648', '2147484s']) {
       const { code, err } = await evalWith('--timeout', text);
       expect(code, text).toBe(ExitCode.BadInput);
       expect(err).toContain(
-        `improv-extfn: --timeout "${text}" is more than the longest limit, 1073741823 ms (about 12.4 days)\n`,
+        `improv-extfn: --timeout "${text}" is more than the longest limit, 2147483647 ms (about 24.9 days)\n`,
       );
-      expect(err).toContain('  fix: write at most --timeout 1073741s');
+      expect(err).toContain('  fix: write at most --timeout 2147483s');
       expect(err).not.toContain('internal error');
     }
     const fn = await tmp.file('add.json', JSON.stringify(add));
@@ -57,12 +55,19 @@ describe('--timeout', () => {
     expect(io.err()).toContain('is more than the longest limit');
   });
 
-  test('the longest limit itself is accepted', async () => {
-    expect(await evalWith('--timeout', '1073741823')).toMatchObject({
-      code: ExitCode.Ok,
-      out: '3\n',
-    });
-    expect(await evalWith('--timeout', '1073741s')).toMatchObject({ code: ExitCode.Ok });
+  test('the longest limit itself is accepted, and what was the longest before (2^30 - 1 ms) is far below it', async () => {
+    for (const text of ['2147483647', '2147483s', '1073741824']) {
+      expect(await evalWith('--timeout', text), text).toMatchObject({
+        code: ExitCode.Ok,
+        out: '3\n',
+      });
+    }
+  });
+
+  test('the longest limit with the real runner: the answer, and no timer overflow warning', async () => {
+    const result = await cli(['eval', 'distance.json', '3', '4', '--timeout', '2147483647']);
+    expect(result).toMatchObject({ exitCode: ExitCode.Ok, stdout: '5\n' });
+    expect(result.stderr).not.toContain('TimeoutOverflowWarning');
   });
 
   test('0 and negative values say the limit must be more than 0', async () => {
@@ -192,53 +197,58 @@ describe('--runner PATH that does not exist', () => {
 });
 
 describe('an interpreter variable that names nothing', () => {
-  test('IMPROV_EXTFN_PYTHON=/nope/python3: the error names the variable, its value and the fix', async () => {
+  const FIX =
+    'set IMPROV_EXTFN_PYTHON to a Python 3 executable, or unset it to use python3 from PATH';
+
+  test('IMPROV_EXTFN_PYTHON=/nope/python3: the runner error names the variable, its value and the fix', async () => {
     const result = await cli(['eval', 'growth.json', '1000', '0.05', '10'], {
       env: { IMPROV_EXTFN_PYTHON: '/nope/python3' },
     });
     expect(result.exitCode).toBe(ExitCode.Unavailable);
-    expect(result.stderr).toContain('no python interpreter was found');
-    expect(result.stderr).toContain(
-      '  IMPROV_EXTFN_PYTHON is set to /nope/python3, which does not exist\n  fix: set IMPROV_EXTFN_PYTHON to the full path of an existing interpreter',
+    // The runner's message as it is, once; its fix ends it, so no second fix line.
+    expect(result.stderr).toBe(
+      `improv-extfn: LanguageUnavailable: function growth: no python interpreter for @improv/extfn-python: IMPROV_EXTFN_PYTHON is set to /nope/python3, which does not exist; ${FIX}\n`,
     );
   });
 
-  test('what is wrong with the value: missing, not executable, not on PATH, or nothing', async () => {
-    const script = await tmp.file('python3', '#!/bin/sh\n');
-    expect(interpreterEnvHint('python', {}, tmp.dir)).toBeUndefined();
-    expect(interpreterEnvHint('python', { IMPROV_EXTFN_PYTHON: './gone' }, tmp.dir)?.problem).toBe(
-      `IMPROV_EXTFN_PYTHON is set to ./gone (${tmp.dir}/gone), which does not exist`,
-    );
-    expect(interpreterEnvHint('r', { IMPROV_EXTFN_R: script }, tmp.dir)?.problem).toBe(
-      `IMPROV_EXTFN_R is set to ${script}, which is not an executable file`,
-    );
-    await chmod(script, 0o755);
-    expect(interpreterEnvHint('python', { IMPROV_EXTFN_PYTHON: script }, tmp.dir)).toBeUndefined();
-    expect(
-      interpreterEnvHint('julia', { IMPROV_EXTFN_JULIA: 'julia9', PATH: tmp.dir }, tmp.dir)
-        ?.problem,
-    ).toBe('IMPROV_EXTFN_JULIA is set to julia9, which is not a command on PATH');
-    expect(
-      interpreterEnvHint('python', { IMPROV_EXTFN_PYTHON: 'python3', PATH: tmp.dir }, tmp.dir),
-    ).toBeUndefined();
+  test('--json: the same message, and the fix as its own field', async () => {
+    const directory = EXAMPLES.replace(/\/$/, '');
+    const result = await cli(['eval', 'growth.json', '1000', '0.05', '10', '--json'], {
+      env: { IMPROV_EXTFN_PYTHON: directory },
+    });
+    expect(result.exitCode).toBe(ExitCode.Unavailable);
+    const { ok, error } = JSON.parse(result.stdout);
+    expect(ok).toBe(false);
+    expect(error).toEqual({
+      kind: 'LanguageUnavailable',
+      message: `function growth: no python interpreter for @improv/extfn-python: IMPROV_EXTFN_PYTHON is set to ${directory}, which is a directory; ${FIX}`,
+      functionName: 'growth',
+      language: 'python',
+      fix: FIX,
+    });
   });
 
-  test('doctor says it too', async () => {
+  test('doctor prints what the runner says, the fix once on its own line', async () => {
+    const detail = `IMPROV_EXTFN_PYTHON is set to /nope/python3, which does not exist; ${FIX}`;
     const missing = {
       ...fakeRunner('python'),
       async probe() {
-        return { language: 'python', available: false, detail: 'no python interpreter found' };
+        return { language: 'python', available: false, detail, fix: FIX };
       },
     };
-    const io = fakeIo(
-      { ...withRunner(), '@improv/extfn-python': { python: () => missing } },
-      { env: { IMPROV_EXTFN_PYTHON: '/nope/python3' } },
-    );
+    const io = fakeIo({ ...withRunner(), '@improv/extfn-python': { python: () => missing } });
     expect(await main(['doctor'], io)).toBe(ExitCode.Ok);
-    expect(io.out()).toContain(
-      'no python interpreter found: IMPROV_EXTFN_PYTHON is set to /nope/python3, which does not exist',
+    expect(io.out()).toMatch(
+      /\n +IMPROV_EXTFN_PYTHON is set to \/nope\/python3, which does not exist\n +fix: set IMPROV_EXTFN_PYTHON to a Python 3 executable, or unset it to use python3 from PATH\n/,
     );
-    expect(io.out()).toContain('fix: set IMPROV_EXTFN_PYTHON to the full path');
+    expect(io.out().split(FIX)).toHaveLength(2);
+  });
+
+  test('doctor, with the real runner', async () => {
+    const result = await cli(['doctor'], { env: { IMPROV_EXTFN_PYTHON: '/nope/python3' } });
+    expect(result.stdout).toMatch(
+      /python +unavailable +\(@improv\/extfn-python\)\n +IMPROV_EXTFN_PYTHON is set to \/nope\/python3, which does not exist\n +fix: set IMPROV_EXTFN_PYTHON to a Python 3 executable, or unset it to use python3 from PATH\n/,
+    );
   });
 });
 

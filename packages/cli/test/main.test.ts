@@ -560,6 +560,65 @@ describe('descriptor files', () => {
     expect(io.err()).toContain('fix: install Python 3, or set IMPROV_EXTFN_PYTHON to its path\n');
     expect(io.err()).not.toContain('option');
   });
+
+  test('--json errors use the same wording as stderr; the other fields are unchanged', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const failWith = (error: ExtFnError) => {
+      const runner = fakeRunner();
+      runner.call = async () => {
+        throw error;
+      };
+      runner.callBatch = async (_f, rows) => rows.map(() => error);
+      return fakeIo(withRunner(runner));
+    };
+    let io = failWith(
+      new ExtFnError(
+        'LanguageUnavailable',
+        'function add: no python3 found; install Python 3, or set IMPROV_EXTFN_PYTHON or the `interpreter` option to its path',
+        {
+          functionName: 'add',
+          language: 'python',
+          fix: 'install Python 3, or set IMPROV_EXTFN_PYTHON or the `interpreter` option to its path',
+        },
+      ),
+    );
+    expect(await main(['eval', fn, '1', '2', '--json'], io)).toBe(ExitCode.Unavailable);
+    expect(JSON.parse(io.out())).toEqual({
+      ok: false,
+      error: {
+        kind: 'LanguageUnavailable',
+        message:
+          'function add: no python3 found; install Python 3, or set IMPROV_EXTFN_PYTHON to its path',
+        functionName: 'add',
+        language: 'python',
+        fix: 'install Python 3, or set IMPROV_EXTFN_PYTHON to its path',
+      },
+    });
+    io = failWith(
+      new ExtFnError(
+        'Timeout',
+        'function add: timed out after 5000 ms; raise the timeoutMs option',
+        {
+          functionName: 'add',
+          ms: 5000,
+          limit: 'wall-clock',
+          fix: 'raise the timeoutMs option',
+        },
+      ),
+    );
+    expect(await main(['eval', fn, '1', '2', '--json'], io)).toBe(ExitCode.FunctionError);
+    expect(JSON.parse(io.out())).toEqual({
+      ok: false,
+      error: {
+        kind: 'Timeout',
+        message: 'function add: timed out after 5000 ms; raise --timeout',
+        functionName: 'add',
+        ms: 5000,
+        limit: 'wall-clock',
+        fix: 'raise --timeout',
+      },
+    });
+  });
 });
 
 describe('third-party runners', () => {

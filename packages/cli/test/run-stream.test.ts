@@ -239,7 +239,9 @@ describe('a machine that cannot run the function', () => {
     expect(result.exitCode).toBe(3);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(/^improv-extfn: LanguageUnavailable: /);
-    expect(result.stderr).toContain('IMPROV_EXTFN_R');
+    expect(result.stderr).toContain(
+      `IMPROV_EXTFN_R is set to ${join(tmp.dir, 'no-such-Rscript')}, which does not exist; set IMPROV_EXTFN_R to an Rscript executable, or unset it to use Rscript from PATH`,
+    );
     expect(result.stderr).not.toContain('`interpreter` option');
     expect(
       result.stderr.split('\n').filter((l) => l.startsWith('improv-extfn:')).length,

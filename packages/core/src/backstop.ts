@@ -28,10 +28,20 @@ const waits = new Set<Wait>();
 let timer: NodeJS.Timeout | undefined;
 let timerAt = Number.POSITIVE_INFINITY;
 
+/**
+ * The longest delay a Node timer takes (2^31 - 1 ms, about 24.9 days): a
+ * longer one fires after 1 ms, with a TimeoutOverflowWarning. A cut-off
+ * further away (a deadline over half of it: the wait is the deadline plus
+ * as much grace) arms the timer for this long; when it fires nothing is due
+ * yet, and it is armed again for what is left.
+ */
+export const MAX_TIMER_DELAY_MS = 2_147_483_647;
+
 function armAt(at: number): void {
   clearTimeout(timer);
   timerAt = at;
-  timer = setTimeout(cutOffDue, Math.max(0, at - performance.now()));
+  const delay = Math.min(MAX_TIMER_DELAY_MS, Math.max(0, at - performance.now()));
+  timer = setTimeout(cutOffDue, delay);
   timer.unref?.(); // the runner's own work keeps the process alive, not this timer
 }
 

@@ -3,8 +3,14 @@
  * `evalColumns` always settle, with Timeout on what the runner never answered,
  * while a slow runner that keeps reporting progress is left alone.
  */
-import { describe, expect, test } from 'vitest';
-import { ExtFnError, type LanguageRunner, Registry, Value as V } from '../src/index.js';
+import { afterEach, describe, expect, test, vi } from 'vitest';
+import {
+  ExtFnError,
+  type LanguageRunner,
+  MAX_TIMEOUT_MS,
+  Registry,
+  Value as V,
+} from '../src/index.js';
 import { fakeRunner, fn } from './fake-runner.js';
 
 const never = () => new Promise<never>(() => {});
@@ -90,6 +96,75 @@ describe('a runner that never settles is cut off', () => {
       results.map((r) => (ExtFnError.isInstance(r) ? r.kind : (r as { value: number }).value)),
     ).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(reported.at(-1)).toBe(8); // the caller's own onProgress still sees every report
+    await registry.close();
+  });
+});
+
+describe('a deadline up to the longest a Registry takes (2^31 - 1 ms)', () => {
+  /** The longest delay a Node timer takes: a longer one fires after 1 ms, with a TimeoutOverflowWarning. */
+  const TIMER_MAX = 2 ** 31 - 1;
+  /** backstop.ts afresh: no timer armed by an earlier test. */
+  async function freshBackstop() {
+    vi.resetModules();
+    return import('../src/backstop.js');
+  }
+  const echo = fn('echo', 'echo', ['number'], 'number');
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+  });
+
+  test('the backstop arms its timer for at most what a Node timer holds: no TimeoutOverflowWarning', async () => {
+    const { guardCall } = await freshBackstop();
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    const armed = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      const answer = new Promise((resolve) => setImmediate(() => resolve(V.number(7))));
+      // The wait is the deadline plus as much grace: twice what a timer holds.
+      expect(await guardCall(echo, answer, MAX_TIMEOUT_MS, undefined)).toEqual(V.number(7));
+      const delays = armed.mock.calls.map(([, ms]) => ms ?? 0);
+      expect(delays).toContain(TIMER_MAX);
+      expect(delays.every((ms) => ms <= TIMER_MAX)).toBe(true);
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings).not.toContain('TimeoutOverflowWarning');
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  test('a wait longer than a timer holds is still cut off at its time, after the timer is armed again', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const { guardCall } = await freshBackstop();
+    let outcome: unknown;
+    void guardCall(echo, never(), MAX_TIMEOUT_MS, undefined).then(
+      (value) => {
+        outcome = value;
+      },
+      (error: unknown) => {
+        outcome = error;
+      },
+    );
+    // The first timer fires with nothing due yet, and neither does the second.
+    await vi.advanceTimersByTimeAsync(TIMER_MAX);
+    expect(outcome).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(TIMER_MAX - 1);
+    expect(outcome).toBeUndefined();
+    // Due at twice the deadline (deadline + grace = 2 * (2^31 - 1) ms).
+    await vi.advanceTimersByTimeAsync(2);
+    expect(outcome).toMatchObject({ kind: 'Timeout', ms: MAX_TIMEOUT_MS });
+  });
+
+  test('through a Registry: a call with that deadline is answered, not cut off', async () => {
+    const { runner } = fakeRunner();
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('sleep', 'sleep:10', ['number'], 'number'));
+    expect(await registry.eval('sleep', [V.number(1)], { timeoutMs: MAX_TIMEOUT_MS })).toEqual(
+      V.number(1),
+    );
+    const batch = await registry.evalBatch('sleep', [[V.number(1)]], { timeoutMs: MAX_TIMEOUT_MS });
+    expect(batch).toEqual([V.number(1)]);
     await registry.close();
   });
 });

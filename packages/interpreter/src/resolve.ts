@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access, realpath, stat } from 'node:fs/promises';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
+import { ExtFnError } from '@improv/extfn-core';
 import type { ResolvedInterpreter } from './types.js';
 
 export interface ResolveExecutableOptions {
@@ -27,6 +28,12 @@ export interface ResolveExecutableOptions {
   realPathArgs?: readonly string[];
   /** Extra read-only directories the interpreter needs, derived from its real path. */
   readOnlyPaths?: (realPath: string) => readonly string[];
+  /**
+   * What the option or variable should name, for the fix when the one set
+   * names no executable: `'a Python 3 executable'` (default: from `names`,
+   * "a python3 executable").
+   */
+  executable?: string;
 }
 
 async function isExecutableFile(path: string): Promise<boolean> {
@@ -109,10 +116,69 @@ function askForExecutable(path: string, args: readonly string[]): Promise<string
   });
 }
 
+/** Why `value` (a path, or a command name) names no executable file: "…, which does not exist". */
+async function whyUnusable(value: string): Promise<string> {
+  if (!value.includes('/')) return `${value}, which is not a command on PATH`;
+  const path = resolve(value);
+  const shown = path === value ? value : `${value} (${path})`;
+  try {
+    const found = await stat(path);
+    if (found.isDirectory()) return `${shown}, which is a directory`;
+    if (!found.isFile()) return `${shown}, which is not a regular file`;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return `${shown}, which does not exist`;
+    if (code === 'EACCES') return `${shown}, which cannot be reached (permission denied)`;
+    return `${shown}, which cannot be read (${code ?? String(error)})`;
+  }
+  return `${shown}, which is not executable`;
+}
+
+/** The errors `unusableChoice` made, told apart from other LanguageUnavailable errors of a lookup (a library choice's). */
+const unusableChoices = new WeakSet<ExtFnError>();
+
+/** The error, when it is resolveExecutable's for an option or variable that names no executable. */
+export function unusableChoiceError(error: unknown): ExtFnError | undefined {
+  return ExtFnError.isInstance(error) && unusableChoices.has(error) ? error : undefined;
+}
+
+/**
+ * The LanguageUnavailable error for an explicit choice or environment
+ * variable that names no executable file: what is set, to what, what is
+ * wrong with it, and the fix (the `fix` field, also at the end of the
+ * message). The runner reports it as its reason for having no interpreter.
+ */
+async function unusableChoice(
+  options: ResolveExecutableOptions,
+  value: string,
+): Promise<ExtFnError> {
+  const { envVar, names } = options;
+  const executable =
+    options.executable ?? (names.length ? `a ${names.join(' or ')} executable` : 'an executable');
+  const fallback = names.length ? `${names.join(' or ')} from PATH` : undefined;
+  const what = await whyUnusable(value);
+  let problem: string;
+  let fix: string;
+  if (options.explicit) {
+    problem = `the \`interpreter\` option is set to ${what}`;
+    const instead = [envVar, fallback].filter(Boolean).join(' or ');
+    fix = `set the \`interpreter\` option to ${executable}${instead ? `, or leave it out to use ${instead}` : ''}`;
+  } else {
+    problem = `${envVar} is set to ${what}`;
+    fix = `set ${envVar} to ${executable}, or unset it${fallback ? ` to use ${fallback}` : ''}`;
+  }
+  const error = new ExtFnError('LanguageUnavailable', `${problem}; ${fix}`, { fix });
+  unusableChoices.add(error);
+  return error;
+}
+
 /**
  * explicit option > environment variable > first of `names` on PATH, then
  * made real (symlinks followed, shims seen through). Undefined when nothing
- * usable is found — the runner then reports LanguageUnavailable.
+ * usable is found on PATH — the runner then reports LanguageUnavailable.
+ * An explicit option or environment variable that names no executable file
+ * (missing, a directory, not executable, not on PATH) rejects with a
+ * LanguageUnavailable ExtFnError saying which, with its `fix`.
  */
 export async function resolveExecutable(
   options: ResolveExecutableOptions,
@@ -135,7 +201,8 @@ export async function resolveExecutable(
   if (chosen) {
     // An explicit choice is taken as given (made real), readable by the sandbox or not.
     const [found] = await whichAll(chosen, env);
-    return found ? result(await real(found)) : undefined;
+    if (!found) throw await unusableChoice(options, chosen);
+    return result(await real(found));
   }
   // On PATH, prefer the first interpreter a sandbox uid can run (a pyenv shim
   // first on PATH usually leads under /root); else the first one found, so the

@@ -56,6 +56,7 @@ import { functionKey } from './key.js';
 import { oneShotCall } from './one-shot.js';
 import { Pool } from './pool.js';
 import { probeInterpreter } from './probe.js';
+import { unusableChoiceError } from './resolve.js';
 import { callHeader, columnRows, typedColumnRows, valueRows } from './row-sources.js';
 import { type SchedulerContext, schedule } from './scheduler.js';
 import { startWorker } from './start-worker.js';
@@ -274,7 +275,17 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     return this.pool.pids();
   }
 
-  probe(): Promise<RunnerProbe> {
+  async probe(): Promise<RunnerProbe> {
+    try {
+      await this.#resolve();
+    } catch (error) {
+      // IMPROV_EXTFN_PYTHON=/nope/python3: what is wrong with it, and the fix
+      const unusable = unusableChoiceError(error);
+      if (unusable) {
+        const { message: detail, fix } = unusable;
+        return { language: this.language, available: false, detail, ...(fix ? { fix } : {}) };
+      }
+    }
     return probeInterpreter({
       language: this.language,
       resolve: () => this.#resolve(),
@@ -521,8 +532,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     const loadError = this.#loadErrors.get(key);
     if (loadError) throw new LoadFailure(loadError);
     // Without an await when the interpreter is known: the process starts before `prepare` returns.
-    const interpreter = this.#found ?? (await this.#resolve());
-    if (!interpreter) throw this.#unavailable(fn);
+    const interpreter = this.#found ?? (await this.#interpreterFor(fn));
     const limits = { ...this.#limits(), cpuSeconds: Math.ceil(this.#workerCpuSeconds()) };
     const sandbox = this.#sandboxOptions(interpreter, fn.name, limits);
     const startupMs = this.#spec.startupTimeoutMs ?? DEFAULT_STARTUP_MS;
@@ -669,13 +679,32 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     );
   }
 
-  #unavailable(fn: ExternalFn): ExtFnError {
-    const fix = this.#installHint();
+  /**
+   * No interpreter: none on PATH (the install hint), or the one the user
+   * chose names no executable (`unusable`, from resolveExecutable: which
+   * option or variable, its value, what is wrong with it, and the fix).
+   */
+  #unavailable(fn: ExternalFn, unusable?: ExtFnError): ExtFnError {
+    const fix = unusable ? unusable.fix : this.#installHint();
+    const why = unusable ? `: ${unusable.message}` : ` was found for ${this.packageName}; ${fix}`;
     return new ExtFnError(
       'LanguageUnavailable',
-      `function ${fn.name}: no ${this.language} interpreter was found for ${this.packageName}; ${fix}`,
-      { functionName: fn.name, language: this.language, fix },
+      `function ${fn.name}: no ${this.language} interpreter${unusable ? ` for ${this.packageName}` : ''}${why}`,
+      { functionName: fn.name, language: this.language, ...(fix ? { fix } : {}) },
     );
+  }
+
+  /** The interpreter, or the LanguageUnavailable error that says why there is none. */
+  async #interpreterFor(fn: ExternalFn): Promise<ResolvedInterpreter> {
+    let interpreter: ResolvedInterpreter | undefined;
+    try {
+      interpreter = await this.#resolve();
+    } catch (error) {
+      const unusable = unusableChoiceError(error);
+      throw unusable ? this.#unavailable(fn, unusable) : error;
+    }
+    if (!interpreter) throw this.#unavailable(fn);
+    return interpreter;
   }
 
   /** Interpreter found and sandbox usable, or a typed error — before any process for the body starts. */
@@ -686,8 +715,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     // sandbox's trial run); a missing interpreter is still the error reported first.
     const probing = assertSandboxAvailable({ policy, ...this.#bwrap(), functionName: fn.name });
     probing.catch(() => {}); // awaited below
-    const interpreter = await this.#resolve();
-    if (!interpreter) throw this.#unavailable(fn);
+    await this.#interpreterFor(fn);
     const probe = await probing;
     this.#policyInForce = probe.policy;
     this.#preparedFor = policy;

@@ -63,6 +63,7 @@ export function julia(options: JuliaRunnerOptions = {}): InterpreterRunner {
           explicit: interpreter,
           envVar: 'IMPROV_EXTFN_JULIA',
           names: ['julia'],
+          executable: 'a Julia executable',
           realPathArgs: EXECUTABLE_PROBE,
           // no readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own prefix
         }),

@@ -46,6 +46,7 @@ export function pure(options: PureRunnerOptions = {}): InterpreterRunner {
           explicit: interpreter,
           envVar: 'IMPROV_EXTFN_PURE',
           names: ['pure'],
+          executable: 'a Pure interpreter executable',
           // the interpreter's own prefix (lib/pure) is bound by @improv/extfn-sandbox; our drivers too
           readOnlyPaths: () => [DRIVERS_DIR],
         }),

@@ -83,6 +83,7 @@ export function python(options: PythonRunnerOptions = {}): InterpreterRunner {
       explicit: interpreter,
       envVar: 'IMPROV_EXTFN_PYTHON',
       names: ['python3'],
+      executable: 'a Python 3 executable',
       realPathArgs: EXECUTABLE_PROBE,
       // No readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own tree
       // (pyenv, conda: its prefix, where lib/pythonX.Y lives) and never a home.

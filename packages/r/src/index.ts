@@ -76,6 +76,7 @@ export function r(options: RRunnerOptions = {}): InterpreterRunner {
           explicit: interpreter,
           envVar: 'IMPROV_EXTFN_R',
           names: ['Rscript'],
+          executable: 'an Rscript executable',
           // no readOnlyPaths: @improv/extfn-sandbox binds the interpreter's own prefix
         });
         // Workers start R's binary with the environment its front end would set

@@ -2,7 +2,7 @@
 import type { RunnerProbe } from '@improv/extfn-core';
 import { usage } from '../cli-error.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
-import { cliWording, interpreterEnvHint } from '../hints.js';
+import { cliWording } from '../hints.js';
 import type { CliIo } from '../io.js';
 import { parseCommandLine, wantsJson } from '../options.js';
 import { reportFailure } from '../report.js';
@@ -203,17 +203,7 @@ export async function collectReport(
   const sandbox = await probeSandboxLayers(io);
   const languages: LanguageReport[] = [];
   for (const spec of RUNNER_PACKAGES) {
-    const report = await probeLanguage(await loadRunner(spec, io));
-    // IMPROV_EXTFN_PYTHON=/nope/python3: the runner says none was found; we say why.
-    const envHint =
-      report.loaded && !report.available && !report.interpreter
-        ? interpreterEnvHint(report.language, io.env, io.cwd)
-        : undefined;
-    languages.push(
-      envHint
-        ? { ...report, detail: `${report.detail}: ${envHint.problem}`, fix: envHint.fix }
-        : report,
-    );
+    languages.push(await probeLanguage(await loadRunner(spec, io)));
   }
   for (const name of externalRunnerNames(runners, io.env)) {
     languages.push(await probeLanguage(await loadExternalRunner(name, io)));
@@ -309,7 +299,12 @@ export function formatReport(report: DoctorReport): string {
       );
     }
     const needsSandbox = !l.available && (sandboxSaid(l.fix) || sandboxSaid(l.protection));
-    lines.push(`${pad}  ${cliWording(l.detail)}${needsSandbox ? ' (the sandbox, above)' : ''}`);
+    // A runner's error message ends with its fix ("…, which does not exist; set …"): said once, below.
+    const detail =
+      !l.available && l.fix && l.detail.endsWith(`; ${l.fix}`)
+        ? l.detail.slice(0, -`; ${l.fix}`.length)
+        : l.detail;
+    lines.push(`${pad}  ${cliWording(detail)}${needsSandbox ? ' (the sandbox, above)' : ''}`);
     if (l.protection && !sandboxSaid(l.protection))
       lines.push(`${pad}  protection: ${l.protection}`);
     if (!l.available && l.fix && !sandboxSaid(l.fix))
