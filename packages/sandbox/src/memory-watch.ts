@@ -5,11 +5,13 @@
  * looks: every WATCH_MS it sums the anonymous memory (RssAnon) of the tree's
  * processes, and once the sum passes the budget a cgroup would hold the tree
  * to (`memoryBytes + tmpfsBytes`) it kills the tree, which is then reported
- * as a memory limit. A look, not a bound: what the tree touches within one
- * interval comes on top (a few GB/s per core), and a page a child still
- * shares with its parent after a fork counts once in each, so the sum errs
- * high, never low. In a pid namespace (restricted) a process whose parent
- * exits is adopted by the namespace's pid 1, so it stays in the sum.
+ * as a memory limit. A page a child still shares with its parent after a
+ * fork counts in full in each RssAnon, so a sum past the budget is checked
+ * again by proportional share (Pss_Anon, /proc/PID/smaps_rollup: dearer, it
+ * walks the page tables) before the tree is killed. A look, not a bound:
+ * what the tree touches within one interval comes on top (a few GB/s per
+ * core). In a pid namespace (restricted) a process whose parent exits is
+ * adopted by the namespace's pid 1, so it stays in the sum.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { childrenOf } from './proc.js';
@@ -39,7 +41,7 @@ export function watchTreeMemory(
   const timer = setInterval(() => {
     const pid = root();
     if (pid === undefined || over) return;
-    if (anonymousBytesOfTree(pid) > budgetBytes) {
+    if (anonymousBytesOfTree(pid) > budgetBytes && anonymousBytesOfTree(pid, true) > budgetBytes) {
       over = true;
       clearInterval(timer);
       kill();
@@ -54,8 +56,12 @@ export function watchTreeMemory(
   };
 }
 
-/** RssAnon of `root` and every process below it, in bytes. */
-export function anonymousBytesOfTree(root: number): number {
+/**
+ * RssAnon of `root` and every process below it, in bytes; with `shared`,
+ * Pss_Anon (a page shared by n processes counts 1/n in each), where the
+ * kernel gives it (Linux 5.10+; else RssAnon).
+ */
+export function anonymousBytesOfTree(root: number, shared = false): number {
   let bytes = 0;
   const seen = new Set<number>();
   const stack = [root];
@@ -63,7 +69,7 @@ export function anonymousBytesOfTree(root: number): number {
     const pid = stack.pop()!;
     if (seen.has(pid)) continue;
     seen.add(pid);
-    bytes += anonymousBytesOf(pid);
+    bytes += (shared ? proportionalAnonymousBytesOf(pid) : undefined) ?? anonymousBytesOf(pid);
     for (const child of childrenOfProcess(pid)) stack.push(child);
   }
   return bytes;
@@ -76,6 +82,18 @@ function anonymousBytesOf(pid: number): number {
     return Number(kib ?? 0) * 1024;
   } catch {
     return 0;
+  }
+}
+
+/** Pss_Anon of one process; undefined where the kernel or access does not give it. */
+function proportionalAnonymousBytesOf(pid: number): number | undefined {
+  try {
+    const kib = /^Pss_Anon:\s+(\d+) kB/m.exec(
+      readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'),
+    )?.[1];
+    return kib === undefined ? undefined : Number(kib) * 1024;
+  } catch {
+    return undefined;
   }
 }
 

@@ -332,6 +332,30 @@ describe('many processes, each under RLIMIT_AS', () => {
     },
   );
 
+  test.skipIf(!canRestricted || cgroupHere !== false)(
+    'restricted without a cgroup: 200 MiB shared with three forked children counts once, not four times',
+    async () => {
+      const out = await pythonJson<{ children: number }>(
+        [
+          "x = bytearray(b'\\x01') * (200 * 1024 * 1024)",
+          'kids = []',
+          'for i in range(3):',
+          '    pid = os.fork()',
+          '    if pid == 0:',
+          '        time.sleep(1.5)',
+          '        os._exit(0)',
+          '    kids.append(pid)',
+          'time.sleep(1)',
+          'for pid in kids: os.waitpid(pid, 0)',
+          "print(json.dumps({'children': len(kids)}))",
+        ].join('\n'),
+        'restricted',
+        { limits: { memoryBytes: LIMIT } },
+      );
+      expect(out).toEqual({ children: 3 });
+    },
+  );
+
   test.skipIf(!canTrusted)('control: trusted holds all six', async () => {
     expect(await pythonJson(SPREAD(6, 200 * MiB), 'trusted')).toEqual({ held: 6, killed: 0 });
   });
