@@ -232,10 +232,11 @@ const LAYER_NAMES: Record<string, string> = {
  * What gives trees a cgroup of their own, for the reason the sandbox gave:
  * cgroup v1 needs root; cgroup v2 needs the memory and pids controllers
  * delegated to the cgroup improv-extfn runs in. Optional: rlimits still
- * bound each process.
+ * bound each process, and the host's look (sandbox memory-watch.ts) each tree.
  */
 export function cgroupFix(reason: string): string {
-  const optional = 'optional: each process is still held by its rlimits';
+  const optional =
+    'optional: each process is still held by its rlimits, and each tree by the host summing its memory every 100 ms';
   if (/not Linux/.test(reason)) return `none here, cgroups are Linux's; ${optional}`;
   const hasV2 = !/no cgroup v2 hierarchy/.test(reason);
   const rootHelps = /cgroup v1 needs root/.test(reason);
