@@ -3,6 +3,8 @@
  * per frame, optionally followed by exactly `bytes` raw bytes (f64 columns).
  */
 
+import type { ResourceLimit } from '@improv/extfn-core';
+
 export const PROTOCOL_VERSION = 1;
 
 /** A frame's JSON header. `bytes`, when present, is the length of the raw payload after it. */
@@ -74,8 +76,11 @@ export interface DriverError {
   message: string;
   /** Traceback (or the interpreter's equivalent) with the body's own line numbers. */
   traceback?: string;
-  /** `output` when the row printed or returned more than the per-row cap. */
-  limit?: 'output' | 'memory';
+  /**
+   * `output` when the row printed or returned more than the per-row cap,
+   * `memory` when it ran out of memory, `processes` when it could not start one.
+   */
+  limit?: ResourceLimit;
   /** For a result of the wrong type: the declared type and what was received. */
   expected?: string;
   got?: string;

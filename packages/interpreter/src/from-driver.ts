@@ -12,6 +12,7 @@ import {
   type ExternalFn,
   ExtFnError,
   newColumn,
+  type ResourceLimit,
   type RowResult,
   type Value,
   type ValueType,
@@ -21,7 +22,8 @@ import { type DriverError, type Frame, preview } from './frames.js';
 import { CELL_BYTES, padded } from './to-driver.js';
 
 /** A driver's row error as the ExtFnError that `eval` gives for it. */
-export function driverErrorToExtFnError(fn: ExternalFn, error: DriverError): ExtFnError {
+export function driverErrorToExtFnError(fn: ExternalFn, raw: DriverError): ExtFnError {
+  const error = readDriverError(raw);
   if (error.limit === 'output') {
     return ExtFnError.runtime(fn.name, 'output too large', {
       limit: 'output',
@@ -41,15 +43,42 @@ export function driverErrorToExtFnError(fn: ExternalFn, error: DriverError): Ext
   });
 }
 
+/** The limits an error may name (core's ResourceLimit). */
+const LIMITS: ReadonlySet<unknown> = new Set<ResourceLimit>([
+  'memory',
+  'cpu-time',
+  'processes',
+  'file-size',
+  'output',
+  'wall-clock',
+]);
+
+/**
+ * A row error as the driver sent it, with only the fields the host uses and
+ * each of its type: a body can make its driver send anything there, and
+ * neither a field of another type (a traceback that is an object, a limit
+ * no one knows) nor the reading of it (String() of an array nested 10^5
+ * deep overflows the stack) may reach the caller's ExtFnError.
+ */
 function readDriverError(raw: unknown): DriverError {
   if (typeof raw === 'object' && raw !== null && typeof (raw as DriverError).type === 'string') {
-    const e = raw as DriverError;
-    return { ...e, message: typeof e.message === 'string' ? e.message : String(e.message ?? '') };
+    const e = raw as Record<string, unknown>;
+    const out: DriverError = { type: e.type as string, message: asText(e.message) };
+    if (typeof e.traceback === 'string') out.traceback = e.traceback;
+    if (LIMITS.has(e.limit)) out.limit = e.limit as ResourceLimit;
+    if (e.got !== undefined) out.got = typeof e.got === 'string' ? e.got : preview(e.got);
+    return out;
   }
   return {
     type: 'ProtocolError',
     message: `malformed row error ${preview(raw)}`,
   };
+}
+
+/** A field meant to be text: itself, '' when absent, else its start as JSON (`preview`). */
+function asText(value: unknown): string {
+  if (typeof value === 'string') return value;
+  return value === undefined || value === null ? '' : preview(value);
 }
 
 /** Thrown when a response does not have the shape of the request it answers. */
@@ -184,7 +213,10 @@ function checkTexts(payload: Buffer, count: number, fail: (why: string) => Error
   let total = 0;
   for (let i = 0; i < count; i++) total += lengths[i]!;
   const base = count * 4;
-  if (payload.length !== padded(base + total)) {
+  // Compared first in plain arithmetic: lengths a body made up can add up past
+  // 2^32, where `padded` (32-bit) wraps to the size of a short payload, and
+  // decoding them then ran for billions of iterations.
+  if (base + total > payload.length || payload.length !== padded(base + total)) {
     throw fail(`${payload.length} payload bytes for ${total} text bytes`);
   }
   const bytes = payload.subarray(base, base + total);

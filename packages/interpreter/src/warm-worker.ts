@@ -569,6 +569,10 @@ export class WarmWorker {
         this.process.unref();
         signal?.removeEventListener('abort', onAbort);
         this.#waiting = undefined;
+        // Its column is the caller's from now on: a frame that comes after its answer
+        // (a body's forged answer went first, the driver's own follows) must not land
+        // in it. The request queued behind sets its own.
+        this.#reader.payloadTarget = undefined;
         // The request queued behind starts now: the driver reads it once it has answered.
         // (A failure fails it instead: see #fail.)
         const queued = this.#queued;

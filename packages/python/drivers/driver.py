@@ -1396,7 +1396,11 @@ def _serve():
         # A body may have replaced them; each request starts with the driver's own.
         sys.stdout = _capture
         sys.stdin = _stdin
-        if op == 'call':
+        if fn is None and op in ('call', 'callf64', 'callcols'):
+            # No function: its load failed (an answer the host remembers) or never came.
+            # Answered as R's driver answers it; the payload is read, so the stream stays in step.
+            _write({'id': rid, 'error': {'type': 'ProtocolError', 'message': '%s before load' % (op,)}})
+        elif op == 'call':
             values, errors = _call(fn, request['rows'], request.get('plain') is True)
             response = {'id': rid, 'values': values, 'workMs': _work_ms(began)}
             if errors:
