@@ -12,7 +12,9 @@ import {
   type ChunkResult,
   chunkResultSchema,
   DESCRIPTOR_MISSING,
+  formatMiB,
   type JobData,
+  MAX_FRAME_BYTES,
   WIRE_VERSION,
 } from './wire.js';
 
@@ -39,6 +41,13 @@ export interface DriveOptions {
   maxResubmits: number;
   /** At most this many of the batch's chunks are in Redis at once; the rest wait here. */
   maxQueuedChunks: number;
+  /**
+   * How long the batch's chunks may wait with no worker host connected to the
+   * language's queue before the unfinished rows fail (and the chunks are
+   * withdrawn). While a worker is connected, the wait is reported as progress,
+   * so that core's silence bound does not take a busy fleet for a dead runner.
+   */
+  noWorkerMs: number;
 }
 
 interface ChunkState {
@@ -156,6 +165,7 @@ export async function driveChunks(
   }
   for (const state of states) listen(state);
 
+  /** Jobs to remove from Redis at the end: aborted, or withdrawn for want of a worker. */
   const abortedIds: string[] = [];
   const onAbort = () => {
     for (const state of states) {
@@ -166,6 +176,40 @@ export async function driveChunks(
   };
   if (options.signal?.aborted) onAbort();
   else options.signal?.addEventListener('abort', onAbort, { once: true });
+
+  let noWorkerSince: number | undefined;
+  /**
+   * Chunks are waiting in Redis: is any worker host there to take them? With
+   * one, the wait is a sign of life (core cuts a batch that shows none for
+   * twice its deadline plus grace, with a Timeout on every row that would
+   * leave the chunks queued for nobody). With none for `noWorkerMs`, the
+   * unfinished rows fail saying so and their chunks are withdrawn.
+   */
+  const fleet = async (waiting: ChunkState[]) => {
+    let workers: number;
+    try {
+      workers = await client.workerCount(fn.language);
+    } catch {
+      // Unknown (CLIENT LIST refused by an ACL, a slow answer): neither a sign of life nor of death.
+      return;
+    }
+    const now = performance.now();
+    if (workers > 0) {
+      noWorkerSince = undefined;
+      options.onProgress?.(doneRows, total);
+      return;
+    }
+    noWorkerSince ??= now;
+    if (now - noWorkerSince < options.noWorkerMs) return;
+    const queue = `${client.options.queueName}-${fn.language}`;
+    const message = `no worker host has served queue ${queue} at ${where} for ${Math.round(now - noWorkerSince)} ms, so the rows not evaluated were withdrawn; start one (improv-extfn worker --redis ${where} --runner ${fn.language}), then refresh again`;
+    for (const state of waiting) {
+      if (state.settled) continue;
+      abortedIds.push(state.id);
+      fail(state, message);
+    }
+    for (const state of states) if (!state.settled) fail(state, message);
+  };
 
   /** One round: (re)submit what is unsent, then read the state of what is in flight. */
   const round = async () => {
@@ -179,21 +223,41 @@ export async function driveChunks(
         needPublish = false;
       }
       for (const state of unsent) {
+        let args = state.data?.args;
+        if (args === undefined) {
+          const frame = state.chunk.encode();
+          if (frame.length > MAX_FRAME_BYTES) {
+            // Workers refuse such a job; say so here, before it travels, with the fix.
+            const { start, count } = state.chunk;
+            const limit = `above the ${formatMiB(MAX_FRAME_BYTES)} one queue job may carry`;
+            fail(
+              state,
+              count === 1
+                ? `the arguments of row ${start} take ${formatMiB(frame.length)}, ${limit}: pass smaller arguments`
+                : `the arguments of rows ${start} to ${start + count - 1} take ${formatMiB(frame.length)} as one job, ${limit}; lower chunkRows (a queue() option) so that fewer rows share a job, or pass smaller arguments`,
+            );
+            continue;
+          }
+          args = frame.toString('base64');
+        }
         state.data = {
           v: WIRE_VERSION,
           digest,
           rows: state.chunk.count,
-          args: state.data?.args ?? state.chunk.encode().toString('base64'),
+          args,
           timeoutMs: Math.round(options.timeoutMs),
           ...(options.mode ? { mode: options.mode } : {}),
         };
       }
+      const sending = unsent.filter((s) => !s.settled);
       // An add that timed out is retried under the same ids: BullMQ ignores one it already holds.
-      await client.add(
-        fn.language,
-        unsent.map((s) => ({ id: s.id, data: s.data! })),
-      );
-      for (const state of unsent) state.unsent = false;
+      if (sending.length) {
+        await client.add(
+          fn.language,
+          sending.map((s) => ({ id: s.id, data: s.data! })),
+        );
+      }
+      for (const state of sending) state.unsent = false;
     }
     const inFlight = states.filter((s) => !s.settled && !s.unsent);
     if (!inFlight.length || (!snapshotDue && performance.now() - lastSnapshot < options.pollMs))
@@ -221,6 +285,8 @@ export async function driveChunks(
           break;
       }
     });
+    const waiting = inFlight.filter((s) => !s.settled && !s.unsent);
+    if (waiting.length) await fleet(waiting);
   };
 
   try {

@@ -16,11 +16,37 @@ import {
   type Value,
 } from '@improv/extfn-core';
 import { ColumnFormatError, decodeRows, encodeResults } from './columns.js';
-import { type ChunkResult, errorToWire, type JobData, WIRE_VERSION } from './wire.js';
+import {
+  type ChunkResult,
+  errorToWire,
+  formatMiB,
+  type JobData,
+  MAX_RESULT_BYTES,
+  WIRE_VERSION,
+  type WireError,
+} from './wire.js';
 
 export interface ChunkCallOptions {
   signal?: AbortSignal;
   onProgress?: (done: number) => void;
+  /** Most bytes of values and errors one chunk's result may carry (default MAX_RESULT_BYTES). */
+  maxResultBytes?: number;
+}
+
+/** Bytes one row's value takes in the result frame. */
+function valueBytes(value: Value | undefined): number {
+  if (value === undefined) return 0;
+  if (value.type === 'text') {
+    const text = value.value as string & { isWellFormed(): boolean };
+    // The frame holds UTF-8, or UTF-16LE for a string with a lone surrogate (see columns.ts).
+    return 4 + (text.isWellFormed() ? Buffer.byteLength(text) : 2 * text.length);
+  }
+  return 12;
+}
+
+/** Bytes one row's error takes in the result (JSON, roughly: its message and stderr, and the rest). */
+function errorBytes(error: WireError): number {
+  return 64 + Buffer.byteLength(error.message) + Buffer.byteLength(error.stderr ?? '');
 }
 
 /** Number columns straight out of the frame, for runners with a columnar path. */
@@ -82,7 +108,17 @@ export async function evaluateChunk(
   const raw = await evaluateRows(runner, fn, data, frame, options);
   const values: (Value | undefined)[] = new Array(data.rows);
   const errors: ChunkResult['errors'] = [];
+  // A result travels through Redis as one JSON string: past the budget, rows are not sent but
+  // failed, so that large answers end in a clear error rather than in V8's string limit, a
+  // Redis refusal or an engine waiting on a transfer of gigabytes.
+  const budget = options.maxResultBytes ?? MAX_RESULT_BYTES;
+  let used = 0;
+  let over: WireError | undefined;
   for (let i = 0; i < data.rows; i++) {
+    if (over) {
+      errors.push([i, over]);
+      continue;
+    }
     const result =
       raw.length === data.rows
         ? checkResult(fn, raw[i])
@@ -90,8 +126,21 @@ export async function evaluateChunk(
             fn.name,
             `the runner returned ${raw.length} results for ${data.rows} rows`,
           );
-    if (ExtFnError.isInstance(result)) errors.push([i, errorToWire(result)]);
-    else values[i] = result;
+    const wire = ExtFnError.isInstance(result) ? errorToWire(result) : undefined;
+    used += wire ? errorBytes(wire) : valueBytes(result as Value);
+    if (used > budget) {
+      over = errorToWire(
+        ExtFnError.runtime(
+          fn.name,
+          `the results of this chunk passed ${formatMiB(budget)} at row ${i} of ${data.rows}, the most one queue job may bring back; this row and the ones after it in the chunk were not sent. Return smaller results, or lower the engine's chunkRows so that fewer rows share a job (a host that can carry more raises the worker's maxResultBytes)`,
+          { limit: 'output' },
+        ),
+      );
+      errors.push([i, over]);
+      continue;
+    }
+    if (wire) errors.push([i, wire]);
+    else values[i] = result as Value;
   }
   return {
     v: WIRE_VERSION,

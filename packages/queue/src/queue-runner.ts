@@ -190,6 +190,9 @@ class QueueRunner implements LanguageRunner {
       connectionTimeoutMs: s.connectionTimeoutMs,
       maxResubmits: s.maxResubmits,
       maxQueuedChunks: s.maxQueuedChunks,
+      // Well inside core's silence bound (twice the deadline plus at least 2 s), so that a queue
+      // with no worker ends in an error that says so rather than a Timeout from core.
+      noWorkerMs: Math.max(500, options.timeoutMs),
     };
   }
 

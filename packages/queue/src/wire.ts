@@ -21,6 +21,14 @@ export const DEFAULT_QUEUE_NAME = 'improv-extfn';
 export const MAX_CHUNK_ROWS = 65_536;
 /** The most bytes of argument frame one job may carry (before base64). */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+/** The most bytes of values and errors a worker sends back for one job, by default (before base64). */
+export const MAX_RESULT_BYTES = 64 * 1024 * 1024;
+
+/** `12.5 MiB`, for messages. */
+export function formatMiB(bytes: number): string {
+  const mib = bytes / 1_048_576;
+  return `${Number.isInteger(mib) ? mib : mib.toFixed(1)} MiB`;
+}
 
 /** BullMQ queue names cannot hold ':'; one queue per language, so a worker only ever sees jobs it can serve. */
 export function languageQueueName(queueName: string, language: string): string {

@@ -27,6 +27,7 @@ import {
   errorToWire,
   jobDataSchema,
   languageQueueName,
+  MAX_RESULT_BYTES,
   type WarmAnswer,
   type WarmRequest,
   WIRE_VERSION,
@@ -50,6 +51,12 @@ export interface QueueWorkerOptions {
   stalledIntervalMs?: number;
   /** How many times a chunk may lose its worker before it fails for good (default 2). */
   maxStalledCount?: number;
+  /**
+   * Most bytes of values and errors one chunk's result may carry back through
+   * Redis (default 64 MiB). Rows past it are not sent: each gets a Runtime
+   * error (limit `output`) saying so, and the rows before keep their results.
+   */
+  maxResultBytes?: number;
   prefix?: string;
   env?: NodeJS.ProcessEnv;
   /** Told about each chunk as it starts and ends (for logs). */
@@ -135,6 +142,12 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
       `startQueueWorker: concurrency must be a positive integer, got ${concurrency}`,
     );
   }
+  const maxResultBytes = options.maxResultBytes ?? MAX_RESULT_BYTES;
+  if (!(maxResultBytes > 0) || !Number.isFinite(maxResultBytes)) {
+    throw new RangeError(
+      `startQueueWorker: maxResultBytes must be a positive number of bytes, got ${maxResultBytes}`,
+    );
+  }
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   if (!(connectTimeoutMs > 0) || !Number.isFinite(connectTimeoutMs)) {
     throw new RangeError(
@@ -211,6 +224,7 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
       let reported = 0;
       let lastReport = 0;
       const result = await evaluateChunk(runner, fn, data, {
+        maxResultBytes,
         ...(signal ? { signal } : {}),
         onProgress: (done) => {
           const now = performance.now();

@@ -25,8 +25,8 @@ const result = {
   errors: [],
 };
 
-/** A client whose jobs go through the states `script(id, attempt)` gives. */
-function fakeClient(script: (id: string, added: number) => JobSnapshot | Error) {
+/** A client whose jobs go through the states `script(id, attempt)` gives; `workers` serve its queue. */
+function fakeClient(script: (id: string, added: number) => JobSnapshot | Error, workers = 1) {
   const added: string[] = [];
   const cancelled: string[] = [];
   let published = 0;
@@ -34,7 +34,7 @@ function fakeClient(script: (id: string, added: number) => JobSnapshot | Error) 
   const listeners = new Map<string, JobListener>();
   const client = {
     closed: false,
-    options: { connection: { host: 'h', port: 1 } },
+    options: { connection: { host: 'h', port: 1 }, queueName: 'q' },
     newJobId: () => `job${++sequence}`,
     listen: (id: string, l: JobListener) => listeners.set(id, l),
     unlisten: (id: string) => listeners.delete(id),
@@ -54,6 +54,7 @@ function fakeClient(script: (id: string, added: number) => JobSnapshot | Error) 
     cancel: async (_language: string, ids: string[]) => {
       cancelled.push(...ids);
     },
+    workerCount: async () => workers,
   };
   return {
     client: client as unknown as QueueClient,
@@ -65,7 +66,12 @@ function fakeClient(script: (id: string, added: number) => JobSnapshot | Error) 
 
 async function drive(
   client: QueueClient,
-  extra: { signal?: AbortSignal; connectionTimeoutMs?: number } = {},
+  extra: {
+    signal?: AbortSignal;
+    connectionTimeoutMs?: number;
+    noWorkerMs?: number;
+    onProgress?: (done: number, total: number) => void;
+  } = {},
 ): Promise<ChunkOutcome> {
   let outcome: ChunkOutcome | undefined;
   await driveChunks(
@@ -78,7 +84,9 @@ async function drive(
       connectionTimeoutMs: extra.connectionTimeoutMs ?? 1_000,
       maxResubmits: 2,
       maxQueuedChunks: 10,
+      noWorkerMs: extra.noWorkerMs ?? 60_000,
       ...(extra.signal ? { signal: extra.signal } : {}),
+      ...(extra.onProgress ? { onProgress: extra.onProgress } : {}),
     },
     (_chunk, o) => {
       outcome = o;
@@ -145,6 +153,36 @@ describe('chunk driver', () => {
     (fake.client as unknown as { closed: boolean }).closed = true;
     const error = errorOf(await drive(fake.client, { connectionTimeoutMs: 60_000 }));
     expect(error.message).toBe('function f: the queue runner was closed during the call');
+  });
+
+  test('no worker host on the queue for noWorkerMs: the rows fail saying so, and the job is withdrawn', async () => {
+    const fake = fakeClient(() => ({ state: 'pending' }), 0);
+    const error = errorOf(await drive(fake.client, { noWorkerMs: 50 }));
+    expect(error.kind).toBe('Runtime');
+    expect(error.message).toMatch(
+      /^function f: no worker host has served queue q-python at redis:\/\/h:1 for \d+ ms, so the rows not evaluated were withdrawn; start one \(improv-extfn worker --redis redis:\/\/h:1 --runner python\)/,
+    );
+    expect(fake.cancelled).toEqual(['job1']);
+  });
+
+  test('while a worker host is connected, a pending job is reported as a sign of life', async () => {
+    let polls = 0;
+    const fake = fakeClient(() =>
+      ++polls < 5 ? { state: 'pending' } : { state: 'completed', returnValue: result },
+    );
+    const reports: [number, number][] = [];
+    const outcome = await drive(fake.client, {
+      noWorkerMs: 1,
+      onProgress: (done, total) => reports.push([done, total]),
+    });
+    expect(outcome).toEqual({ result });
+    // Pending rounds report the rows done so far (none), which keeps core's silence bound away.
+    expect(reports.slice(0, 3)).toEqual([
+      [0, 1],
+      [0, 1],
+      [0, 1],
+    ]);
+    expect(reports.at(-1)).toEqual([1, 1]);
   });
 
   test('abort settles the rows as aborted and cancels the jobs', async () => {

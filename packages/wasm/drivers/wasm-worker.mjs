@@ -27,6 +27,22 @@ const modules = new Map();
 const MAX_MODULES = 256;
 
 /**
+ * What a trap says: RuntimeError (unreachable, divide by zero, out of
+ * bounds…), RangeError (stack overflow), an uncaught WebAssembly exception.
+ * @param {unknown} error
+ */
+function trapText(error) {
+  if (error instanceof Error) {
+    return error.name === 'RuntimeError'
+      ? `trap: ${error.message}`
+      : `${error.name}: ${error.message}`;
+  }
+  if (typeof WebAssembly.Exception === 'function' && error instanceof WebAssembly.Exception)
+    return 'uncaught WebAssembly exception';
+  return String(error);
+}
+
+/**
  * A trap's message. A body can say why it failed: it exports `memory` and an
  * i32 global `improv_error` holding the address of a NUL-terminated UTF-8
  * message, sets it, then traps (e.g. `unreachable`).
@@ -34,39 +50,38 @@ const MAX_MODULES = 256;
  * @param {WebAssembly.Exports | undefined} exports
  */
 function describe(error, exports) {
-  let text;
-  if (error instanceof Error) {
-    // RuntimeError: unreachable, divide by zero, out of bounds…; RangeError: stack overflow.
-    text =
-      error.name === 'RuntimeError' ? `trap: ${error.message}` : `${error.name}: ${error.message}`;
-  } else if (
-    typeof WebAssembly.Exception === 'function' &&
-    error instanceof WebAssembly.Exception
-  ) {
-    text = 'uncaught WebAssembly exception';
-  } else {
-    text = String(error);
-  }
+  const text = trapText(error);
   const own = exports && bodyMessage(exports);
   return own ? `${own} (${text})` : text;
 }
 
 const MAX_MESSAGE_BYTES = 4096;
 
-/** @param {WebAssembly.Exports} exports */
+/**
+ * The body's own message, or undefined when it gave none that can be read.
+ * Never throws: what the module exports is the body's choice (a v128 or
+ * externref global, a shared memory…), and an exception here would end the
+ * worker in the middle of a batch.
+ * @param {WebAssembly.Exports} exports
+ */
 function bodyMessage(exports) {
-  const global = exports.improv_error;
-  const memory = exports.memory;
-  if (!(global instanceof WebAssembly.Global) || !(memory instanceof WebAssembly.Memory))
+  try {
+    const global = exports.improv_error;
+    const memory = exports.memory;
+    if (!(global instanceof WebAssembly.Global) || !(memory instanceof WebAssembly.Memory))
+      return undefined;
+    const address = global.value; // throws for a v128 global
+    if (typeof address !== 'number' || !Number.isInteger(address) || address <= 0) return undefined;
+    const bytes = new Uint8Array(memory.buffer);
+    if (address >= bytes.length) return undefined;
+    let end = address;
+    const limit = Math.min(bytes.length, address + MAX_MESSAGE_BYTES);
+    while (end < limit && bytes[end] !== 0) end++;
+    // A copy: TextDecoder may refuse a view of a shared memory.
+    return new TextDecoder().decode(bytes.slice(address, end));
+  } catch {
     return undefined;
-  const address = global.value;
-  if (typeof address !== 'number' || address <= 0) return undefined;
-  const bytes = new Uint8Array(memory.buffer);
-  if (address >= bytes.length) return undefined;
-  let end = address;
-  const limit = Math.min(bytes.length, address + MAX_MESSAGE_BYTES);
-  while (end < limit && bytes[end] !== 0) end++;
-  return new TextDecoder().decode(bytes.subarray(address, end));
+  }
 }
 
 /** @param {WebAssembly.Module} module @returns {Live} */
@@ -148,15 +163,44 @@ function runCall(message) {
  * columns of `rows` values, the result column, then one trap flag byte per
  * row. Results are written in place; a trapped row's message is collected
  * and its neighbours go on.
+ *
+ * Messages travel once each: `traps` holds [row, index into `messages`]. The
+ * body's own messages (improv_error) may take `messageChars` characters in
+ * all, new ones counted once; past that a row's message is its trap alone,
+ * so that a body cannot fill the host with a 4 KB message per row.
  * @param {any} message
  */
 function runBatch(message) {
   const { id, arity, rows, start: first, end, buffer } = message;
   const began = performance.now();
-  /** @type {[number, string][]} */
+  /** @type {[number, number][]} */
   const traps = [];
+  /** @type {string[]} */
+  const messages = [];
+  /** @type {Map<string, number>} */
+  const indexOf = new Map();
+  const messageChars = typeof message.messageChars === 'number' ? message.messageChars : Infinity;
+  let usedChars = 0;
+  /** @param {unknown} error @param {WebAssembly.Exports | undefined} exports */
+  const trapIndex = (error, exports) => {
+    const text = trapText(error);
+    const own = exports && bodyMessage(exports);
+    let full = own ? `${own} (${text})` : text;
+    if (own && !indexOf.has(full)) {
+      if (usedChars + full.length > messageChars) {
+        full = `${text} (the body's own message is left out: this batch's messages passed ${message.messageLimit} characters)`;
+      } else usedChars += full.length;
+    }
+    let k = indexOf.get(full);
+    if (k === undefined) {
+      k = messages.length;
+      messages.push(full);
+      indexOf.set(full, k);
+    }
+    return k;
+  };
   const started = start(message);
-  if ('failure' in started) return { id, traps, failure: started.failure };
+  if ('failure' in started) return { id, traps, messages, failure: started.failure };
   const { entry } = started;
   /** @type {Live | undefined} */
   let instance = started.instance;
@@ -201,20 +245,26 @@ function runBatch(message) {
     } catch (error) {
       out[i] = Number.NaN;
       trapped[i] = 1; // survives this worker being terminated later in the range
-      traps.push([i, describe(error, instance?.exports)]);
+      traps.push([i, trapIndex(error, instance?.exports)]);
       // A stateless reused instance is still good; a fresh one is made for the next row anyway.
       if (!fresh && afterTrap(entry)) {
         try {
           instance = live(entry);
           fn = instance.call;
         } catch (failure) {
-          return { id, traps, failure: describe(failure, undefined) };
+          return {
+            id,
+            traps,
+            messages,
+            messageChars: usedChars,
+            failure: describe(failure, undefined),
+          };
         }
       }
     }
   }
   progress[0] = end;
-  return { id, traps, loopMs: performance.now() - began };
+  return { id, traps, messages, messageChars: usedChars, loopMs: performance.now() - began };
 }
 
 port.on('message', (message) => {

@@ -14,6 +14,14 @@ import { PoolClosedError, type PoolWorker, WorkerExitError, type WorkerPool } fr
 /** Largest range one worker takes at a time: small enough for progress and balance. */
 const MAX_CHUNK = 65_536;
 
+/**
+ * Characters of the body's own trap messages (improv_error) one batch brings
+ * in, each distinct message counted once; past it a row's error is its trap
+ * alone. Without it a body could answer every row with a 4 KB message: 1 M
+ * rows, 4 GB in the host.
+ */
+export const MAX_BATCH_MESSAGE_CHARS = 4 * 1_048_576;
+
 interface Range {
   start: number;
   end: number;
@@ -106,6 +114,22 @@ export async function runColumns(
   const finished = new Uint8Array(n);
   const { timeoutMs, signal, onProgress } = options;
   let done = 0;
+  /** The count last given to onProgress: it only goes up. */
+  let reported = 0;
+  /** Rows a running range has already evaluated (its worker's progress cell, read by the watchdog). */
+  const inRange = new Map<Range, number>();
+  /** Characters of the body's own messages this batch may still bring in (see MAX_BATCH_MESSAGE_CHARS). */
+  let messageChars = MAX_BATCH_MESSAGE_CHARS;
+  /** One error per distinct message: rows that fail alike share it. */
+  const made = new Map<string, ExtFnError>();
+  const trapError = (message: string): ExtFnError => {
+    let error = made.get(message);
+    if (!error) {
+      error = ExtFnError.runtime(fn.name, message);
+      made.set(message, error);
+    }
+    return error;
+  };
   /** Set when every remaining row shares one fate (instantiation failed or hung, abort, close). */
   let everyRow: ExtFnError | undefined;
 
@@ -125,10 +149,23 @@ export async function runColumns(
   if (signal?.aborted) onAbort();
   else signal?.addEventListener('abort', onAbort, { once: true });
 
+  /**
+   * Reports the rows done: settled ranges, and the rows running ranges have
+   * passed (so that a long range shows progress as it goes, and core's
+   * silence bound never takes a working batch for a stalled one).
+   */
+  const report = () => {
+    let count = done;
+    for (const rows of inRange.values()) count += rows;
+    if (count <= reported) return;
+    reported = count;
+    onProgress?.(count, n);
+  };
+
   const settle = (start: number, end: number) => {
     finished.fill(1, start, end);
     done += end - start;
-    onProgress?.(done, n);
+    report();
   };
 
   /** Runs one range on one worker, watching for a hung row. Returns the range left to do, if any. */
@@ -143,6 +180,10 @@ export async function runColumns(
       if (row !== lastSeen) {
         lastSeen = row;
         since = now;
+        if (row > start) {
+          inRange.set(range, Math.min(row, end) - start);
+          report();
+        }
       } else if (row >= -1 && hung === undefined && now - since >= timeoutMs) {
         hung = row;
         if (row === -1) {
@@ -155,19 +196,32 @@ export async function runColumns(
     }, watchdogInterval(timeoutMs));
     try {
       const reply = await worker.request(
-        { op: 'batch', arity, rows: n, start, end, buffer },
+        {
+          op: 'batch',
+          arity,
+          rows: n,
+          start,
+          end,
+          buffer,
+          messageChars: Math.max(0, messageChars),
+          messageLimit: MAX_BATCH_MESSAGE_CHARS,
+        },
         compiled,
       );
+      inRange.delete(range);
+      if (typeof reply.messageChars === 'number') messageChars -= reply.messageChars;
       if (typeof reply.failure === 'string') {
         failAll(ExtFnError.runtime(fn.name, reply.failure));
         return undefined;
       }
-      for (const [row, message] of reply.traps as [number, string][]) {
-        errors.set(row, ExtFnError.runtime(fn.name, message));
+      const messages = reply.messages as string[];
+      for (const [row, k] of reply.traps as [number, number][]) {
+        errors.set(row, trapError(messages[k]!));
       }
       settle(start, end);
       return undefined;
     } catch (error) {
+      inRange.delete(range);
       if (pool.closed) failAll(ExtFnError.runtime(fn.name, 'the runner is closed'));
       if (everyRow) return undefined; // aborted, closed or a hung start: those rows get that error
       const reached = Math.min(hung ?? Atomics.load(worker.progress, 0), end);
@@ -193,7 +247,7 @@ export async function runColumns(
         }
       }
       if (reached === end) {
-        onProgress?.(done, n);
+        report();
         return undefined;
       }
       errors.set(

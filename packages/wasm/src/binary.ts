@@ -274,8 +274,13 @@ function readSection(info: ModuleInfo, id: number, r: Reader): void {
     case 11:
       for (let n = r.leb(); n > 0; n--) info.dataSegments.push(readDataSegment(r));
       return;
-    case 13: // tag: an attribute byte and a type index each
-      info.tags += r.leb();
+    case 13: // tag: an attribute byte and a type index each, read one by one (a count alone
+      // could claim 2^50 tags in a few bytes, and the budget sums per tag)
+      for (let n = r.leb(); n > 0; n--) {
+        r.byte();
+        r.leb();
+        info.tags++;
+      }
       return;
     default:
       return; // custom, data count: nothing is allocated for them beyond their bytes
