@@ -56,6 +56,22 @@ function withAlive(options: BatchOptions, alive: () => void): BatchOptions {
   };
 }
 
+/**
+ * A batch's options with a signal that also aborts when core gives up on it
+ * (`giveUp`): the runner then stops work no one waits for, and writes no
+ * result into the caller's `into` column after the call has settled.
+ */
+function withGiveUp(options: BatchOptions): {
+  options: BatchOptions;
+  giveUp(reason: unknown): void;
+} {
+  const controller = new AbortController();
+  const signal = options.signal
+    ? AbortSignal.any([options.signal, controller.signal])
+    : controller.signal;
+  return { options: { ...options, signal }, giveUp: (reason) => controller.abort(reason) };
+}
+
 /** Longest core waits for a runner's `prepare` before checking a batch. */
 const PREPARE_WAIT_MS = 2_000;
 
@@ -174,11 +190,16 @@ export class RunnerHandle {
     if (this.#closing) throw ExtFnError.runtime(fn.name, 'the runner is closed');
     if (this.runner.callBatch) {
       const callBatch = this.runner.callBatch.bind(this.runner);
+      const run = withGiveUp(options);
       try {
         const results = await withBackstop(
-          (alive) => callBatch(fn, rows, withAlive(options, alive)),
+          (alive) => callBatch(fn, rows, withAlive(run.options, alive)),
           batchSilenceMs(options.timeoutMs),
-          () => rows.map(() => ExtFnError.timeout(fn.name, options.timeoutMs)),
+          () => {
+            const timeout = ExtFnError.timeout(fn.name, options.timeoutMs);
+            run.giveUp(timeout);
+            return rows.map(() => timeout);
+          },
         );
         if (!Array.isArray(results) || results.length !== rows.length) {
           throw new Error(
@@ -212,12 +233,15 @@ export class RunnerHandle {
       return intoColumn(rowResultsToColumns(fn, await this.callBatch(fn, rows, options)), options);
     }
     const callColumns = this.runner.callColumns.bind(this.runner);
+    const run = withGiveUp(options);
     try {
       const { values, errors } = await withBackstop(
-        (alive) => callColumns(fn, columns, withAlive(options, alive)),
+        (alive) => callColumns(fn, columns, withAlive(run.options, alive)),
         batchSilenceMs(options.timeoutMs),
         () => {
-          throw ExtFnError.timeout(fn.name, options.timeoutMs);
+          const timeout = ExtFnError.timeout(fn.name, options.timeoutMs);
+          run.giveUp(timeout);
+          throw timeout;
         },
       );
       if (
@@ -256,12 +280,15 @@ export class RunnerHandle {
     if (this.#closing) throw ExtFnError.runtime(fn.name, 'the runner is closed');
     const rowCount = columns[0]?.length ?? 0;
     const callTypedColumns = this.runner.callTypedColumns!.bind(this.runner);
+    const run = withGiveUp(options);
     try {
       const { values, errors } = await withBackstop(
-        (alive) => callTypedColumns(fn, columns, withAlive(options, alive)),
+        (alive) => callTypedColumns(fn, columns, withAlive(run.options, alive)),
         batchSilenceMs(options.timeoutMs),
         () => {
-          throw ExtFnError.timeout(fn.name, options.timeoutMs);
+          const timeout = ExtFnError.timeout(fn.name, options.timeoutMs);
+          run.giveUp(timeout);
+          throw timeout;
         },
       );
       const expected = newColumn(fn.returnType, 0).constructor;

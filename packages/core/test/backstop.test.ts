@@ -36,6 +36,47 @@ describe('a runner that never settles is cut off', () => {
     await registry.close();
   });
 
+  test("the runner's signal aborts when core gives up: it stops, and writes nothing into `into` after", async () => {
+    const signals: AbortSignal[] = [];
+    const runner: LanguageRunner = {
+      ...fakeRunner().runner,
+      // answers only once aborted, as a runner that honours its signal does
+      callColumns: (_f, columns, options) =>
+        new Promise((resolve) => {
+          const signal = options.signal!;
+          signals.push(signal);
+          signal.addEventListener('abort', () =>
+            resolve({ values: new Float64Array(columns[0]!.length), errors: new Map() }),
+          );
+        }),
+      callBatch: (_f, rows, options) =>
+        new Promise((resolve) => {
+          signals.push(options.signal!);
+          options.signal!.addEventListener('abort', () => resolve(rows.map(() => V.number(0))));
+        }),
+    };
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('add', 'add', ['number', 'number'], 'number'));
+    const into = new Float64Array(2);
+    const caller = new AbortController();
+    const out = await registry.evalColumns('add', [Float64Array.of(1, 2), Float64Array.of(3, 4)], {
+      timeoutMs: 50,
+      into,
+      signal: caller.signal,
+    });
+    expect(out.errors.get(0)).toMatchObject({ kind: 'Timeout', ms: 50 });
+    expect(signals[0]?.aborted).toBe(true);
+    expect(signals[0]?.reason).toMatchObject({ kind: 'Timeout' });
+    expect(caller.signal.aborted).toBe(false); // the caller's own signal is left alone
+    expect([...into]).toEqual([Number.NaN, Number.NaN]);
+    const results = await registry.evalBatch('add', [[V.number(1), V.number(2)]], {
+      timeoutMs: 50,
+    });
+    expect(results[0]).toMatchObject({ kind: 'Timeout' });
+    expect(signals[1]?.aborted).toBe(true);
+    await registry.close();
+  });
+
   test('evalColumns: every row is NaN with a Timeout', async () => {
     const registry = new Registry({ runners: [stuckRunner()] });
     registry.register(fn('add', 'add', ['number', 'number'], 'number'));
