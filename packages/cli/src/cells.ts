@@ -4,10 +4,13 @@
  * it, never a guess.
  */
 import {
+  DATETIME_MAX,
+  DATETIME_MIN,
   decodeValue,
   ENUM_MAX,
   type ExternalFn,
   formatInstant,
+  isInstantInRange,
   numberToJson,
   parseInstant,
   Value as V,
@@ -53,7 +56,16 @@ export function parseCell(text: string, type: ValueType): CellResult {
       const special = SPECIAL[t.toLowerCase()];
       if (special !== undefined) return { ok: true, value: V.number(special) };
       if (!DECIMAL.test(t)) return fail(`${quote(text)} is not a number`);
-      return { ok: true, value: V.number(Number(t)) };
+      const number = Number(t);
+      // 1e999 would read as Infinity: a value the cell did not write (as in JSON lines).
+      if (!Number.isFinite(number)) {
+        return {
+          ok: false,
+          problem: `${quote(text)} is beyond the range of a 64-bit float (it would read as ${number > 0 ? 'Infinity' : '-Infinity'})`,
+          fix: `${HOW_TO_WRITE.number}; write Infinity or -Infinity for an infinite value`,
+        };
+      }
+      return { ok: true, value: V.number(number) };
     }
     case 'boolean': {
       const t = text.trim().toLowerCase();
@@ -70,6 +82,12 @@ export function parseCell(text: string, type: ValueType): CellResult {
           naive
             ? `${quote(text)} has no time zone (add Z for UTC, or an offset such as +02:00)`
             : `${quote(text)} is not an ISO-8601 instant`,
+        );
+      }
+      // Year 0 or 10000 (0001-01-01T00:00:00+01:00 is in year 0): no runner can hold it.
+      if (!isInstantInRange(parsed.date)) {
+        return fail(
+          `${quote(text)} is outside the datetimes a function can take, ${DATETIME_MIN} to ${DATETIME_MAX}`,
         );
       }
       return { ok: true, value: V.datetime(parsed.date, parsed.nanos) };

@@ -27,6 +27,9 @@ const QUOTE = 34;
 /** A record longer than this is malformed (most likely an unclosed quote): it bounds the memory one record takes. */
 export const MAX_RECORD_CHARS = 8 * 1024 * 1024;
 
+/** Text with CRs and no LF this long has lines that end with a CR alone. */
+const LONE_CR_AFTER = 64 * 1024;
+
 /**
  * Reads CSV incrementally. Blank lines are skipped (write `""` for a record
  * with one empty cell). A quoted cell may hold commas, quotes written `""` and
@@ -42,12 +45,14 @@ export class CsvReader {
   /** After an over-long record with no line end yet: drop text up to the next one. */
   #skipping = false;
   #newline: '\n' | '\r\n' | undefined;
+  /** Lines end with a CR alone (classic Mac files): a CR not before a LF ends a record too. */
+  #loneCr = false;
 
   constructor(options: { maxRecordChars?: number } = {}) {
     this.#maxRecordChars = options.maxRecordChars ?? MAX_RECORD_CHARS;
   }
 
-  /** The line ending of the first line (`\n` until one is seen). */
+  /** The line ending of the first line (`\n` until one is seen, and for lines that end with a CR alone). */
   get newline(): '\n' | '\r\n' {
     return this.#newline ?? '\n';
   }
@@ -60,28 +65,57 @@ export class CsvReader {
     }
     this.#buf = this.#pos === 0 ? this.#buf + text : this.#buf.slice(this.#pos) + text;
     this.#pos = 0;
-    if (this.#newline === undefined) {
-      const lf = this.#buf.indexOf('\n');
-      if (lf !== -1) this.#newline = this.#buf.charCodeAt(lf - 1) === CR ? '\r\n' : '\n';
-    }
+    if (this.#newline === undefined) this.#detectNewline(false);
     return this.#drain(false);
   }
 
   /** The end of the text: returns the last records. */
   end(): CsvRecord[] {
+    if (this.#newline === undefined) this.#detectNewline(true);
     return this.#drain(true);
+  }
+
+  /**
+   * How lines end: LF or CR LF as soon as a LF is seen; a CR alone when the
+   * text holds CRs and no LF by its end or by its first 64 KiB (so the answer
+   * does not depend on how the text is cut into pieces).
+   */
+  #detectNewline(final: boolean): void {
+    const buf = this.#buf;
+    const lf = buf.indexOf('\n');
+    if (lf === -1) {
+      const enough = final || buf.length >= Math.min(LONE_CR_AFTER, this.#maxRecordChars);
+      if (enough && buf.indexOf('\r') !== -1) {
+        this.#newline = '\n';
+        this.#loneCr = true;
+      }
+    } else {
+      // Any LF: LF or CR LF lines, and a CR elsewhere is a cell's own character.
+      this.#newline = buf.charCodeAt(lf - 1) === CR ? '\r\n' : '\n';
+    }
+  }
+
+  /** Whether `c` (followed by `next`) ends a record: LF, CR LF, or a CR alone in a file of lone CRs. */
+  #isBreak(c: number, next: number): boolean {
+    return c === LF || (c === CR && (next === LF || this.#loneCr));
+  }
+
+  /** Where the line holding `from` ends (its LF, or its CR in a file of lone CRs), or -1. */
+  #lineEnd(from: number): number {
+    return this.#buf.indexOf(this.#loneCr ? '\r' : '\n', from);
   }
 
   #drain(final: boolean): CsvRecord[] {
     const out: CsvRecord[] = [];
     if (this.#skipping) {
-      const lf = this.#buf.indexOf('\n');
+      const lf = this.#lineEnd(0);
       if (lf === -1) {
         this.#buf = '';
         return out;
       }
       this.#skipping = false;
       this.#pos = lf + 1;
+      if (this.#loneCr && this.#buf.charCodeAt(lf + 1) === LF) this.#pos++;
       this.#line++;
     }
     while (this.#pos < this.#buf.length && this.#next(out, final)) {}
@@ -89,13 +123,13 @@ export class CsvReader {
   }
 
   #lineText(start: number): string {
-    const lf = this.#buf.indexOf('\n', start);
+    const lf = this.#lineEnd(start);
     return this.#buf.slice(start, lf === -1 ? this.#buf.length : lf).replace(/\r$/, '');
   }
 
   /** Resumes on the line after `start` (or once one comes), after a record lost to a problem. */
   #resumeAfter(start: number, startLine: number): void {
-    const lf = this.#buf.indexOf('\n', start);
+    const lf = this.#lineEnd(start);
     if (lf === -1) {
       this.#pos = this.#buf.length;
       this.#skipping = true;
@@ -130,11 +164,12 @@ export class CsvReader {
     const end = final ? n : n - 1;
     const start = this.#pos;
     const startLine = this.#line;
+    const loneCr = this.#loneCr;
     if (start >= end) return false;
     const first = text.charCodeAt(start);
     // A blank line.
-    if (first === LF || (first === CR && text.charCodeAt(start + 1) === LF)) {
-      this.#pos = start + (first === LF ? 1 : 2);
+    if (first === LF || (first === CR && (this.#loneCr || text.charCodeAt(start + 1) === LF))) {
+      this.#pos = start + (first === CR && text.charCodeAt(start + 1) === LF ? 2 : 1);
       this.#line++;
       return true;
     }
@@ -160,6 +195,17 @@ export class CsvReader {
             line++;
             spanColumn ||= cells.length + 1;
           }
+          if (this.#loneCr) {
+            for (
+              let cr = text.indexOf('\r', i);
+              cr !== -1 && cr < q;
+              cr = text.indexOf('\r', cr + 1)
+            ) {
+              if (text.charCodeAt(cr + 1) === LF) continue;
+              line++;
+              spanColumn ||= cells.length + 1;
+            }
+          }
           cell += text.slice(i, q);
           if (text.charCodeAt(q + 1) === QUOTE) {
             cell += '"';
@@ -183,7 +229,7 @@ export class CsvReader {
         }
         if (i >= end && !final) return this.#needMore(out, start, startLine);
         const c = text.charCodeAt(i);
-        if (i < end && c !== COMMA && c !== LF && !(c === CR && text.charCodeAt(i + 1) === LF)) {
+        if (i < end && c !== COMMA && !this.#isBreak(c, text.charCodeAt(i + 1))) {
           problem = `text after the closing quote in column ${cells.length + 1}; quote the whole cell and write inner quotes as ""`;
         }
       }
@@ -191,7 +237,8 @@ export class CsvReader {
       const from = i;
       while (i < end) {
         const c = text.charCodeAt(i);
-        if (c === COMMA || c === LF || (c === CR && text.charCodeAt(i + 1) === LF)) break;
+        if (c === COMMA || c === LF) break;
+        if (c === CR && (loneCr || text.charCodeAt(i + 1) === LF)) break;
         if (c === QUOTE && problem === undefined) {
           problem = `a quote inside unquoted column ${cells.length + 1}; quote the whole cell and write inner quotes as ""`;
         }
@@ -205,7 +252,7 @@ export class CsvReader {
       }
       // End of record.
       if (i < end) {
-        i += text.charCodeAt(i) === LF ? 1 : 2;
+        i += text.charCodeAt(i) === CR && text.charCodeAt(i + 1) === LF ? 2 : 1;
         line++;
       }
       break;

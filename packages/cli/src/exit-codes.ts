@@ -27,6 +27,6 @@ export const EXIT_CODES_HELP = `Exit codes:
   2    usage or bad input: unknown flag, bad descriptor file, argument that does not parse
   3    this machine cannot run it: runner or interpreter missing, sandbox unavailable,
        Redis unreachable (worker); run stops at the first row that fails so, with the
-       reason and its fix
+       reason and its fix; or the output cannot be written (a full disk)
   4    internal error (a bug: please report it)
   130  interrupted (Ctrl-C); 143 terminated (SIGTERM): an -o file is left as it was`;

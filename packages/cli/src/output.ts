@@ -7,9 +7,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { unlinkSync } from 'node:fs';
-import { chmod, type FileHandle, open, rename, stat, unlink } from 'node:fs/promises';
+import { chmod, type FileHandle, open, realpath, rename, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { badInput } from './cli-error.js';
+import { badInput, type CliError, writeFailed } from './cli-error.js';
 import { fileErrorReason } from './descriptor-file.js';
 import type { CliStream } from './io.js';
 
@@ -26,15 +26,28 @@ export interface RowSink {
   commit(): Promise<void>;
   /** The run did not finish: the output is dropped (a file target keeps its previous content). */
   discard(): Promise<void>;
+  /** Why the destination stopped taking rows (a full disk, an I/O error), if it did. */
+  readonly error?: CliError | undefined;
+  /**
+   * Rows reach the destination as they are written, with no temporary file
+   * (standard output, a device, a FIFO): a run that stops leaves what it wrote.
+   */
+  readonly direct?: boolean;
 }
+
+const WRITE_FIX = 'free some space (or fix the device), or write the rows elsewhere with -o FILE';
 
 /** Output to a file, through a temporary file beside it. */
 export async function fileSink(path: string, cwd: string): Promise<RowSink> {
-  const target = resolve(cwd, path);
-  const previous = await stat(target).catch(() => undefined);
+  const named = resolve(cwd, path);
+  const previous = await stat(named).catch(() => undefined);
   if (previous?.isDirectory()) {
     throw badInput(`cannot write ${path}: it is a directory`, 'give a file name: -o out.csv');
   }
+  // A device or a FIFO (-o /dev/null, -o /dev/stdout) is written to, never replaced by a file.
+  if (previous && !previous.isFile()) return directSink(path, named);
+  // Through a symbolic link: the file it names is replaced, and the link stays.
+  const target = previous ? await realpath(named).catch(() => named) : named;
   const temp = join(
     dirname(target),
     `.${basename(target)}.${process.pid}-${randomBytes(4).toString('hex')}.partial`,
@@ -63,23 +76,37 @@ export async function fileSink(path: string, cwd: string): Promise<RowSink> {
     const text = pending.join('');
     pending = [];
     pendingChars = 0;
-    await handle.write(text);
+    try {
+      await handle.write(text);
+    } catch (error) {
+      throw writeFailed(path, error, WRITE_FIX);
+    }
   };
   const finish = async (keep: boolean) => {
     if (finished) return;
     finished = true;
+    let kept = false;
     try {
       if (keep) {
         await flush();
         // The new file takes the place of the old one, permissions included.
         if (previous) await chmod(temp, previous.mode & 0o7777).catch(() => {});
-      }
-      await handle.close();
-      if (keep) await rename(temp, target);
-      else await unlink(temp).catch(() => {});
+        // Closing reports a write the system had deferred (a full disk on NFS).
+        await handle.close().catch((error: unknown) => {
+          throw writeFailed(path, error, WRITE_FIX);
+        });
+        await rename(temp, target).catch((error: unknown) => {
+          throw writeFailed(path, error, WRITE_FIX);
+        });
+        kept = true;
+      } else await handle.close().catch(() => {});
     } finally {
       process.off('exit', removeOnExit);
-      if (!keep) removeOnExit();
+      if (!kept) {
+        await handle.close().catch(() => {});
+        await unlink(temp).catch(() => {});
+        removeOnExit();
+      }
     }
   };
   return {
@@ -95,7 +122,53 @@ export async function fileSink(path: string, cwd: string): Promise<RowSink> {
   };
 }
 
-/** Output to a stream (stdout), honouring backpressure and noticing EPIPE. */
+/** Output written straight to a device or a FIFO, which a rename would replace. */
+async function directSink(path: string, target: string): Promise<RowSink> {
+  let handle: FileHandle;
+  try {
+    handle = await open(target, 'w');
+  } catch (error) {
+    throw badInput(
+      `cannot write ${path}: ${fileErrorReason(error, 'it does not exist')}`,
+      'pick a path you can write to',
+    );
+  }
+  let pending: string[] = [];
+  let finished = false;
+  const flush = async () => {
+    if (pending.length === 0) return;
+    const text = pending.join('');
+    pending = [];
+    try {
+      await handle.write(text);
+    } catch (error) {
+      throw writeFailed(path, error, WRITE_FIX);
+    }
+  };
+  const finish = async (keep: boolean) => {
+    if (finished) return;
+    finished = true;
+    try {
+      if (keep) await flush();
+    } finally {
+      pending = [];
+      await handle.close().catch(() => {});
+    }
+  };
+  return {
+    write(text) {
+      pending.push(text);
+    },
+    flush,
+    closed: false,
+    onClosed() {},
+    commit: () => finish(true),
+    discard: () => finish(false),
+    direct: true,
+  };
+}
+
+/** Output to a stream (stdout), honouring backpressure, noticing EPIPE and failed writes (a full disk). */
 export function streamSink(stream: CliStream): RowSink {
   let pending: string[] = [];
   let closed = false;
@@ -105,8 +178,13 @@ export function streamSink(stream: CliStream): RowSink {
     closed = true;
     for (const listener of listeners.splice(0)) listener();
   };
+  let failure: CliError | undefined;
   const onError = (error: unknown) => {
-    if ((error as { code?: unknown })?.code === 'EPIPE') close();
+    // EPIPE: the reader went away, which is not an error; anything else (ENOSPC, EIO) is.
+    if ((error as { code?: unknown })?.code !== 'EPIPE') {
+      failure ??= writeFailed('standard output', error, WRITE_FIX);
+    }
+    close();
   };
   stream.on?.('error', onError);
   const detach = () => stream.off?.('error', onError);
@@ -115,6 +193,7 @@ export function streamSink(stream: CliStream): RowSink {
       pending.push(text);
     },
     async flush() {
+      if (failure) throw failure;
       if (pending.length === 0 || closed) return;
       const text = pending.join('');
       pending = [];
@@ -134,6 +213,10 @@ export function streamSink(stream: CliStream): RowSink {
     get closed() {
       return closed;
     },
+    get error() {
+      return failure;
+    },
+    direct: true,
     onClosed(listener) {
       if (closed) listener();
       else listeners.push(listener);

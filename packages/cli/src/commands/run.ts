@@ -219,6 +219,8 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
       await registry.close();
     }
     if (io.signal?.aborted) return await interrupted(io, sink, outFile, tally.rows, json);
+    // The destination stopped taking rows (a full disk, an I/O error): the run stopped there.
+    if (sink.error) throw sink.error;
     if (sink.closed) {
       // The reader went away (`| head`): what it wanted it got.
       await sink.discard();
@@ -246,7 +248,9 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
       const where =
         error instanceof HostFailure ? `stopped at line ${error.line}: every row needs this` : '';
       const output =
-        outFile !== undefined || tally?.rows ? unchanged(outFile, tally?.rows ?? 0) : '';
+        outFile !== undefined || tally?.rows
+          ? unchanged(outFile, tally?.rows ?? 0, sink.direct)
+          : '';
       const text = [where, output].filter(Boolean).join('; ');
       if (text && !json) io.stderr.write(`improv-extfn: ${text}\n`);
     }
@@ -254,9 +258,12 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
   }
 }
 
-function unchanged(outFile: string | undefined, rows: number): string {
-  if (outFile !== undefined) return `${outFile} was not changed`;
-  return rows > 0 ? 'the rows written above are not all of them' : 'no rows were written';
+function unchanged(outFile: string | undefined, rows: number, direct?: boolean): string {
+  if (outFile !== undefined && !direct) return `${outFile} was not changed`;
+  if (rows === 0) return 'no rows were written';
+  return outFile !== undefined
+    ? `the rows written to ${outFile} are not all of them`
+    : 'the rows written above are not all of them';
 }
 
 async function interrupted(
@@ -271,8 +278,8 @@ async function interrupted(
   const by = code === ExitCode.Terminated ? 'SIGTERM' : 'SIGINT';
   io.stderr.write(
     json
-      ? `${JSON.stringify({ interrupted: by, rows, output: outFile ?? null, outputChanged: false })}\n`
-      : `improv-extfn: interrupted (${by}) after ${rows.toLocaleString('en-US')} row(s); ${unchanged(outFile, rows)}\n`,
+      ? `${JSON.stringify({ interrupted: by, rows, output: outFile ?? null, outputChanged: Boolean(sink.direct && outFile !== undefined && rows > 0) })}\n`
+      : `improv-extfn: interrupted (${by}) after ${rows.toLocaleString('en-US')} row(s); ${unchanged(outFile, rows, sink.direct)}\n`,
   );
   return code;
 }
