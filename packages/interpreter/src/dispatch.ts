@@ -9,7 +9,7 @@
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { LoadFailure, WorkerFailure } from './failures.js';
 import { type Frame, type Payload, requestMs } from './frames.js';
-import { driverErrorToExtFnError, ResponseShapeError } from './from-driver.js';
+import { driverErrorToExtFnError, OUTPUT_FIX, ResponseShapeError } from './from-driver.js';
 import type { Pool, PooledWorker } from './pool.js';
 import { responseForm, responseLimits } from './response-limits.js';
 import { CHECK_WINDOW_MS, type RequestOptions } from './warm-worker.js';
@@ -277,6 +277,7 @@ export function toExtFnError(fn: ExternalFn, error: unknown, timeoutMs: number):
       case 'output':
         return ExtFnError.runtime(fn.name, 'output too large', {
           limit: 'output',
+          fix: OUTPUT_FIX,
           ...(error.stderr ? { stderr: error.stderr } : {}),
         });
       default: {

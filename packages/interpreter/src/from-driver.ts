@@ -21,12 +21,17 @@ import {
 import { type DriverError, type Frame, preview } from './frames.js';
 import { CELL_BYTES, padded } from './to-driver.js';
 
+/** The fix of every "output too large": what the cap is and the ways under it. */
+export const OUTPUT_FIX =
+  'a row may print and return at most maxOutputBytes (a runner option, 1 MiB unless set): print less, return a smaller result, or raise maxOutputBytes';
+
 /** A driver's row error as the ExtFnError that `eval` gives for it. */
 export function driverErrorToExtFnError(fn: ExternalFn, raw: DriverError): ExtFnError {
   const error = readDriverError(raw);
   if (error.limit === 'output') {
     return ExtFnError.runtime(fn.name, 'output too large', {
       limit: 'output',
+      fix: OUTPUT_FIX,
       ...(error.traceback ? { stderr: error.traceback } : {}),
     });
   }

@@ -41,6 +41,7 @@ describe.skipIf(!hasPython)('the per-row output cap, whatever writes', () => {
       const error = await failure(registry.eval('f', [Value.number(5 * MB)]));
       expect(error.message).toBe('function f: output too large');
       expect(error.limit).toBe('output');
+      expect(error.fix).toMatch(/at most maxOutputBytes .*raise maxOutputBytes/);
       expect(runner.stats().killed).toBe(1);
       expect(await registry.eval('f', [Value.number(1)])).toEqual(Value.number(1));
     });

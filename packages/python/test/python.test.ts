@@ -193,6 +193,7 @@ describe.skipIf(!restrictedOk)(
         expect(error.kind).toBe('Runtime');
         expect(error.limit).toBe('output');
         expect(error.message).toMatch(/output too large/);
+        expect(error.fix, mode).toMatch(/at most maxOutputBytes .*raise maxOutputBytes/);
       }
       expect(await registry.eval('chatty', [])).toEqual(Value.number(1));
     });
