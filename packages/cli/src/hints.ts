@@ -7,11 +7,18 @@ import { ExtFnError } from '@improv/extfn-core';
 
 /** Rewrites API wording in a runner's message or fix into command-line wording. */
 export function cliWording(text: string): string {
-  return text
-    .replace(/ or the `interpreter` option to/g, ' to')
-    .replace(/,? ?(?:or )?(?:pass )?the `interpreter` option/g, '')
-    .replace(/the `?timeoutMs`? option/g, '--timeout')
-    .replace(/the `?(?:maxMemoryBytes|memoryBytes|limits)`? option(?: of \w+\(\))?/g, '--memory');
+  return (
+    text
+      .replace(/ or the `interpreter` option to/g, ' to')
+      .replace(/,? ?(?:or )?(?:pass )?the `interpreter` option/g, '')
+      .replace(/the `?timeoutMs`? option/g, '--timeout')
+      .replace(/the `?(?:maxMemoryBytes|memoryBytes|limits)`? option(?: of \w+\(\))?/g, '--memory')
+      // no flag raises the output cap: the command keeps the runners' 1 MiB
+      .replace(
+        /at most maxOutputBytes \(a runner option, 1 MiB unless set\): print less, return a smaller result, or raise maxOutputBytes/g,
+        'at most 1 MiB: print less or return a smaller result',
+      )
+  );
 }
 
 export const TIMEOUT_FIX =

@@ -2,13 +2,15 @@
  * What a newcomer gets wrong first: limits out of range (--timeout, --memory),
  * a table whose header or extra columns were not declared, a --runner path
  * that is not there, an interpreter variable that names nothing, a host
- * without a cgroup per tree. Each is a clear message with its fix.
+ * without a cgroup per tree, output past the per-row cap. Each is a clear
+ * message with its fix.
  */
+import { existsSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { type DoctorReport, formatReport } from '../src/commands/doctor.js';
 import { ExitCode } from '../src/exit-codes.js';
 import { main } from '../src/main.js';
-import { cli, EXAMPLES, fakeIo, fakeRunner, scratch } from './helpers.js';
+import { cli, EXAMPLES, fakeIo, fakeRunner, PYTHON3, scratch } from './helpers.js';
 
 let tmp: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {
@@ -287,4 +289,29 @@ describe('doctor: no cgroup per tree', () => {
       'optional: each process is still held by its rlimits, and each tree by the host summing its memory every 100 ms',
     );
   });
+});
+
+describe('output too large', () => {
+  test.skipIf(!existsSync(PYTHON3))(
+    `eval of a body that prints 5 MB: the fix names the cap, not a runner option the command has no flag for${existsSync(PYTHON3) ? '' : ' (skipped: no /usr/bin/python3)'}`,
+    async () => {
+      const flood = await tmp.file(
+        'flood.json',
+        JSON.stringify({
+          name: 'flood',
+          language: 'python',
+          body: "for i in range(50000):\n    print('y' * 99)\nresult = 1",
+          argTypes: [],
+          returnType: 'number',
+        }),
+      );
+      const { exitCode, stderr } = await cli(['eval', flood]);
+      expect(exitCode).toBe(ExitCode.FunctionError);
+      expect(stderr).toContain('Runtime: function flood: output too large');
+      expect(stderr).toContain(
+        'fix: a row may print and return at most 1 MiB: print less or return a smaller result\n',
+      );
+      expect(stderr).not.toContain('maxOutputBytes');
+    },
+  );
 });

@@ -21,7 +21,7 @@ import {
 import { type DriverError, type Frame, preview } from './frames.js';
 import { CELL_BYTES, padded } from './to-driver.js';
 
-/** The fix of every "output too large": what the cap is and the ways under it. */
+/** The fix of every "output too large": what the cap is and the ways under it (the CLI rewrites it: cli/src/hints.ts). */
 export const OUTPUT_FIX =
   'a row may print and return at most maxOutputBytes (a runner option, 1 MiB unless set): print less, return a smaller result, or raise maxOutputBytes';
 
