@@ -68,20 +68,8 @@ export async function fileSink(path: string, cwd: string): Promise<RowSink> {
     } catch {}
   };
   process.on('exit', removeOnExit);
-  let pending: string[] = [];
-  let pendingChars = 0;
+  const { write, flush } = pendingWrites(handle, path);
   let finished = false;
-  const flush = async () => {
-    if (pendingChars === 0) return;
-    const text = pending.join('');
-    pending = [];
-    pendingChars = 0;
-    try {
-      await handle.write(text);
-    } catch (error) {
-      throw writeFailed(path, error, WRITE_FIX);
-    }
-  };
   const finish = async (keep: boolean) => {
     if (finished) return;
     finished = true;
@@ -110,15 +98,32 @@ export async function fileSink(path: string, cwd: string): Promise<RowSink> {
     }
   };
   return {
-    write(text) {
-      pending.push(text);
-      pendingChars += text.length;
-    },
+    write,
     flush,
     closed: false,
     onClosed() {},
     commit: () => finish(true),
     discard: () => finish(false),
+  };
+}
+
+/** Rows held until `flush` writes them to `handle` in one write; a failed write is WriteFailed. */
+function pendingWrites(handle: FileHandle, path: string) {
+  let pending: string[] = [];
+  return {
+    write(text: string) {
+      pending.push(text);
+    },
+    async flush() {
+      if (pending.length === 0) return;
+      const text = pending.join('');
+      pending = [];
+      try {
+        await handle.write(text);
+      } catch (error) {
+        throw writeFailed(path, error, WRITE_FIX);
+      }
+    },
   };
 }
 
@@ -133,32 +138,19 @@ async function directSink(path: string, target: string): Promise<RowSink> {
       'pick a path you can write to',
     );
   }
-  let pending: string[] = [];
+  const { write, flush } = pendingWrites(handle, path);
   let finished = false;
-  const flush = async () => {
-    if (pending.length === 0) return;
-    const text = pending.join('');
-    pending = [];
-    try {
-      await handle.write(text);
-    } catch (error) {
-      throw writeFailed(path, error, WRITE_FIX);
-    }
-  };
   const finish = async (keep: boolean) => {
     if (finished) return;
     finished = true;
     try {
       if (keep) await flush();
     } finally {
-      pending = [];
       await handle.close().catch(() => {});
     }
   };
   return {
-    write(text) {
-      pending.push(text);
-    },
+    write,
     flush,
     closed: false,
     onClosed() {},
