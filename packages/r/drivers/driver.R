@@ -534,7 +534,7 @@ function(con, precompiled = NULL) eval(
   hot_functions <- c(
     "run_body", "run_rows", "run_vectorized", "column_out", "call_rows", "read_column", "parse_numbers",
     "respond_call", "respond_f64", "write_values", "json_numbers", "arguments", "row_values", "cols_in",
-    "texts_in", "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols"
+    "texts_in", "ns_to_secs", "secs_to_ns", "instant_parts", "cols_out", "respond_cols", "state_changed"
   )
   warm_up <- function(n) {
     rows_run <<- rows_run + n
@@ -553,6 +553,8 @@ function(con, precompiled = NULL) eval(
       hot_served <<- TRUE
       compile_functions(hot_functions[-(1:2)])
     }
+    # The compiler's namespace is the driver's, not a row's (see restore_state).
+    state_namespaces <<- length(.Internal(getNamespaceRegistry()))
   }
   max_output <- 1048576
   seed <- NULL
@@ -641,6 +643,7 @@ function(con, precompiled = NULL) eval(
     search_envs <<- lapply(seq_along(.Internal(search())), as.environment)
     search_length <<- length(search_envs)
     restore_globals()
+    state_take()
     shared_env <<- if (straight_line(exprs)) new.env(parent = genv) else NULL
   }
 
@@ -726,6 +729,75 @@ function(con, precompiled = NULL) eval(
     invisible()
   }
 
+  # What else a row can leave behind for the rows after it, outside any
+  # environment: options(), the working directory, environment variables
+  # (Sys.setenv) and the locale. Taken at load (state_take); looked at where
+  # the global environment is (after a block, then after every row once a
+  # row changed something: state_careful), and put back when changed. A
+  # look costs about 5 us, once per block of rows.
+  state_options <- NULL
+  state_wd <- NULL
+  state_env <- NULL
+  state_locale <- NULL
+  state_categories <- c("LC_COLLATE", "LC_CTYPE", "LC_MONETARY", "LC_NUMERIC", "LC_TIME", "LC_MESSAGES")
+  state_locales <- NULL
+  state_namespaces <- 0L
+  state_careful <- FALSE
+  # A copy of .Options' cells: options() changes the pairlist in place.
+  state_take <- function() {
+    state_options <<- as.pairlist(as.list(.Options))
+    state_wd <<- .Internal(getwd())
+    state_env <<- .Internal(Sys.getenv(character(), ""))
+    state_locale <<- .Internal(Sys.getlocale(1L))
+    state_locales <<- vapply(state_categories, Sys.getlocale, "")
+    state_namespaces <<- length(.Internal(getNamespaceRegistry()))
+  }
+  state_changed <- function() {
+    !identical(.Options, state_options) || !identical(.Internal(getwd()), state_wd) ||
+      length(.Internal(getNamespaceRegistry())) != state_namespaces ||
+      !identical(.Internal(Sys.getenv(character(), "")), state_env) ||
+      !identical(.Internal(Sys.getlocale(1L)), state_locale)
+  }
+  # Puts back what a row changed; TRUE when it had to. Options a package's
+  # .onLoad set when a row loaded it stay (the package keeps working, as its
+  # attachment stays); any other option a row added is removed and every
+  # changed one restored. From the first change on, rows are checked one by one.
+  restore_state <- function() {
+    was <- as.list(state_options)
+    now <- as.list(.Options)
+    if (length(.Internal(getNamespaceRegistry())) != state_namespaces) {
+      added <- setdiff(names(now), names(was))
+      was[added] <- now[added]
+    }
+    reset <- list()
+    for (name in setdiff(names(now), names(was))) reset[name] <- list(NULL)
+    for (name in names(was)) if (!identical(now[[name]], was[[name]])) reset[name] <- list(was[[name]])
+    if (length(reset)) tryCatch(options(reset), error = function(e) NULL)
+    wd <- !identical(.Internal(getwd()), state_wd)
+    if (wd) tryCatch(setwd(state_wd), error = function(e) NULL)
+    env <- .Internal(Sys.getenv(character(), ""))
+    locale <- !identical(.Internal(Sys.getlocale(1L)), state_locale)
+    changed <- length(reset) > 0L || wd || locale || !identical(env, state_env)
+    if (!identical(env, state_env)) {
+      key <- function(kv) substr(kv, 1L, regexpr("=", kv, fixed = TRUE) - 1L)
+      gone <- setdiff(key(env), key(state_env))
+      if (length(gone)) Sys.unsetenv(gone)
+      back <- setdiff(state_env, env)
+      if (length(back)) {
+        at <- regexpr("=", back, fixed = TRUE)
+        do.call(Sys.setenv, structure(as.list(substring(back, at + 1L)), names = substr(back, 1L, at - 1L)))
+      }
+    }
+    if (locale) {
+      for (k in seq_along(state_categories)) {
+        tryCatch(suppressWarnings(Sys.setlocale(state_categories[[k]], state_locales[[k]])), error = function(e) NULL)
+      }
+    }
+    state_take()
+    if (changed) state_careful <<- TRUE
+    changed
+  }
+
   # stop("x") is reported as R prints it, "Error: x"; other condition
   # classes (custom ones, ResultTypeError) keep their class name.
   error_text <- function(e) {
@@ -809,7 +881,8 @@ function(con, precompiled = NULL) eval(
         globals_careful <<- TRUE
         restore_globals()
       }
-      !drew && !left && tell() - begin <= max_output
+      changed <- state_changed() && restore_state()
+      !drew && !left && !changed && tell() - begin <= max_output
     }
     # What a careful row checks after it ran (see block_rows); TRUE when it
     # printed past the cap, which is then its error.
@@ -831,6 +904,7 @@ function(con, precompiled = NULL) eval(
       }
       if (length(genv) != 1L || is.null(genv$.Random.seed) ||
           length(.Internal(search())) != search_length) restore_globals()
+      if ((careful || state_careful) && state_changed()) restore_state()
       over
     }
     fresh <- is.null(shared_env)
@@ -843,7 +917,7 @@ function(con, precompiled = NULL) eval(
       position <- begin
       # Per-row checks only where a row may need them: the rest is the least
       # a row costs (its arguments, the body, its result).
-      checks <- careful || globals_careful
+      checks <- careful || globals_careful || state_careful
       i <- first
       while (i <= last) {
         tryCatch(
@@ -888,6 +962,7 @@ function(con, precompiled = NULL) eval(
             if (checks &&
                 (length(genv) != 1L || is.null(genv$.Random.seed) ||
                  length(.Internal(search())) != search_length)) restore_globals()
+            if ((careful || state_careful) && state_changed()) restore_state()
             if (over) {
               cut_output()
             } else {
@@ -1011,6 +1086,7 @@ function(con, precompiled = NULL) eval(
         error = function(e) list(error = e)
       )
       restore_globals()
+      if (state_changed()) restore_state()
       if (tell() - position > max_output) {
         seek(capture, position, rw = "write")
         truncate(capture)

@@ -42,7 +42,11 @@ describe('finding R (no interpreter needed)', () => {
     expect(runner.stats().started).toBe(0);
     const probe = await runner.probe();
     expect(probe.available).toBe(false);
-    expect(probe.fix).toMatch(/r-base-core/);
+    // the option names a file that is not there: the probe says so, and how to fix it
+    expect(probe.detail).toMatch(
+      /`interpreter` option is set to \/nonexistent\/Rscript, which does not exist/,
+    );
+    expect(probe.fix).toMatch(/^set the `interpreter` option to .*IMPROV_EXTFN_R/);
   });
 
   test('IMPROV_EXTFN_R chooses the interpreter when no option is given', async () => {
@@ -51,7 +55,9 @@ describe('finding R (no interpreter needed)', () => {
     try {
       const probe = await r().probe();
       expect(probe.available).toBe(false);
-      expect(probe.detail).toMatch(/no r interpreter/);
+      expect(probe.detail).toMatch(
+        /^IMPROV_EXTFN_R is set to \/nonexistent\/from-env\/Rscript, which does not exist/,
+      );
     } finally {
       if (saved === undefined) delete process.env.IMPROV_EXTFN_R;
       else process.env.IMPROV_EXTFN_R = saved;
