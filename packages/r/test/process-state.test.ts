@@ -47,7 +47,9 @@ describe.skipIf(!restrictedOk)(
         const first = (fresh as { value: number }).value;
         const expected = rows.map(() => first);
         const one: unknown[] = [];
-        for (const x of [7, 8, 57, 9]) one.push((await registry.eval('f', [V.number(x)])).value);
+        for (const x of [7, 8, 57, 9]) {
+          one.push(((await registry.eval('f', [V.number(x)])) as { value: number }).value);
+        }
         expect(one).toEqual([first, first, first, first]);
         const batch = numbers(
           await registry.evalBatch(
