@@ -537,7 +537,7 @@ function started(
   const memory =
     confined && !cgroup && pid !== undefined && options.zygoteDir === undefined
       ? watchTreeMemory(
-          () => (exitedFlag ? undefined : pid),
+          guest, // the pid namespace's pid 1 (restricted): every process of the body is below it
           limits.memoryBytes + limits.tmpfsBytes,
           () => void killTree(tree),
         )

@@ -2,22 +2,34 @@
  * Where a tree has no cgroup, nothing in the kernel bounds the memory of the
  * tree as a whole: RLIMIT_AS holds each process to `memoryBytes`, but a tree
  * of `processes` of them could hold that many times as much. So the host
- * looks: every WATCH_MS it sums the anonymous memory (RssAnon) of the tree's
+ * looks: every WATCH_MS it sums the resident memory of the tree's
  * processes, and once the sum passes the budget a cgroup would hold the tree
- * to (`memoryBytes + tmpfsBytes`) it kills the tree, which is then reported
- * as a memory limit. A page a child still shares with its parent after a
- * fork counts in full in each RssAnon, so a sum past the budget is checked
- * again by proportional share (Pss_Anon, /proc/PID/smaps_rollup: dearer, it
- * walks the page tables) before the tree is killed. A look, not a bound:
- * what the tree touches within one interval comes on top (a few GB/s per
- * core). In a pid namespace (restricted) a process whose parent exits is
+ * to (`memoryBytes + tmpfsBytes`) it checks again by proportional share of
+ * anonymous memory (Pss_Anon, /proc/PID/smaps_rollup: dearer, it walks the
+ * page tables; a page a child still shares with its parent after a fork
+ * counts once, a mapped file not at all) and, still past it, kills the tree,
+ * which is then reported as a memory limit. One timer looks at every tree
+ * whose turn is due: a tree far from its budget less often (see
+ * FILL_BYTES_PER_MS_PER_CORE). A look, not a bound: what a tree touches
+ * faster than that rate comes on top until its next look. In a pid namespace (restricted) a process whose parent exits is
  * adopted by the namespace's pid 1, so it stays in the sum.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { childrenOf } from './proc.js';
+import { availableParallelism } from 'node:os';
+import { childrenOf, statFields } from './proc.js';
 
-/** How often a tree's memory is summed. */
+/** How often the watched trees are looked at: each when its next look is due. */
 export const WATCH_MS = 100;
+
+/**
+ * The fastest a tree is taken to fill memory, in bytes per millisecond per
+ * core (2 GiB/s: page faults that zero fresh pages). A tree far from its
+ * budget is looked at again only when it could have reached it at that
+ * rate, between WATCH_MS and MAX_WATCH_MS: an idle worker's tree, at a few
+ * dozen MiB of a 1 GiB budget, every quarter second on 2 cores.
+ */
+const FILL_BYTES_PER_MS_PER_CORE = (2 * 2 ** 30) / 1000;
+const MAX_WATCH_MS = 1_000;
 
 /** Most processes one sum visits (a tree's `processes` limit is far below). */
 const MOST_PROCESSES = 4096;
@@ -28,40 +40,76 @@ export interface MemoryWatch {
   readonly over: boolean;
 }
 
+interface Watched {
+  root: () => number | undefined;
+  budgetBytes: number;
+  kill: () => void;
+  over: boolean;
+  /** When its next look is due (performance.now()). */
+  dueAt: number;
+}
+
+/** Every tree watched in this process, and one timer for all of them while there are any. */
+const watched = new Set<Watched>();
+let ticker: NodeJS.Timeout | undefined;
+
+function lookAtDue(): void {
+  const now = performance.now();
+  const fill = FILL_BYTES_PER_MS_PER_CORE * availableParallelism();
+  for (const tree of watched) {
+    if (tree.dueAt > now) continue;
+    const pid = tree.root();
+    if (pid === undefined) continue; // not started yet, or ended (its stop() comes)
+    const held = treeBytes(pid);
+    if (held > tree.budgetBytes && treeBytes(pid, true) > tree.budgetBytes) {
+      tree.over = true;
+      watched.delete(tree);
+      tree.kill();
+      continue;
+    }
+    const untilFull = Math.max(0, tree.budgetBytes - held) / fill;
+    tree.dueAt = now + Math.min(MAX_WATCH_MS, Math.max(WATCH_MS, untilFull));
+  }
+  if (watched.size === 0) {
+    clearInterval(ticker);
+    ticker = undefined;
+  }
+}
+
 /**
- * Watches the tree under `root()` (undefined once it has ended) and calls
- * `kill` once when its processes hold more than `budgetBytes` in all.
+ * Watches the tree under `root()` (undefined until it has started and once
+ * it has ended) and calls `kill` once when its processes hold more than
+ * `budgetBytes` in all.
  */
 export function watchTreeMemory(
   root: () => number | undefined,
   budgetBytes: number,
   kill: () => void,
 ): MemoryWatch {
-  let over = false;
-  const timer = setInterval(() => {
-    const pid = root();
-    if (pid === undefined || over) return;
-    if (anonymousBytesOfTree(pid) > budgetBytes && anonymousBytesOfTree(pid, true) > budgetBytes) {
-      over = true;
-      clearInterval(timer);
-      kill();
-    }
-  }, WATCH_MS);
-  timer.unref();
+  const tree: Watched = { root, budgetBytes, kill, over: false, dueAt: 0 };
+  watched.add(tree);
+  if (!ticker) {
+    ticker = setInterval(lookAtDue, WATCH_MS);
+    ticker.unref(); // the trees' own work keeps the process alive, not this timer
+  }
   return {
-    stop: () => clearInterval(timer),
+    stop: () => watched.delete(tree),
     get over() {
-      return over;
+      return tree.over;
     },
   };
 }
 
 /**
- * RssAnon of `root` and every process below it, in bytes; with `shared`,
- * Pss_Anon (a page shared by n processes counts 1/n in each), where the
- * kernel gives it (Linux 5.10+; else RssAnon).
+ * What `root` and every process below it hold, in bytes: resident memory
+ * (/proc/PID/stat, one cheap read per process, which also says whether it
+ * has threads whose children must be looked for too); with `shared`, each
+ * process's Pss_Anon instead (a page shared by n processes counts 1/n in
+ * each, and the interpreter's mapped files not at all), where the kernel
+ * gives it (Linux 5.10+; else its resident memory). The first errs high
+ * (file pages count), so it only says when to ask the second.
  */
-export function anonymousBytesOfTree(root: number, shared = false): number {
+export function treeBytes(root: number, shared = false): number {
   let bytes = 0;
   const seen = new Set<number>();
   const stack = [root];
@@ -69,19 +117,35 @@ export function anonymousBytesOfTree(root: number, shared = false): number {
     const pid = stack.pop()!;
     if (seen.has(pid)) continue;
     seen.add(pid);
-    bytes += (shared ? proportionalAnonymousBytesOf(pid) : undefined) ?? anonymousBytesOf(pid);
-    for (const child of childrenOfProcess(pid)) stack.push(child);
+    const stat = statOf(pid);
+    if (!stat) continue; // gone
+    bytes += (shared ? proportionalAnonymousBytesOf(pid) : undefined) ?? stat.residentBytes;
+    for (const child of childrenOfProcess(pid, stat.threads)) stack.push(child);
   }
   return bytes;
 }
 
-/** RssAnon of one process (0 once it is gone or a zombie). */
-function anonymousBytesOf(pid: number): number {
+/** The size of a page, which /proc/PID/stat counts resident memory in: found once. */
+let pageBytes: number | undefined;
+function pageSize(): number {
+  if (pageBytes === undefined) {
+    // this process's resident memory both ways, in pages and in kB: the nearest power of two
+    const pages = Number(readFileSync('/proc/self/statm', 'utf8').split(' ')[1]);
+    const kib = Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1]);
+    const guess = (kib * 1024) / pages;
+    pageBytes = 2 ** Math.round(Math.log2(Number.isFinite(guess) && guess > 0 ? guess : 4096));
+  }
+  return pageBytes;
+}
+
+/** Threads and resident bytes of one process, from /proc/PID/stat; undefined once it is gone. */
+function statOf(pid: number): { threads: number; residentBytes: number } | undefined {
   try {
-    const kib = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-    return Number(kib ?? 0) * 1024;
+    const fields = statFields(pid);
+    // proc(5): num_threads is field 20, rss field 24; statFields starts at field 3
+    return { threads: Number(fields[17]), residentBytes: Number(fields[21]) * pageSize() };
   } catch {
-    return 0;
+    return undefined;
   }
 }
 
@@ -101,10 +165,10 @@ function proportionalAnonymousBytesOf(pid: number): number | undefined {
  * Children of every thread of a process: a body can fork from a thread of its
  * own, and /proc/PID/task/TID/children lists only that thread's.
  */
-function childrenOfProcess(pid: number): number[] {
+function childrenOfProcess(pid: number, threads: number): number[] {
   let tasks: string[];
   try {
-    tasks = readdirSync(`/proc/${pid}/task`);
+    tasks = threads === 1 ? [String(pid)] : readdirSync(`/proc/${pid}/task`);
   } catch {
     return [];
   }

@@ -236,7 +236,7 @@ const LAYER_NAMES: Record<string, string> = {
  */
 export function cgroupFix(reason: string): string {
   const optional =
-    'optional: each process is still held by its rlimits, and each tree by the host summing its memory every 100 ms';
+    'optional: each process is still held by its rlimits, and each tree by the host summing its memory';
   if (/not Linux/.test(reason)) return `none here, cgroups are Linux's; ${optional}`;
   const hasV2 = !/no cgroup v2 hierarchy/.test(reason);
   const rootHelps = /cgroup v1 needs root/.test(reason);
