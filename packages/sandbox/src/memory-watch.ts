@@ -14,9 +14,9 @@
  * faster than that rate comes on top until its next look. In a pid namespace (restricted) a process whose parent exits is
  * adopted by the namespace's pid 1, so it stays in the sum.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { childrenOf, statFields } from './proc.js';
+import { readProcessTree } from './process-tree.js';
 
 /** How often the watched trees are looked at: each when its next look is due. */
 export const WATCH_MS = 100;
@@ -30,9 +30,6 @@ export const WATCH_MS = 100;
  */
 const FILL_BYTES_PER_MS_PER_CORE = (2 * 2 ** 30) / 1000;
 const MAX_WATCH_MS = 1_000;
-
-/** Most processes one sum visits (a tree's `processes` limit is far below). */
-const MOST_PROCESSES = 4096;
 
 export interface MemoryWatch {
   stop(): void;
@@ -102,30 +99,22 @@ export function watchTreeMemory(
 
 /**
  * What `root` and every process below it hold, in bytes: resident memory
- * (/proc/PID/stat, one cheap read per process, which also says whether it
- * has threads whose children must be looked for too); with `shared`, each
- * process's Pss_Anon instead (a page shared by n processes counts 1/n in
- * each, and the interpreter's mapped files not at all), where the kernel
- * gives it (Linux 5.10+; else its resident memory). The first errs high
- * (file pages count), so it only says when to ask the second.
+ * (proc(5)'s rss, read with the tree itself: process-tree.ts); with
+ * `shared`, each process's Pss_Anon instead (a page shared by n processes
+ * counts 1/n in each, and the interpreter's mapped files not at all), where
+ * the kernel gives it (Linux 5.10+; else its resident memory). The first
+ * errs high (file pages count), so it only says when to ask the second.
  */
 export function treeBytes(root: number, shared = false): number {
   let bytes = 0;
-  const seen = new Set<number>();
-  const stack = [root];
-  while (stack.length > 0 && seen.size < MOST_PROCESSES) {
-    const pid = stack.pop()!;
-    if (seen.has(pid)) continue;
-    seen.add(pid);
-    const stat = statOf(pid);
-    if (!stat) continue; // gone
-    bytes += (shared ? proportionalAnonymousBytesOf(pid) : undefined) ?? stat.residentBytes;
-    for (const child of childrenOfProcess(pid, stat.threads)) stack.push(child);
+  for (const process of readProcessTree(root)?.processes ?? []) {
+    const resident = process.residentPages * pageSize();
+    bytes += (shared ? proportionalAnonymousBytesOf(process.pid) : undefined) ?? resident;
   }
   return bytes;
 }
 
-/** The size of a page, which /proc/PID/stat counts resident memory in: found once. */
+/** The size of a page, which proc(5)'s rss counts in: found once. */
 let pageBytes: number | undefined;
 function pageSize(): number {
   if (pageBytes === undefined) {
@@ -138,17 +127,6 @@ function pageSize(): number {
   return pageBytes;
 }
 
-/** Threads and resident bytes of one process, from /proc/PID/stat; undefined once it is gone. */
-function statOf(pid: number): { threads: number; residentBytes: number } | undefined {
-  try {
-    const fields = statFields(pid);
-    // proc(5): num_threads is field 20, rss field 24; statFields starts at field 3
-    return { threads: Number(fields[17]), residentBytes: Number(fields[21]) * pageSize() };
-  } catch {
-    return undefined;
-  }
-}
-
 /** Pss_Anon of one process; undefined where the kernel or access does not give it. */
 function proportionalAnonymousBytesOf(pid: number): number | undefined {
   try {
@@ -159,31 +137,4 @@ function proportionalAnonymousBytesOf(pid: number): number | undefined {
   } catch {
     return undefined;
   }
-}
-
-/**
- * Children of every thread of a process: a body can fork from a thread of its
- * own, and /proc/PID/task/TID/children lists only that thread's.
- */
-function childrenOfProcess(pid: number, threads: number): number[] {
-  let tasks: string[];
-  try {
-    tasks = threads === 1 ? [String(pid)] : readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return [];
-  }
-  const out: number[] = [];
-  for (const tid of tasks) {
-    try {
-      for (const child of readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').split(' ')) {
-        if (child) out.push(Number(child));
-      }
-    } catch (error) {
-      // no CONFIG_PROC_CHILDREN: a scan of /proc by parent pid, which names the process
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT' && tid === String(pid)) {
-        return childrenOf(pid);
-      }
-    }
-  }
-  return out;
 }

@@ -24,6 +24,8 @@ export interface TreeProcess {
   readonly cpuSeconds: number;
   /** Clock ticks after boot when it started: with the pid, names a process even if pids are reused. */
   readonly startTicks: number;
+  /** Resident pages (proc(5)'s rss): anonymous, file and shared memory together. */
+  readonly residentPages: number;
 }
 
 /** A tree at one moment. */
@@ -95,7 +97,7 @@ function statFields(files: ProcFiles, pid: number): string[] | undefined {
 function readProcess(files: ProcFiles, pid: number): TreeProcess | undefined {
   const fields = statFields(files, pid);
   if (!fields) return undefined;
-  // index 0 is proc(5)'s field 3 (state); utime 14, stime 15, num_threads 20, starttime 22
+  // index 0 is proc(5)'s field 3 (state); utime 14, stime 15, num_threads 20, starttime 22, rss 24
   return {
     pid,
     parentPid: Number(fields[1]),
@@ -103,6 +105,7 @@ function readProcess(files: ProcFiles, pid: number): TreeProcess | undefined {
     threads: Number(fields[17]) || 0,
     cpuSeconds: (Number(fields[11]) + Number(fields[12])) / 100 || 0,
     startTicks: Number(fields[19]) || 0,
+    residentPages: Number(fields[21]) || 0,
   };
 }
 
