@@ -319,15 +319,24 @@ function(con, precompiled = NULL) eval(
 
   # ---- values: R -> wire ------------------------------------------------------
 
+  # Never fails, whatever came back: a function formats as several lines, and
+  # a classed value may have methods (is.na, format, length) that misbehave;
+  # then only its class or type is named.
   describe <- function(r) {
     if (is.null(r)) return("NULL")
     what <- if (is.object(r)) paste(class(r), collapse = "/") else typeof(r)
-    if (length(r) != 1L) return(paste0(what, " of length ", length(r)))
-    if (is.atomic(r) && is.na(r) && !is.nan(r)) return(paste0("NA (", what, ", R's missing value)"))
-    shown <- tryCatch(format(r), error = function(e) "?")
-    if (is.character(r)) shown <- encodeString(r, quote = '"')
-    if (nchar(shown) > 40L) shown <- paste0(substr(shown, 1L, 40L), "...")
-    paste(what, shown)
+    tryCatch(
+      {
+        if (length(r) != 1L) return(paste0(what, " of length ", length(r)))
+        if (is.atomic(r) && isTRUE(is.na(r)) && !isTRUE(is.nan(r))) return(paste0("NA (", what, ", R's missing value)"))
+        shown <- tryCatch(paste(trimws(format(r)), collapse = " "), error = function(e) "?")
+        if (is.character(r)) shown <- encodeString(r, quote = '"')
+        if (!is.character(shown) || length(shown) != 1L || is.na(shown)) shown <- "?"
+        if (nchar(shown, allowNA = TRUE) > 40L) shown <- paste0(substr(shown, 1L, 40L), "...")
+        paste(what, shown)
+      },
+      error = function(e) what
+    )
   }
 
   # ResultTypeError is what the JS side reads as "the result has the wrong
@@ -351,7 +360,11 @@ function(con, precompiled = NULL) eval(
   }
   to_text <- function(r) {
     if (is.character(r) && !is.object(r) && scalar_ok(r)) {
-      s <- enc2utf8(r[[1L]])
+      s <- r[[1L]]
+      # A native string is UTF-8 here (LC_ALL=C.UTF-8): enc2utf8 would write
+      # its invalid bytes as "<ff>" escapes rather than fail.
+      if (!validUTF8(s) && Encoding(s) == "unknown") wrong("text", r, "not valid UTF-8")
+      s <- enc2utf8(s)
       if (!validUTF8(s)) wrong("text", r, "not valid UTF-8")
       return(s)
     }
@@ -565,6 +578,7 @@ function(con, precompiled = NULL) eval(
   # it (see straight_line); NULL means a fresh environment per row.
   shared_env <- NULL
   not_set <- new.env()
+  seed_name <- as.name(".Random.seed")
   # The search path between rows (set at load; see restore_globals).
   search_envs <- list()
   search_length <- 0L
@@ -699,6 +713,7 @@ function(con, precompiled = NULL) eval(
   # row's values. The check, written out where rows end (a closure call
   # would double its cost):
   #   length(genv) != 1L || is.null(genv$.Random.seed) ||
+  #     .Internal(bindingIsLocked(seed_name, genv)) ||
   #     length(.Internal(search())) != search_length
   restore_globals <- function() {
     added <- setdiff(.Internal(ls(genv, TRUE, FALSE)), ".Random.seed")
@@ -715,7 +730,20 @@ function(con, precompiled = NULL) eval(
         quit(save = "no", status = 70L)
       }
     }
-    if (is.null(genv$.Random.seed)) genv$.Random.seed <- seed
+    # A row may lock .Random.seed (lockBinding), which would fail every later
+    # row's reset: unlocked, its value kept (whether the row drew is read from it).
+    fixed <- tryCatch(
+      {
+        if (is.null(genv$.Random.seed)) genv$.Random.seed <- seed
+        if (.Internal(bindingIsLocked(seed_name, genv))) .Internal(unlockBinding(seed_name, genv))
+        TRUE
+      },
+      error = function(e) FALSE
+    )
+    if (!fixed) {
+      cat("the global environment cannot be restored after a row (locked?): the worker exits\n", file = err)
+      quit(save = "no", status = 70L)
+    }
     kept <- list()
     for (pos in rev(seq_along(.Internal(search())))) {
       env <- as.environment(pos)
@@ -742,6 +770,9 @@ function(con, precompiled = NULL) eval(
   state_categories <- c("LC_COLLATE", "LC_CTYPE", "LC_MONETARY", "LC_NUMERIC", "LC_TIME", "LC_MESSAGES")
   state_locales <- NULL
   state_namespaces <- 0L
+  # .libPaths() keeps its directories in its own environment, not in options().
+  lib_env <- environment(.libPaths)
+  state_libs <- NULL
   state_careful <- FALSE
   # A copy of .Options' cells: options() changes the pairlist in place.
   state_take <- function() {
@@ -751,12 +782,14 @@ function(con, precompiled = NULL) eval(
     state_locale <<- .Internal(Sys.getlocale(1L))
     state_locales <<- vapply(state_categories, Sys.getlocale, "")
     state_namespaces <<- length(.Internal(getNamespaceRegistry()))
+    state_libs <<- lib_env$.lib.loc
   }
   state_changed <- function() {
     !identical(.Options, state_options) || !identical(.Internal(getwd()), state_wd) ||
       length(.Internal(getNamespaceRegistry())) != state_namespaces ||
       !identical(.Internal(Sys.getenv(character(), "")), state_env) ||
-      !identical(.Internal(Sys.getlocale(1L)), state_locale)
+      !identical(.Internal(Sys.getlocale(1L)), state_locale) ||
+      !identical(lib_env$.lib.loc, state_libs)
   }
   # Puts back what a row changed; TRUE when it had to. Options a package's
   # .onLoad set when a row loaded it stay (the package keeps working, as its
@@ -777,7 +810,9 @@ function(con, precompiled = NULL) eval(
     if (wd) tryCatch(setwd(state_wd), error = function(e) NULL)
     env <- .Internal(Sys.getenv(character(), ""))
     locale <- !identical(.Internal(Sys.getlocale(1L)), state_locale)
-    changed <- length(reset) > 0L || wd || locale || !identical(env, state_env)
+    libs <- !identical(lib_env$.lib.loc, state_libs)
+    if (libs) tryCatch(assign(".lib.loc", state_libs, envir = lib_env), error = function(e) NULL)
+    changed <- length(reset) > 0L || wd || locale || libs || !identical(env, state_env)
     if (!identical(env, state_env)) {
       key <- function(kv) substr(kv, 1L, regexpr("=", kv, fixed = TRUE) - 1L)
       gone <- setdiff(key(env), key(state_env))
@@ -831,6 +866,19 @@ function(con, precompiled = NULL) eval(
   # Set once a row left something in the global environment or the search
   # path: from then on every row is checked (as rng_used resets every row).
   globals_careful <- FALSE
+  # Set once a row's error was a time limit (setTimeLimit(),
+  # setSessionTimeLimit()), which R keeps for the rest of the session: from
+  # then on the limits are reset after every row, not only after each block
+  # (a reset costs a few microseconds: R reads the process's times).
+  limits_careful <- FALSE
+  limit_messages <- c(
+    "reached elapsed time limit", "reached CPU time limit",
+    "reached session elapsed time limit", "reached session CPU time limit"
+  )
+  reset_limits <- function() {
+    .Internal(setTimeLimit(Inf, Inf, FALSE))
+    .Internal(setSessionTimeLimit(Inf, Inf))
+  }
 
   # Evaluates the body once per row, each in a fresh environment whose parent
   # is the global one (or one shared environment; see straight_line). One
@@ -870,24 +918,30 @@ function(con, precompiled = NULL) eval(
     }
     # The end of a block run without per-row checks: whether its rows stand.
     block_clean <- function(begin) {
-      drew <- !rng_used && !identical(genv$.Random.seed, seed)
-      if (drew) {
-        rng_used <<- TRUE
-        genv$.Random.seed <- seed
-      }
+      # The globals first: a locked .Random.seed is unlocked before it is reset.
       left <- length(genv) != 1L || is.null(genv$.Random.seed) ||
+        .Internal(bindingIsLocked(seed_name, genv)) ||
         length(.Internal(search())) != search_length
       if (left) {
         globals_careful <<- TRUE
         restore_globals()
       }
+      drew <- !rng_used && !identical(genv$.Random.seed, seed)
+      if (drew) {
+        rng_used <<- TRUE
+        genv$.Random.seed <- seed
+      }
       changed <- state_changed() && restore_state()
-      !drew && !left && !changed && tell() - begin <= max_output
+      !drew && !left && !changed && !limit_hit && tell() - begin <= max_output
     }
     # What a careful row checks after it ran (see block_rows); TRUE when it
     # printed past the cap, which is then its error.
     row_checks <- function() {
       over <- FALSE
+      if (limits_careful) reset_limits()
+      if (length(genv) != 1L || is.null(genv$.Random.seed) ||
+          .Internal(bindingIsLocked(seed_name, genv)) ||
+          length(.Internal(search())) != search_length) restore_globals()
       if (careful) {
         # The state is `seed` until a row draws: from then on, reset before each row.
         if (!rng_used && !identical(genv$.Random.seed, seed)) {
@@ -902,8 +956,6 @@ function(con, precompiled = NULL) eval(
         }
         position <<- now
       }
-      if (length(genv) != 1L || is.null(genv$.Random.seed) ||
-          length(.Internal(search())) != search_length) restore_globals()
       if ((careful || state_careful) && state_changed()) restore_state()
       over
     }
@@ -917,7 +969,8 @@ function(con, precompiled = NULL) eval(
       position <- begin
       # Per-row checks only where a row may need them: the rest is the least
       # a row costs (its arguments, the body, its result).
-      checks <- careful || globals_careful || state_careful
+      checks <- careful || globals_careful || state_careful || limits_careful
+      limit_hit <- FALSE
       i <- first
       while (i <= last) {
         tryCatch(
@@ -951,6 +1004,17 @@ function(con, precompiled = NULL) eval(
           ),
           error = function(e) {
             over <- FALSE
+            if (limits_careful) reset_limits()
+            # A time limit an earlier row of this block set (setTimeLimit()):
+            # the block runs again with the limits reset after every row.
+            if (!careful && conditionMessage(e) %in% limit_messages) {
+              limit_hit <<- TRUE
+              limits_careful <<- TRUE
+            }
+            if (checks &&
+                (length(genv) != 1L || is.null(genv$.Random.seed) ||
+                 .Internal(bindingIsLocked(seed_name, genv)) ||
+                 length(.Internal(search())) != search_length)) restore_globals()
             if (careful) {
               # A row that drew and then failed leaves the state changed too.
               if (!rng_used && !identical(genv$.Random.seed, seed)) {
@@ -959,9 +1023,6 @@ function(con, precompiled = NULL) eval(
               }
               over <- tell() - position > max_output
             }
-            if (checks &&
-                (length(genv) != 1L || is.null(genv$.Random.seed) ||
-                 length(.Internal(search())) != search_length)) restore_globals()
             if ((careful || state_careful) && state_changed()) restore_state()
             if (over) {
               cut_output()
@@ -975,6 +1036,9 @@ function(con, precompiled = NULL) eval(
           }
         )
       }
+      # Whatever a row set with setTimeLimit() ends with its block (rows
+      # before a careful block's end were reset one by one).
+      reset_limits()
       if (careful || block_clean(begin)) {
         first <- last + 1L
         careful <- FALSE
@@ -1017,7 +1081,7 @@ function(con, precompiled = NULL) eval(
         fast <- !is.na(r)
       } else if (type == "text" && is.character(r)) {
         plain <- enc2utf8(r)
-        fast <- !is.na(plain) & validUTF8(plain)
+        fast <- !is.na(plain) & validUTF8(plain) & (validUTF8(r) | Encoding(r) != "unknown")
       } else if (type == "enum" && (is.double(r) || is.integer(r))) {
         fast <- !is.na(r) & r == round(r) & r >= 0 & r <= 4294967295
       }
@@ -1030,8 +1094,7 @@ function(con, precompiled = NULL) eval(
     errors <- character(0)
     convert <- converters[[type]]
     for (i in which(!fast)) {
-      cell <- if (is.list(r)) r[[i]] else r[i]
-      v <- tryCatch(convert(cell), error = function(e) e)
+      v <- tryCatch(convert(if (is.list(r)) r[[i]] else r[i]), error = function(e) e)
       if (inherits(v, "condition")) {
         errors[[as.character(i - 1L)]] <- json_error("ResultTypeError", conditionMessage(v), got = v$got)
       } else {
@@ -1085,6 +1148,7 @@ function(con, precompiled = NULL) eval(
         ),
         error = function(e) list(error = e)
       )
+      reset_limits()
       restore_globals()
       if (state_changed()) restore_state()
       if (tell() - position > max_output) {

@@ -1,6 +1,6 @@
 /**
  * What a row leaves outside any environment — options(), the working
- * directory, environment variables (Sys.setenv), the locale — never reaches
+ * directory, environment variables (Sys.setenv), the locale, .libPaths() — never reaches
  * the rows after it: a row's value is the same through eval, evalBatch and
  * evalColumns, whichever rows ran before it on its worker. Restricted
  * sandbox, Debian's R.
@@ -31,6 +31,12 @@ const bodies: Record<string, string> = {
   locale: [
     'before <- nchar(Sys.getlocale("LC_COLLATE"))',
     'if (args[[1]] %% 50 == 7) invisible(Sys.setlocale("LC_COLLATE", "C"))',
+    'result <- before',
+  ].join('\n'),
+  // .libPaths() keeps its directories outside options()
+  libPaths: [
+    'before <- length(.libPaths())',
+    'if (args[[1]] %% 50 == 7) .libPaths(c(tempdir(), "/usr"))',
     'result <- before',
   ].join('\n'),
 };

@@ -1,0 +1,231 @@
+/**
+ * Awkward and hostile R bodies through the public API, Restricted sandbox:
+ * what a row sets that R keeps for the rest of the session (time limits, a
+ * locked .Random.seed) ends with that row; results R cannot describe in one
+ * line or cannot send (a function, bytes that are not UTF-8) are that row's
+ * typed error; a body that ends R, recurses without end, or raises a huge or
+ * non-UTF-8 message costs at most its own row and worker.
+ */
+import { ExtFnError, Value as V, type Value } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import { failure, restrictedOk, scopedRegistry, skipReason } from './helpers.js';
+
+const n = V.number;
+const shown = (cells: (Value | ExtFnError)[]) =>
+  cells.map((c) => (ExtFnError.isInstance(c) ? `${c.kind}: ${c.message}` : c));
+/** One worker, one request per batch: rows after a row share its R session and its block. */
+const oneWorker = { maxWorkers: 1, chunkMs: 60_000 };
+const VEC = { vectorized: true };
+// Some 10-50 ms of R code: R looks at its time limits every so many evaluations.
+const busy = 'x <- 0\nfor (i in 1:50000) x <- x + 1';
+
+describe.skipIf(!restrictedOk)(
+  `hostile R bodies (${restrictedOk ? 'Restricted' : skipReason})`,
+  () => {
+    test('a time limit a row sets (setTimeLimit, setSessionTimeLimit) reaches no later row of its block, request or worker', async () => {
+      const set = {
+        elapsed: 'setTimeLimit(elapsed = 0.1)',
+        cpu: 'setTimeLimit(cpu = 0.1)',
+        session: 'setSessionTimeLimit(elapsed = 0.1)',
+      };
+      const fns = Object.fromEntries(
+        Object.entries(set).map(([name, call]) => [
+          name,
+          [`${busy}\nif (args[[1]] == 1) ${call}\nresult <- args[[1]]`, ['number'], 'number'],
+        ]),
+      ) as Parameters<typeof scopedRegistry>[0];
+      const { registry, runner } = scopedRegistry(fns, oneWorker);
+      const rows = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((x) => [n(x)]);
+      for (const name of Object.keys(set)) {
+        // the same block: row 1 sets it, rows 2.. would reach it
+        expect([name, shown(await registry.evalBatch(name, rows))]).toEqual([
+          name,
+          rows.map((row) => row[0]),
+        ]);
+        // a later request on the same worker, once the limit would have passed
+        expect(await registry.eval(name, [n(1)])).toEqual(n(1));
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        expect([name, shown(await registry.evalBatch(name, rows.slice(1)))]).toEqual([
+          name,
+          rows.slice(1).map((row) => row[0]),
+        ]);
+      }
+      // A row's own limit is still its own error, as on a fresh worker.
+      const { registry: own } = scopedRegistry({
+        own: ['setTimeLimit(elapsed = 0.01)\nrepeat {}', [], 'number'],
+      });
+      expect((await failure(own.eval('own', []))).message).toBe(
+        'function own: Error: reached elapsed time limit',
+      );
+      expect(runner.stats().killed).toBe(0);
+    });
+
+    test('a vectorized chunk that sets a time limit leaves it to no later chunk', async () => {
+      const { registry, runner } = scopedRegistry(
+        {
+          v: [
+            `${busy}\nif (any(args[[1]] == 1)) setTimeLimit(elapsed = 0.05)\nresult <- args[[1]]`,
+            ['number'],
+            'number',
+            VEC,
+          ],
+        },
+        { maxWorkers: 1 },
+      );
+      expect(Array.from((await registry.evalColumns('v', [Float64Array.of(1, 2)])).values)).toEqual(
+        [1, 2],
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      for (let k = 0; k < 3; k++) {
+        expect(shown(await registry.evalBatch('v', [[n(3)], [n(4)]]))).toEqual([n(3), n(4)]);
+        expect(await registry.eval('v', [n(5)])).toEqual(n(5));
+      }
+      expect(runner.stats().killed).toBe(0);
+    });
+
+    test('a row that locks .Random.seed fails no later row: its binding is unlocked after it', async () => {
+      const first = 0.8966972001362592; // set.seed(0); runif(1)
+      const { registry } = scopedRegistry(
+        {
+          lock: [
+            'u <- runif(1)\nif (args[[1]] == 1) lockBinding(".Random.seed", globalenv())\nresult <- u',
+            ['number'],
+            'number',
+          ],
+          vlock: [
+            'u <- runif(length(args[[1]]))\nlockBinding(".Random.seed", globalenv())\nresult <- u',
+            ['number'],
+            'number',
+            VEC,
+          ],
+        },
+        oneWorker,
+      );
+      const rows = [2, 1, 2, 3].map((x) => [n(x)]);
+      expect(shown(await registry.evalBatch('lock', rows))).toEqual(rows.map(() => n(first)));
+      expect(await registry.eval('lock', [n(1)])).toEqual(n(first));
+      expect(await registry.eval('lock', [n(2)])).toEqual(n(first));
+      for (let k = 0; k < 3; k++) {
+        const { values, errors } = await registry.evalColumns('vlock', [Float64Array.of(1, 2)]);
+        expect([...errors.values()].map((e) => e.message)).toEqual([]);
+        expect(values[0]).toBe(first);
+      }
+    });
+
+    test('a function as the result is a typed error naming it, per row and vectorized, and the worker stays', async () => {
+      const { registry, runner } = scopedRegistry({
+        fn: ['result <- if (args[[1]] == 2) function(x) x else 1', ['number'], 'number'],
+        vfn: ['result <- function(x) x', ['number'], 'number', VEC],
+      });
+      const batch = await registry.evalBatch(
+        'fn',
+        [1, 2, 3].map((x) => [n(x)]),
+      );
+      expect(shown(batch)).toEqual([
+        n(1),
+        'Runtime: function fn: result expected number, got closure function (x) x',
+        n(1),
+      ]);
+      const { errors } = await registry.evalColumns('vfn', [Float64Array.of(1, 2, 3)]);
+      expect([...errors.keys()]).toEqual([0, 1, 2]);
+      for (const error of errors.values()) {
+        expect(error.message).toMatch(
+          /^function vfn: a vectorized body returns one vector of \d+ values, got closure function \(x\) x$/,
+        );
+      }
+      expect(runner.stats().killed).toBe(0);
+    });
+
+    test('a text result that is not UTF-8 is the row’s error, not rewritten as "<ff>"; a latin1 one is converted', async () => {
+      const bad = 'rawToChar(as.raw(c(0x61, 0xff)))';
+      const { registry } = scopedRegistry({
+        text: [
+          `result <- if (args[[1]] == "bad") ${bad} else paste0(args[[1]], "é")`,
+          ['text'],
+          'text',
+        ],
+        vtext: [
+          `result <- ifelse(args[[1]] == "bad", ${bad}, paste0(args[[1]], "é"))`,
+          ['text'],
+          'text',
+          VEC,
+        ],
+        latin1: [
+          'x <- rawToChar(as.raw(c(0x61, 0xe9)))\nEncoding(x) <- "latin1"\nresult <- x',
+          [],
+          'text',
+        ],
+      });
+      const rows = ['x', 'bad', 'ü'].map((s) => [V.text(s)]);
+      const expected = [
+        V.text('xé'),
+        'Runtime: function NAME: result expected text, got character "a\\xff" (not valid UTF-8)',
+        V.text('üé'),
+      ];
+      for (const name of ['text', 'vtext']) {
+        const want = expected.map((e) => (typeof e === 'string' ? e.replace('NAME', name) : e));
+        expect(shown(await registry.evalBatch(name, rows))).toEqual(want);
+        expect(shown([await registry.eval(name, rows[1]!).catch((e) => e)])).toEqual([want[1]]);
+      }
+      expect(await registry.eval('latin1', [])).toEqual(V.text('aé'));
+    });
+
+    test('a body that ends R (quit, q(status), .Internal(quit), the abort restart, closeAllConnections) fails its own row only', async () => {
+      const enders = {
+        quit: 'quit()',
+        status: 'q("no", 3)',
+        internal: '.Internal(quit("no", 0L, FALSE))',
+        abort: 'invokeRestart("abort")',
+        connections: 'closeAllConnections()',
+      };
+      const fns = Object.fromEntries(
+        Object.entries(enders).map(([name, call]) => [
+          name,
+          [`if (args[[1]] == 2) ${call}\nresult <- args[[1]]`, ['number'], 'number'],
+        ]),
+      ) as Parameters<typeof scopedRegistry>[0];
+      const { registry } = scopedRegistry(fns);
+      const rows = [1, 2, 3].map((x) => [n(x)]);
+      for (const name of Object.keys(enders)) {
+        const batch = await registry.evalBatch(name, rows);
+        expect([name, batch[0], batch[2]]).toEqual([name, n(1), n(3)]);
+        const row = batch[1] as ExtFnError;
+        expect([name, row.kind, row.message]).toEqual([
+          name,
+          'Runtime',
+          expect.stringMatching(
+            new RegExp(`^function ${name}: the interpreter exited with code \\d+$`),
+          ),
+        ]);
+        expect(await registry.eval(name, [n(4)])).toEqual(n(4));
+      }
+    });
+
+    test('endless recursion, a huge or non-UTF-8 stop() message, and on.exit() past the deadline are typed errors', async () => {
+      const { registry } = scopedRegistry({
+        deep: ['f <- function(n) f(n + 1)\nresult <- f(1)', [], 'number'],
+        cstack: ['f <- function(x) do.call(f, list(x))\nresult <- f(1)', [], 'number'],
+        huge: ['stop(strrep("x", 5e6))', [], 'number'],
+        bytes: ['stop(rawToChar(as.raw(c(0x61, 0xe9, 0xff, 0x62))))', [], 'number'],
+        exit: ['f <- function() { on.exit(Sys.sleep(60)); stop("x") }\nf()', [], 'number'],
+        ok: ['result <- 1', [], 'number'],
+      });
+      expect((await failure(registry.eval('deep', []))).message).toMatch(
+        /^function deep: expressionStackOverflowError: evaluation nested too deeply/,
+      );
+      expect((await failure(registry.eval('cstack', []))).message).toMatch(
+        /^function cstack: CStackOverflowError: C stack usage +\d+ is too close to the limit$/,
+      );
+      const huge = await failure(registry.eval('huge', []));
+      // R keeps the first 8 KiB of a message
+      expect(huge.kind).toBe('Runtime');
+      expect(huge.message).toMatch(/^function huge: Error: x{8000,8200}$/);
+      expect((await failure(registry.eval('bytes', []))).message).toBe(
+        'function bytes: Error: a<e9><ff>b',
+      );
+      const exit = await failure(registry.eval('exit', [], { timeoutMs: 1_000 }));
+      expect(exit.kind).toBe('Timeout');
+      expect(await registry.eval('ok', [])).toEqual(n(1));
+    });
+  },
+);
