@@ -23,8 +23,8 @@
 #      and /proc (a sibling's files and processes are not there);
 #   3. its stdin/stdout and stderr: two connections to the host's socket in
 #      the zygote's directory (a token line first), and the shared file;
-#   4. that directory covered by an empty, mode-0 tmpfs: a body cannot dial
-#      the host again nor read the filter;
+#   4. that directory covered by an empty, mode-0, read-only tmpfs: a body
+#      cannot dial the host again, read the filter, nor store files there;
 #   5. no capabilities, no way to gain any (no_new_privs), not dumpable;
 #   6. its own rlimits (the zygote's were sized for all its workers);
 #   7. the strict seccomp filter stacked on the zygote's relaxed one;
@@ -51,7 +51,7 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 SIGCHLD = 17
-MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_CAPBSET_DROP = 24
@@ -232,7 +232,10 @@ def _step3_connect(work):
 
 
 def _step4_cover(work):
-    _check(_libc.mount(b'tmpfs', work.directory, b'tmpfs', MS_NOSUID | MS_NODEV | MS_NOEXEC, b'size=4k,mode=0'),
+    # Read-only: the worker's uid owns the cover's root, so a body could
+    # otherwise chmod it and fill it with empty files (inodes no size counts).
+    _check(_libc.mount(b'tmpfs', work.directory, b'tmpfs', MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                       b'size=4k,nr_inodes=1,mode=0'),
            'cover ' + work.directory.decode())
 
 

@@ -8,13 +8,17 @@
  * anonymous memory (Pss_Anon, /proc/PID/smaps_rollup: dearer, it walks the
  * page tables; a page a child still shares with its parent after a fork
  * counts once, a mapped file not at all) and, still past it, kills the tree,
- * which is then reported as a memory limit. One timer looks at every tree
+ * which is then reported as a memory limit. A tree with its own /tmp and
+ * /dev/shm (restricted) is also charged for the files, directories and links
+ * on them (FILE_BYTES each): an empty file takes no block of a tmpfs, so its
+ * size does not bound them, but each holds kernel memory no process's
+ * resident memory shows. One timer looks at every tree
  * whose turn is due: a tree far from its budget less often (see
  * FILL_BYTES_PER_MS_PER_CORE). A look, not a bound: what a tree touches
  * faster than that rate comes on top until its next look. In a pid namespace (restricted) a process whose parent exits is
  * adopted by the namespace's pid 1, so it stays in the sum.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statfsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { readProcessTree } from './process-tree.js';
 
@@ -37,8 +41,21 @@ export interface MemoryWatch {
   readonly over: boolean;
 }
 
+/**
+ * What the kernel holds for each file, directory or link on a tmpfs (an inode
+ * and a dentry, ~1 KiB: what tmpfs itself reserves per inode, BOGO_INODE_SIZE),
+ * which neither the tmpfs size nor any rlimit counts. Where a cgroup holds the
+ * tree, the kernel charges it there; without one the host counts it here.
+ */
+export const FILE_BYTES = 1024;
+
+/** Where a restricted tree (or a zygote's worker) has a tmpfs of its own. */
+const OWN_TMPFS = ['/tmp', '/dev/shm'];
+
 interface Watched {
   root: () => number | undefined;
+  /** Whether `root` has a /tmp and /dev/shm of its own, whose files count (restricted). */
+  files: boolean;
   budgetBytes: number;
   kill: () => void;
   over: boolean;
@@ -57,8 +74,9 @@ function lookAtDue(): void {
     if (tree.dueAt > now) continue;
     const pid = tree.root();
     if (pid === undefined) continue; // not started yet, or ended (its stop() comes)
-    const held = treeBytes(pid);
-    if (held > tree.budgetBytes && treeBytes(pid, true) > tree.budgetBytes) {
+    const files = tree.files ? filesBytes(pid) : 0;
+    const held = treeBytes(pid) + files;
+    if (held > tree.budgetBytes && treeBytes(pid, true) + files > tree.budgetBytes) {
       tree.over = true;
       watched.delete(tree);
       tree.kill();
@@ -76,14 +94,17 @@ function lookAtDue(): void {
 /**
  * Watches the tree under `root()` (undefined until it has started and once
  * it has ended) and calls `kill` once when its processes hold more than
- * `budgetBytes` in all.
+ * `budgetBytes` in all. `ownTmpfs`: `root` sits in a mount namespace with a
+ * /tmp and /dev/shm of its own (restricted), whose files count too
+ * (`filesBytes`); never for a tree that sees the host's.
  */
 export function watchTreeMemory(
   root: () => number | undefined,
   budgetBytes: number,
   kill: () => void,
+  ownTmpfs = false,
 ): MemoryWatch {
-  const tree: Watched = { root, budgetBytes, kill, over: false, dueAt: 0 };
+  const tree: Watched = { root, files: ownTmpfs, budgetBytes, kill, over: false, dueAt: 0 };
   watched.add(tree);
   if (!ticker) {
     ticker = setInterval(lookAtDue, WATCH_MS);
@@ -112,6 +133,24 @@ export function treeBytes(root: number, shared = false): number {
     bytes += (shared ? proportionalAnonymousBytesOf(process.pid) : undefined) ?? resident;
   }
   return bytes;
+}
+
+/**
+ * FILE_BYTES for every inode in use on the /tmp and /dev/shm that `root`
+ * sees (through /proc/PID/root, in its mount namespace): files, directories
+ * and links, each of which pins kernel memory. 0 where they cannot be read.
+ */
+export function filesBytes(root: number): number {
+  let inodes = 0;
+  for (const dir of OWN_TMPFS) {
+    try {
+      const fs = statfsSync(`/proc/${root}/root${dir}`);
+      inodes += Math.max(0, fs.files - fs.ffree);
+    } catch {
+      // gone meanwhile, or not ours to look at
+    }
+  }
+  return inodes * FILE_BYTES;
 }
 
 /** The size of a page, which proc(5)'s rss counts in: found once. */

@@ -2,7 +2,8 @@
  * A classic-BPF seccomp program for bwrap's `--seccomp FD`, generated here so
  * no libseccomp is needed. It denies what no function body needs (debugging
  * other processes, mounting, new namespaces, the kernel keyring, eBPF, perf,
- * userfaultfd, io_uring, module and kexec loading, terminal injection),
+ * userfaultfd, io_uring, module and kexec loading, terminal injection, file
+ * handles, execution domains other than Linux's),
  * makes memory no rlimit counts unavailable (SysV IPC, memfds) and kills a process that enters the kernel through another ABI (i386 `int 0x80`,
  * x32, arm32), because syscall numbers differ there and the list would not apply.
  */
@@ -35,6 +36,11 @@ const DENIED: Record<string, { x86_64: number; aarch64: number }> = {
   ptrace: { x86_64: 101, aarch64: 117 },
   process_vm_readv: { x86_64: 310, aarch64: 270 },
   process_vm_writev: { x86_64: 311, aarch64: 271 },
+  // the rest of what needs ptrace access to a process: comparing its kernel
+  // objects, taking its descriptors, advising on its memory
+  kcmp: { x86_64: 312, aarch64: 272 },
+  pidfd_getfd: { x86_64: 438, aarch64: 438 },
+  process_madvise: { x86_64: 440, aarch64: 440 },
   mount: { x86_64: 165, aarch64: 40 },
   umount2: { x86_64: 166, aarch64: 39 },
   pivot_root: { x86_64: 155, aarch64: 41 },
@@ -63,6 +69,7 @@ const DENIED: Record<string, { x86_64: number; aarch64: number }> = {
   finit_module: { x86_64: 313, aarch64: 273 },
   delete_module: { x86_64: 176, aarch64: 106 },
   open_by_handle_at: { x86_64: 304, aarch64: 265 },
+  name_to_handle_at: { x86_64: 303, aarch64: 264 },
   lookup_dcookie: { x86_64: 212, aarch64: 18 },
   acct: { x86_64: 163, aarch64: 89 },
   quotactl: { x86_64: 179, aarch64: 60 },
@@ -95,6 +102,14 @@ const UNAVAILABLE: Record<string, { x86_64: number; aarch64: number }> = {
 export const UNAVAILABLE_SYSCALLS: readonly string[] = Object.keys(UNAVAILABLE);
 
 const IOCTL = { x86_64: 16, aarch64: 29 };
+const PERSONALITY = { x86_64: 135, aarch64: 92 };
+/**
+ * personality() values let through, as Docker's default profile does: Linux
+ * (0), its 32-bit view (PER_LINUX32), UNAME26, and the query (0xffffffff).
+ * Anything else (ADDR_NO_RANDOMIZE turning ASLR off for what the body
+ * execs, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, other execution domains) is denied.
+ */
+const PERSONALITIES = [0x0, 0x8, 0x20000, 0x20008, 0xffffffff];
 const CLONE = { x86_64: 56, aarch64: 220 };
 const CLONE3 = { x86_64: 435, aarch64: 435 };
 /** ioctl requests that push input into, or reprogram, the controlling terminal. */
@@ -136,6 +151,7 @@ function archBlock(arch: SeccompArch, zygote: boolean): Array<Instruction | stri
   for (const numbers of Object.values(UNAVAILABLE))
     out.push(jump(JMP_JEQ_K, numbers[arch], `${arch}:enosys`, 0));
   out.push(jump(JMP_JEQ_K, IOCTL[arch], `${arch}:ioctl`, 0));
+  out.push(jump(JMP_JEQ_K, PERSONALITY[arch], `${arch}:personality`, 0));
   // the zygote's clone may create namespaces: no flag check
   if (!zygote) out.push(jump(JMP_JEQ_K, CLONE[arch], `${arch}:clone`, 0));
   out.push(stmt(RET_K, RET_ALLOW));
@@ -144,6 +160,11 @@ function archBlock(arch: SeccompArch, zygote: boolean): Array<Instruction | stri
   out.push(jump(JMP_JEQ_K, TIOCSTI, deny, 0));
   out.push(jump(JMP_JEQ_K, TIOCLINUX, deny, 0));
   out.push(stmt(RET_K, RET_ALLOW));
+  // personality(persona): an unsigned int, so the low word is all the kernel reads
+  out.push(`${arch}:personality`, stmt(LD_W_ABS, offsetArgLow(0)));
+  for (const persona of PERSONALITIES) out.push(jump(JMP_JEQ_K, persona, `${arch}:persona`, 0));
+  out.push(stmt(RET_K, RET_ERRNO | EPERM));
+  out.push(`${arch}:persona`, stmt(RET_K, RET_ALLOW));
   // clone(flags, …) on both architectures: no new namespaces
   if (!zygote) {
     out.push(`${arch}:clone`, stmt(LD_W_ABS, offsetArgLow(0)));

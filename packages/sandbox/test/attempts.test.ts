@@ -585,6 +585,118 @@ print('after', r, flush=True)`;
   );
 });
 
+/**
+ * The rest of the list, each called for real so that, without the filter,
+ * it reaches the kernel and succeeds (or fails there for another reason):
+ * on the guest's own process where it needs one, so no host state is touched.
+ */
+const MORE_SYSCALLS = `
+libc = ctypes.CDLL(None, use_errno=True)
+x86 = platform.machine() == 'x86_64'
+NR = {'personality': 135 if x86 else 92, 'kcmp': 312 if x86 else 272, 'pidfd_open': 434, 'pidfd_getfd': 438,
+      'process_madvise': 440, 'process_vm_readv': 310 if x86 else 270, 'process_vm_writev': 311 if x86 else 271,
+      'name_to_handle_at': 303 if x86 else 264, 'open_by_handle_at': 304 if x86 else 265, 'bpf': 321 if x86 else 280,
+      'userfaultfd': 323 if x86 else 282, 'add_key': 248 if x86 else 217, 'request_key': 249 if x86 else 218,
+      'ioctl': 16 if x86 else 29, 'clone3': 435, 'memfd_create': 319 if x86 else 279, 'io_uring_enter': 426,
+      'io_uring_register': 427, 'ptrace': 101 if x86 else 117}
+def sc(name, *a):
+    r = libc.syscall(ctypes.c_long(NR[name]), *[ctypes.c_long(x) for x in a])
+    return 'ok' if r != -1 else errno.errorcode[ctypes.get_errno()]
+def addr(b):
+    return ctypes.addressof(b)
+class iovec(ctypes.Structure):
+    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
+src, dst = ctypes.create_string_buffer(b'secret', 8), ctypes.create_string_buffer(8)
+local, remote = iovec(addr(dst), 6), iovec(addr(src), 6)
+pidfd = libc.syscall(ctypes.c_long(NR['pidfd_open']), ctypes.c_long(os.getpid()), ctypes.c_long(0))
+handle = ctypes.create_string_buffer(8 + 128)
+ctypes.c_uint.from_buffer(handle).value = 128
+mount_id = ctypes.c_int()
+pty = os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)
+# kept referenced: a buffer freed before the call would turn an answer into ENOENT or EFAULT
+usr, user, key, none, byte, ff = (ctypes.create_string_buffer(b) for b in (b'/usr', b'user', b'k', b'extfn-none', b'x', b'\x0c'))
+memfd_name = ctypes.create_string_buffer(b'm')
+out = {
+  'personality?': sc('personality', 0xffffffff),                  # the query: allowed everywhere
+  'personality': sc('personality', 0x0040000),                     # ADDR_NO_RANDOMIZE
+  'kcmp': sc('kcmp', os.getpid(), os.getpid(), 0, 0, 0),           # KCMP_FILE of fd 0 with itself
+  'pidfd_getfd': sc('pidfd_getfd', pidfd, 0, 0),                   # its own fd 0
+  'process_madvise': sc('process_madvise', pidfd, 0, 0, 0, 0),     # no ranges
+  'process_vm_readv': sc('process_vm_readv', os.getpid(), addr(local), 1, addr(remote), 1, 0),
+  'process_vm_writev': sc('process_vm_writev', os.getpid(), addr(remote), 1, addr(local), 1, 0),
+  'name_to_handle_at': sc('name_to_handle_at', -100, addr(usr), addr(handle), addr(mount_id), 0),
+  'open_by_handle_at': sc('open_by_handle_at', -100, addr(handle), 0),
+  'bpf': sc('bpf', 0, 0, 0),                                       # EINVAL/EFAULT unless denied first
+  'userfaultfd': sc('userfaultfd', 1),                             # UFFD_USER_MODE_ONLY: any user may
+  'add_key': sc('add_key', addr(user), addr(key), 0, 0, 0),
+  'request_key': sc('request_key', addr(user), addr(none), 0, 0),
+  'io_uring_enter': sc('io_uring_enter', -1, 0, 0, 0, 0, 0),
+  'io_uring_register': sc('io_uring_register', -1, 0, 0, 0),
+  'ptrace_traceme': sc('ptrace', 0, 0, 0, 0),                       # PTRACE_TRACEME needs no target
+  'clone3': sc('clone3', 0, 0),                                    # EFAULT unless unavailable first
+  'memfd_create': sc('memfd_create', addr(memfd_name), 0),
+  # a fresh pty of its own: TIOCSTI with junk in the high word (the kernel reads 32 bits), TIOCLINUX
+  'TIOCSTI_high': sc('ioctl', pty, 0x100005412, addr(byte)),
+  'TIOCLINUX': sc('ioctl', pty, 0x541c, addr(ff)),
+}
+print(json.dumps(out), flush=True)
+`;
+
+describe('seccomp: the rest of the list, by real calls', () => {
+  const expected = {
+    'personality?': 'ok',
+    personality: 'EPERM',
+    kcmp: 'EPERM',
+    pidfd_getfd: 'EPERM',
+    process_madvise: 'EPERM',
+    process_vm_readv: 'EPERM',
+    process_vm_writev: 'EPERM',
+    name_to_handle_at: 'EPERM',
+    open_by_handle_at: 'EPERM',
+    bpf: 'EPERM',
+    userfaultfd: 'EPERM',
+    add_key: 'EPERM',
+    request_key: 'EPERM',
+    io_uring_enter: 'EPERM',
+    io_uring_register: 'EPERM',
+    ptrace_traceme: 'EPERM',
+    clone3: 'ENOSYS',
+    memfd_create: 'ENOSYS',
+    TIOCSTI_high: 'EPERM',
+    TIOCLINUX: 'EPERM',
+  };
+  test.skipIf(!canRestricted || !['x64', 'arm64'].includes(process.arch))(
+    'restricted: each is refused before the kernel sees it',
+    async () => {
+      expect(await pythonJson<Outcome>(MORE_SYSCALLS, 'restricted')).toEqual(expected);
+    },
+  );
+
+  test.skipIf(!linux || !hasPython || !['x64', 'arm64'].includes(process.arch))(
+    'control: trusted (no filter) gets past it on every one',
+    async () => {
+      const out = await pythonJson<Outcome>(MORE_SYSCALLS, 'trusted');
+      // the kernel itself refuses these to a non-root host: open_by_handle_at without
+      // CAP_DAC_READ_SEARCH, TIOCSTI without CAP_SYS_ADMIN (dev.tty.legacy_tiocsti=0)
+      const kernelRefuses = isRoot ? [] : ['open_by_handle_at', 'TIOCSTI_high'];
+      for (const [name, refused] of Object.entries(expected)) {
+        if (refused !== 'ok' && !kernelRefuses.includes(name))
+          expect(out[name], name).not.toBe(refused);
+      }
+      // the ones the kernel grants any user on its own process
+      expect(out).toMatchObject({
+        personality: 'ok',
+        kcmp: 'ok',
+        pidfd_getfd: 'ok',
+        process_vm_readv: 'ok',
+        name_to_handle_at: 'ok',
+        ptrace_traceme: 'ok',
+        memfd_create: 'ok',
+      });
+    },
+  );
+});
+
 describe('fail closed', () => {
   test('restricted with no bwrap: Sandbox error with a fix, nothing started', async () => {
     const { python } = await import('./helpers.js');

@@ -202,6 +202,70 @@ describe('many files across /tmp and /dev/shm', () => {
   });
 });
 
+/**
+ * Empty files alternately in /tmp and /dev/shm, until `count` or a failure:
+ * no block of either tmpfs, but an inode and a dentry of kernel memory each.
+ * Prints how many it made every 10 000, so a killed tree still says.
+ */
+const EMPTY_FILES = (count: number) => `
+made, error = 0, None
+try:
+    while made < ${count}:
+        os.close(os.open('%s/e%d' % (('/tmp', '/dev/shm')[made % 2], made), os.O_CREAT | os.O_WRONLY, 0o600))
+        made += 1
+        if made % 10000 == 0:
+            print(json.dumps({'made': made}), flush=True)
+except OSError as e:
+    error = errno.errorcode[e.errno]
+print(json.dumps({'made': made, 'error': error}), flush=True)`;
+
+describe('many empty files (no block of a tmpfs, kernel memory each)', () => {
+  // 96 + 16 MiB: the budget holds ~115 000 files at ~1 KiB of inode and dentry each
+  const limits = { memoryBytes: 96 * MiB, tmpfsBytes: 16 * MiB };
+  const count = 400_000;
+  test.skipIf(!canRestricted)(
+    `restricted: ${count} empty files under a ${(limits.memoryBytes + limits.tmpfsBytes) / MiB} MiB budget kill the tree for memory (${cgroupHere ? `cgroup ${cgroupHere}` : "the host's look"})`,
+    async () => {
+      const result = await python(EMPTY_FILES(count), {
+        policy: 'restricted',
+        timeoutMs: 120_000,
+        limits,
+      });
+      expect(result.signal).toBe('SIGKILL');
+      expect(result.limit).toBe('memory');
+      expect(result.stdout.toString()).not.toContain(`"made": ${count}`);
+    },
+    150_000,
+  );
+
+  test.skipIf(!canRestricted)(
+    'control: the tmpfs itself would let them all be made (inodes to spare, no block used)',
+    async () => {
+      const out = await pythonJson<{ inodes: number[]; free: number[] }>(
+        `s = [os.statvfs(d) for d in ('/tmp', '/dev/shm')]
+print(json.dumps({'inodes': [x.f_ffree for x in s], 'free': [x.f_bfree * x.f_frsize for x in s]}))`,
+        'restricted',
+        { limits },
+      );
+      expect(Math.min(...out.inodes)).toBeGreaterThan(count / 2); // each gets half
+      // an empty file takes no block: the size, the only bound the tmpfs has, never runs out
+      expect(out.free[0]! + out.free[1]!).toBeGreaterThan(limits.tmpfsBytes - MiB);
+    },
+  );
+
+  test.skipIf(!canRestricted)(
+    'restricted: a few thousand files within the budget are left alone',
+    async () => {
+      const out = await pythonJson<{ made: number; error: string | null }>(
+        `${EMPTY_FILES(5000)}`,
+        'restricted',
+        { limits },
+      );
+      expect(out).toEqual({ made: 5000, error: null });
+    },
+  );
+});
+
 /** Pipes grown to 1 MiB (F_SETPIPE_SZ) and filled, until `target` bytes or a failure. */
 const PIPES_LOOP = (target: number) => `
 import fcntl

@@ -135,6 +135,12 @@ describe('seccomp program', () => {
       'io_uring_setup',
       'kexec_load',
       'init_module',
+      'process_vm_readv',
+      'kcmp',
+      'pidfd_getfd',
+      'process_madvise',
+      'open_by_handle_at',
+      'name_to_handle_at',
     ]) {
       expect(DENIED_SYSCALLS).toContain(name);
     }

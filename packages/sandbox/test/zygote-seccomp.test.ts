@@ -64,6 +64,19 @@ describe('seccomp: the zygote program', () => {
       }
     });
 
+    test(`${name}: personality() only to Linux's own personas and the query, in both`, () => {
+      const nr = name === 'x86_64' ? 135 : 92;
+      for (const program of [strict, relaxed]) {
+        for (const persona of [0, 0x8, 0x20000, 0x20008, 0xffffffff]) {
+          expect(run(program, arch, nr, persona)).toBe(ALLOW);
+        }
+        // ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, another execution domain
+        for (const persona of [0x0040000, 0x0400000, 0x0100000, 0x0040008, 0x1]) {
+          expect(run(program, arch, nr, persona)).toBe(EPERM);
+        }
+      }
+    });
+
     test(`${name}: the two differ nowhere else`, () => {
       const differ: number[] = [];
       for (let nr = 0; nr < 1024; nr++) {
