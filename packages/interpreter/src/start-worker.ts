@@ -119,11 +119,12 @@ async function spawn(
   const { sandbox } = options;
   if (!zygote) {
     // the driver boots; a body comes only in frames the host writes once the tree is in its cgroup
-    return launchSandboxedAsync({
+    const launch = launchSandboxedAsync({
       ...sandbox,
       trustedBoot: true,
       ...(shared ? { sharedFile: shared.fd } : {}),
     });
+    return launchedWithin(launch, options.startupMs, options.signal);
   }
   return zygote.fork({
     functionName: sandbox.functionName ?? 'worker',
@@ -133,6 +134,49 @@ async function spawn(
     startupMs: options.startupMs,
     ...(options.spare ? { warm: true } : {}),
   });
+}
+
+/**
+ * The tree `launch` hands over within `ms`, else a start failure (or an
+ * abort): a launch that never answers (the spawner stopped from outside)
+ * must not hold a start, and the batch waiting for it, for ever. A tree
+ * handed over after that is killed.
+ */
+async function launchedWithin(
+  launch: Promise<SandboxedTree>,
+  ms: number,
+  signal: AbortSignal | undefined,
+): Promise<SandboxedTree> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const givenUp = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(
+        new WorkerFailure(
+          'startup',
+          `the interpreter did not start within ${ms} ms (its sandbox was not launched)`,
+          undefined,
+          'wall-clock',
+        ),
+      );
+    }, ms);
+    onAbort = () =>
+      reject(new WorkerFailure('aborted', 'aborted', undefined, undefined, signal?.reason));
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([launch, givenUp]);
+  } catch (error) {
+    launch.then(
+      (tree) => tree.kill(),
+      () => {},
+    ); // late: nobody takes it
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  }
 }
 
 async function startOn(options: StartWorkerOptions, zygote: Zygote | undefined) {

@@ -157,17 +157,28 @@ export class ZygoteStarts {
     return entry.spares;
   }
 
-  /** A worker from `zygote` failed before its ready frame (the caller starts a tree instead). */
+  /**
+   * A worker from `zygote` failed before its ready frame (the caller starts a
+   * tree instead).
+   */
   failed(zygote: Zygote, error: unknown): void {
     const entry = this.#entry;
     if (!entry || entry.zygote !== zygote) return;
     if (zygote.unfit || !entry.proven) {
       entry.off = `its first worker did not start: ${(error as Error)?.message ?? String(error)}`;
-      entry.zygote = undefined;
-      void entry.spares?.close();
-      entry.spares = undefined;
-      void zygote.close();
+    } else if (!zygote.unanswered) {
+      return; // the worker's own failure, or one the zygote answered: it serves on
+    } else if (++entry.deaths >= MAX_DEATHS) {
+      entry.off = `the zygote died ${entry.deaths} times`;
+    } else {
+      entry.trees = TREES_FIRST; // a replacement boots at the next start, as for one that died
     }
+    // A proven zygote that did not answer a fork (stopped from outside, wedged) would make
+    // every later start wait for its deadline: it is ended, and replaced as one that died.
+    entry.zygote = undefined;
+    void entry.spares?.close();
+    entry.spares = undefined;
+    void zygote.close();
   }
 
   /** A worker from `zygote` is ready for its function (`spare`: it began as a spare). */

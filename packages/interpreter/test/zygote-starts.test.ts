@@ -14,6 +14,7 @@ import { beforeEach, describe, expect, test, vi } from 'vitest';
 interface Fake {
   alive: boolean;
   unfit: boolean;
+  unanswered: boolean;
   pid: number;
   closed: number;
   close(): Promise<void>;
@@ -32,6 +33,7 @@ vi.mock('@improv/extfn-sandbox', async (original) => ({
       const fake: Fake = {
         alive: true,
         unfit: false,
+        unanswered: false,
         pid: 1000 + made.length,
         closed: 0,
         async close() {
@@ -285,6 +287,34 @@ describe('zygote starts', () => {
     starts.failed(zygote, new Error('exit code 70'));
     expect(starts.zygoteFor(s)).toBeUndefined();
     expect(starts.stats().zygote).toMatch(/^off:/);
+    await starts.close();
+  });
+
+  test('a proven zygote that left a fork unanswered (stopped from outside) is closed and replaced at the next start, as a death', async () => {
+    const s = setting();
+    const starts = new ZygoteStarts();
+    const zygote = (await starts.zygoteFor(s, 1))!;
+    starts.succeeded(zygote);
+    // a fork it answered with a failure (could not clone, the child ended): it serves on
+    starts.failed(zygote, new Error('the zygote could not clone: EAGAIN'));
+    expect(made[0]!.closed).toBe(0);
+    expect(starts.zygoteFor(s)).toBe(zygote);
+    made[0]!.unanswered = true;
+    starts.failed(zygote, new Error('the worker did not dial back in 1000 ms'));
+    expect(made[0]!.closed).toBe(1);
+    // the next start forks from a new zygote instead of waiting for the old one's deadline again
+    const next = starts.zygoteFor(s);
+    expect(next).toBeInstanceOf(Promise);
+    expect(await next).toBe(made[1]);
+    starts.succeeded(made[1] as never);
+    made[1]!.unanswered = true;
+    starts.failed(made[1] as never, new Error('no fork'));
+    starts.failed(made[1] as never, new Error('again: not the zygote in use')); // counted once
+    expect(await starts.zygoteFor(s)).toBe(made[2]);
+    made[2]!.unanswered = true;
+    starts.failed(made[2] as never, new Error('no fork'));
+    expect(starts.zygoteFor(s)).toBeUndefined();
+    expect(starts.stats().zygote).toBe('off: the zygote died 3 times');
     await starts.close();
   });
 

@@ -6,8 +6,9 @@
  */
 import { type StdioOptions, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, fchownSync } from 'node:fs';
+import { chownSync, fchownSync, readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ExtFnError } from '@improv/extfn-core';
 import { bwrapArgs, cgroupGateArgs, innerNprocArgs, prlimitArgs } from './args.js';
 import { hostBinds, isSystemPath } from './binds.js';
@@ -540,6 +541,7 @@ function started(
           guest, // the pid namespace's pid 1 (restricted): every process of the body is below it
           limits.memoryBytes + limits.tmpfsBytes,
           () => void killTree(tree),
+          restricted, // its own /tmp and /dev/shm, whose files count
         )
       : undefined;
 
@@ -585,7 +587,43 @@ function started(
     },
     async kill() {
       await killTree(tree);
-      await exited;
+      // Its exit comes through the spawner, which a stop from outside (SIGSTOP) keeps
+      // from reporting it: past a grace, a leader that is gone or a zombie is dead
+      // enough for a kill (its clean-up runs once the exit is reported).
+      const reported = new AbortController();
+      await Promise.race([
+        exited.finally(() => reported.abort()),
+        leaderDead(pid, reported.signal),
+      ]);
     },
   };
+}
+
+/** How long a kill waits for the exit report before it looks at the leader itself. */
+const KILL_GRACE_MS = 1000;
+
+/**
+ * Resolves once `pid` has no entry in /proc or is a zombie, looked at from
+ * KILL_GRACE_MS on; never once `reported` aborts (the exit settled the kill,
+ * and the pid may be another process's by then): its timer ends with it.
+ */
+async function leaderDead(pid: number | undefined, reported: AbortSignal): Promise<void> {
+  const never = new Promise<void>(() => {});
+  if (pid === undefined) return never; // never started: its exit settles the kill
+  try {
+    await sleep(KILL_GRACE_MS, undefined, { signal: reported });
+    for (;;) {
+      let state: string | undefined;
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+      } catch {
+        return; // reaped
+      }
+      if (state === 'Z' || state === 'X') return;
+      await sleep(50, undefined, { signal: reported });
+    }
+  } catch {
+    return never; // reported meanwhile
+  }
 }

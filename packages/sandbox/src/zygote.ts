@@ -117,6 +117,8 @@ interface PendingFork {
   settle(): void;
   fail(error: Error): void;
   exit(how: ChildExit): void;
+  /** The zygote answered this fork (its pid, an error, or the child's exit). */
+  answered?: boolean;
 }
 
 const SIGNAL_NAMES = Object.fromEntries(
@@ -183,6 +185,12 @@ export class Zygote {
   forks = 0;
   /** A worker exited 70 before it was ready: its sandbox cannot be set up on this host. */
   unfit = false;
+  /**
+   * A fork got no answer at all (no pid, no error line) within its deadline:
+   * the zygote is stopped from outside or wedged, and every later fork would
+   * wait as long. (A fork it answered with a failure leaves it in service.)
+   */
+  unanswered = false;
   #tree: Launched;
   #server: Server;
   #pending = new Map<number, PendingFork>();
@@ -348,6 +356,7 @@ export class Zygote {
   #control(message: Record<string, unknown>): void {
     const pending = this.#pending.get(Number(message.id));
     if (!pending) return;
+    pending.answered = true;
     if (typeof message.pid === 'number') {
       pending.pid = message.pid;
       pending.onPid?.(message.pid);
@@ -506,6 +515,7 @@ export class Zygote {
       ]);
     } catch (error) {
       pending.onPid = undefined; // a pid answered after this: no join for a start given up
+      if (pending.pid === undefined && !pending.answered && !this.#dead) this.unanswered = true;
       if (hostPid !== undefined) killPid(hostPid, born);
       pending.stdio?.destroy();
       pending.stderr?.destroy();
@@ -596,6 +606,7 @@ export class Zygote {
           () => (ended ? undefined : pid),
           limits.memoryBytes + limits.tmpfsBytes,
           () => killPid(pid, born),
+          true, // the worker's own /tmp and /dev/shm (zygote.py, step 2), whose files count
         );
     let stderrHead = '';
     stderr.on('data', (chunk: Buffer) => {
