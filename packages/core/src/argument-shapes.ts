@@ -6,7 +6,7 @@
  * call of the right shape for this function's argument types.
  */
 import type { ExternalFn } from './descriptor.js';
-import { ExtFnError } from './errors.js';
+import { describeThrown, ExtFnError } from './errors.js';
 import { describeValue, isValueOf, type ValueType } from './value.js';
 
 /** A Value of each type, as source text, for the examples. */
@@ -85,6 +85,18 @@ export function argumentsNotArray(fn: ExternalFn, given: unknown): ExtFnError {
     `the arguments must be an array of Values, ${perArgument(fn)}`,
     given,
     `pass them in an array, e.g. eval(${quoted(fn.name)}, ${row}); each row of evalBatch is such an array, e.g. evalBatch(${quoted(fn.name)}, [${row}, …])`,
+  );
+}
+
+/** `eval`'s arguments (or a row of `evalBatch`) cannot be read: a revoked Proxy, a getter that throws. */
+export function argumentsUnreadable(fn: ExternalFn, error: unknown): ExtFnError {
+  const row = sampleRow(fn);
+  const got = `arguments that cannot be read (${describeThrown(error)})`;
+  const fix = `pass a plain array of Values, e.g. eval(${quoted(fn.name)}, ${row})`;
+  return new ExtFnError(
+    'ArityMismatch',
+    `function ${fn.name}: the arguments must be an array of Values, ${perArgument(fn)}, got ${got}; ${fix}`,
+    { functionName: fn.name, expected: fn.argTypes.length, got, fix, cause: error },
   );
 }
 

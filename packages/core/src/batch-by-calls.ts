@@ -21,11 +21,12 @@ export async function batchByCalls(
   const results: RowResult[] = new Array(rows.length);
   let next = 0;
   let done = 0;
+  let aborted: ExtFnError | undefined; // one for every row not started (10^6 rows: one error)
   const lane = async () => {
     while (next < rows.length) {
       const i = next++;
       if (options.signal?.aborted) {
-        results[i] = ExtFnError.aborted(fn.name, options.signal.reason);
+        results[i] = aborted ??= ExtFnError.aborted(fn.name, options.signal.reason);
       } else {
         try {
           results[i] = await call(rows[i]!);

@@ -3,6 +3,7 @@
  * engine's serde form (snake_case fields, capitalised type and language names).
  */
 import { z } from 'zod';
+import { describeThrown } from './errors.js';
 import { type Json, valueTypeFromEngine, valueTypeToEngine } from './json.js';
 import { VALUE_TYPES, type ValueType } from './value.js';
 
@@ -50,12 +51,21 @@ const language = z
     'must be a language id such as python, r, julia, pure or wasm',
   );
 
+/**
+ * What a name must not hold: control characters (C0, DEL, C1: a C1 CSI
+ * rewrites a terminal that shows an error naming the function), line and
+ * paragraph separators, and unpaired surrogates (no UTF-8 for them: two
+ * names could reach a driver as one).
+ */
+const BAD_NAME_CHARACTER =
+  /[\u0000-\u001f\u007f-\u009f\u2028\u2029]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
 const name = z
   .string()
   .min(1, 'must not be empty')
   .refine(
-    (s) => s.trim() === s && !/[\u0000-\u001f]/.test(s),
-    'must have no surrounding spaces or control characters',
+    (s) => s.trim() === s && !BAD_NAME_CHARACTER.test(s),
+    'must have no surrounding spaces, control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, or unpaired surrogates',
   );
 
 /** Our form. */
@@ -86,11 +96,20 @@ export const engineExternalFnSchema = z
   }));
 
 /** A descriptor that failed to parse; `issues` name each field and what was wrong. */
+/** Most issues a message lists (all are in `issues`): 10^5 bad argTypes make one short message. */
+const ISSUES_SHOWN = 20;
+
 export class InvalidDescriptorError extends TypeError {
   readonly issues: { path: string; message: string }[];
   constructor(label: string, issues: { path: string; message: string }[]) {
-    const lines = issues.map((i) => `  ${i.path || '(descriptor)'}: ${i.message}`).join('\n');
-    super(`invalid external function descriptor${label}:\n${lines}`);
+    const shown = issues.slice(0, ISSUES_SHOWN).map((i) => {
+      const message = i.message.length > 300 ? `${i.message.slice(0, 300)}…` : i.message;
+      return `  ${i.path || '(descriptor)'}: ${message}`;
+    });
+    if (issues.length > ISSUES_SHOWN) {
+      shown.push(`  … and ${issues.length - ISSUES_SHOWN} more (see .issues)`);
+    }
+    super(`invalid external function descriptor${label}:\n${shown.join('\n')}`);
     this.name = 'InvalidDescriptorError';
     this.issues = issues;
   }
@@ -111,14 +130,32 @@ function formatPath(path: readonly PropertyKey[]): string {
 export function parseExternalFn(input: unknown): ExternalFn {
   const record =
     typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : undefined;
-  const isEngine = record !== undefined && ('arg_types' in record || 'return_type' in record);
-  const result = (isEngine ? engineExternalFnSchema : externalFnSchema).safeParse(input);
+  let result: ReturnType<typeof externalFnSchema.safeParse>;
+  try {
+    const isEngine = record !== undefined && ('arg_types' in record || 'return_type' in record);
+    result = (isEngine ? engineExternalFnSchema : externalFnSchema).safeParse(input);
+  } catch (error) {
+    // a getter that throws, a Proxy's trap: the descriptor as a whole cannot be read
+    throw new InvalidDescriptorError(labelOf(record), [
+      { path: '', message: `cannot be read: ${describeThrown(error)}` },
+    ]);
+  }
   if (result.success) return result.data;
-  const label = typeof record?.name === 'string' ? ` "${record.name}"` : '';
   throw new InvalidDescriptorError(
-    label,
+    labelOf(record),
     result.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message })),
   );
+}
+
+/** ` "name"` for the message, when the descriptor has a readable string name (cut to 100). */
+function labelOf(record: Record<string, unknown> | undefined): string {
+  try {
+    const name = record?.name;
+    if (typeof name !== 'string') return '';
+    return ` ${JSON.stringify(name.length > 100 ? `${name.slice(0, 100)}…` : name)}`;
+  } catch {
+    return '';
+  }
 }
 
 /**

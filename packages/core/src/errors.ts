@@ -73,17 +73,19 @@ export interface ExtFnErrorFields {
 export class ExtFnError extends Error {
   readonly [MARKER] = true;
   readonly kind: ExtFnErrorKind;
-  readonly functionName?: string;
-  readonly expected?: number | ValueType;
-  readonly got?: number | string;
-  readonly position?: number;
-  readonly ms?: number;
-  readonly stderr?: string;
-  readonly limit?: ResourceLimit;
-  readonly aborted?: boolean;
-  readonly language?: string;
-  readonly available?: readonly string[];
-  readonly fix?: string;
+  // `declare`: a field is an own property only when set (no `stderr: undefined`
+  // on every error, in logs, spreads and Object.keys), and costs nothing to build.
+  declare readonly functionName?: string;
+  declare readonly expected?: number | ValueType;
+  declare readonly got?: number | string;
+  declare readonly position?: number;
+  declare readonly ms?: number;
+  declare readonly stderr?: string;
+  declare readonly limit?: ResourceLimit;
+  declare readonly aborted?: boolean;
+  declare readonly language?: string;
+  declare readonly available?: readonly string[];
+  declare readonly fix?: string;
 
   constructor(kind: ExtFnErrorKind, message: string, fields: ExtFnErrorFields = {}) {
     const { cause, ...rest } = fields;
@@ -100,11 +102,14 @@ export class ExtFnError extends Error {
   }
 
   static notFound(name: string, registered: readonly string[]): ExtFnError {
-    const list = registered.length ? registered.join(', ') : 'none';
-    return new ExtFnError('NotFound', `function ${name} is not registered (registered: ${list})`, {
-      functionName: name,
-      available: registered,
-    });
+    return new ExtFnError(
+      'NotFound',
+      `function ${name} is not registered (registered: ${listed(registered)})`,
+      {
+        functionName: name,
+        available: registered,
+      },
+    );
   }
 
   static arityMismatch(name: string, expected: number, got: number): ExtFnError {
@@ -233,6 +238,85 @@ export class ExtFnError extends Error {
  */
 export function toExtFnError(error: unknown, functionName: string): ExtFnError {
   if (ExtFnError.isInstance(error)) return error.withFunctionName(functionName);
-  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-  return ExtFnError.runtime(functionName, `runner failed: ${message}`, { cause: error });
+  return ExtFnError.runtime(functionName, `runner failed: ${describeThrown(error)}`, {
+    cause: error,
+  });
+}
+
+/** Most characters of a thrown thing's text that go into a message. */
+const THROWN_TEXT_MAX = 1_000;
+
+/**
+ * Anything thrown as a line of text (`TypeError: boom`), never throwing
+ * itself: an object without a prototype, a `message` getter that throws, a
+ * revoked Proxy. Cut to THROWN_TEXT_MAX characters.
+ */
+export function describeThrown(error: unknown): string {
+  const cut = (text: string) =>
+    text.length > THROWN_TEXT_MAX ? `${text.slice(0, THROWN_TEXT_MAX)}…` : text;
+  try {
+    if (error instanceof Error) return cut(`${String(error.name)}: ${String(error.message)}`);
+    if (typeof error === 'object' && error !== null) {
+      const message = (error as { message?: unknown }).message;
+      if (typeof message === 'string') return cut(message);
+      try {
+        return cut(String(error));
+      } catch {
+        return Object.prototype.toString.call(error); // no prototype, or a toString that throws
+      }
+    }
+    return cut(String(error));
+  } catch {
+    return 'a thrown value that cannot be read';
+  }
+}
+
+/** The names shown in a NotFound message: the first LISTED_MAX, then how many more. */
+const LISTED_MAX = 20;
+function listed(names: readonly string[]): string {
+  if (names.length === 0) return 'none';
+  const shown = names.slice(0, LISTED_MAX).map((n) => (n.length > 60 ? `${n.slice(0, 60)}…` : n));
+  const more = names.length - shown.length;
+  return more > 0 ? `${shown.join(', ')} and ${more} more` : shown.join(', ');
+}
+
+/**
+ * Makes the errors of a batch's rows: without a stack trace (it would show
+ * only core's own frames, and capturing one costs microseconds: seconds for
+ * 10^6 bad rows) and one instance per distinct kind and message, so a
+ * million rows that fail alike hold one error between them, as rows a
+ * runner fails together already do.
+ */
+export class RowErrors {
+  #seen = new Map<string, ExtFnError>();
+  #limit: number | undefined;
+
+  /** Until `end`, errors are made without a stack trace. */
+  begin(): void {
+    try {
+      this.#limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 0;
+    } catch {
+      this.#limit = undefined; // a frozen Error (a locked-down realm): stacks it is
+    }
+  }
+
+  end(): void {
+    if (this.#limit === undefined) return;
+    try {
+      Error.stackTraceLimit = this.#limit;
+    } catch {
+      // as begin
+    }
+  }
+
+  /** `error`, or an earlier one of this batch with the same kind and message. */
+  share(error: ExtFnError): ExtFnError {
+    const key = `${error.kind}\u0000${error.message}`;
+    const seen = this.#seen.get(key);
+    if (seen) return seen;
+    if (this.#seen.size >= 1_000) this.#seen.clear(); // bounded: distinct messages are not shared
+    this.#seen.set(key, error);
+    return error;
+  }
 }

@@ -7,7 +7,7 @@
 import type { ExternalFn } from './descriptor.js';
 import { ExtFnError } from './errors.js';
 import type { Column } from './typed-columns.js';
-import { describeValue, isPlainValueOf, isValueOf, type Value } from './value.js';
+import { describeMismatch, isPlainValueOf, isValueOf, type Value } from './value.js';
 
 /** One call's outcome in a batch: its value, or its own error. */
 export type RowResult = Value | ExtFnError;
@@ -23,12 +23,20 @@ export interface ColumnResults<C extends Column = Float64Array> {
   errors: Map<number, ExtFnError>;
 }
 
-/** Checks what a runner returned against the declared return type. */
+/**
+ * Checks what a runner returned against the declared return type. Never
+ * throws: a result that cannot be read (a getter that throws, a revoked
+ * Proxy) is that row's Runtime error like any other wrong result.
+ */
 export function checkResult(fn: ExternalFn, result: unknown): RowResult {
-  if (isPlainValueOf(result, fn.returnType)) return result;
-  if (ExtFnError.isInstance(result)) return result.withFunctionName(fn.name);
-  if (isValueOf(result, fn.returnType)) return result;
-  const got = isValueOf(result) ? describeValue(result) : typeof result;
+  try {
+    if (isPlainValueOf(result, fn.returnType)) return result;
+    if (ExtFnError.isInstance(result)) return result.withFunctionName(fn.name);
+    if (isValueOf(result, fn.returnType)) return result;
+  } catch {
+    // described below, as a value that cannot be read
+  }
+  const got = describeMismatch(result, fn.returnType);
   return ExtFnError.runtime(fn.name, `result expected ${fn.returnType}, got ${got}`, {
     expected: fn.returnType,
     got,

@@ -4,8 +4,14 @@
  * is started.
  */
 
-import { argumentsNotArray, columnsNotArray, rowsNotArray } from './argument-shapes.js';
-import { guardCall } from './backstop.js';
+import {
+  argumentsNotArray,
+  argumentsUnreadable,
+  columnsNotArray,
+  describeGiven,
+  rowsNotArray,
+} from './argument-shapes.js';
+import { closedError, graceMs, MAX_TIMER_DELAY_MS } from './backstop.js';
 import {
   type ArgumentsKey,
   argumentsKey,
@@ -14,7 +20,7 @@ import {
   ResultCache,
 } from './cache.js';
 import { type ExternalFn, parseExternalFn } from './descriptor.js';
-import { ExtFnError, toExtFnError } from './errors.js';
+import { describeThrown, ExtFnError, RowErrors, toExtFnError } from './errors.js';
 import { checkEvalOptions, isTimeout, MAX_TIMEOUT_MS } from './eval-options.js';
 import {
   type BatchOptions,
@@ -37,7 +43,7 @@ import {
   unrepresentable,
   writeCell,
 } from './typed-columns.js';
-import { describeValue, isValueOf, type Value, type ValueType } from './value.js';
+import { describeMismatch, isValueOf, type Value, type ValueType } from './value.js';
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
 export { MAX_TIMEOUT_MS };
@@ -125,22 +131,32 @@ interface Entry {
  * Returns the error, or undefined when the row is fine.
  */
 export function checkArguments(fn: ExternalFn, args: readonly Value[]): ExtFnError | undefined {
-  if (!Array.isArray(args)) return argumentsNotArray(fn, args);
-  if (args.length !== fn.argTypes.length) {
-    return ExtFnError.arityMismatch(fn.name, fn.argTypes.length, args.length);
-  }
-  for (let i = 0; i < args.length; i++) {
-    const expected = fn.argTypes[i]!;
-    const arg = args[i];
-    if (isPlainArgument(arg, expected)) continue; // the hot path: numbers, booleans, text
-    if (!isValueOf(arg, expected)) {
-      const got = isValueOf(arg)
-        ? describeValue(arg)
-        : `a malformed value (${JSON.stringify(arg)?.slice(0, 60)})`;
-      return ExtFnError.typeMismatch(fn.name, i + 1, expected, got);
+  let i = -1;
+  try {
+    if (!Array.isArray(args)) return argumentsNotArray(fn, args);
+    if (args.length !== fn.argTypes.length) {
+      return ExtFnError.arityMismatch(fn.name, fn.argTypes.length, args.length);
     }
+    for (i = 0; i < args.length; i++) {
+      const expected = fn.argTypes[i]!;
+      const arg = args[i];
+      if (isPlainArgument(arg, expected)) continue; // the hot path: numbers, booleans, text
+      if (!isValueOf(arg, expected)) {
+        return ExtFnError.typeMismatch(fn.name, i + 1, expected, describeMismatch(arg, expected));
+      }
+    }
+    return undefined;
+  } catch (error) {
+    // a getter that throws, a revoked Proxy: the caller's input, not a runner's failure
+    return i < 0 || i >= fn.argTypes.length
+      ? argumentsUnreadable(fn, error)
+      : ExtFnError.typeMismatch(
+          fn.name,
+          i + 1,
+          fn.argTypes[i]!,
+          `a value that cannot be read (${describeThrown(error)})`,
+        );
   }
-  return undefined;
 }
 
 /**
@@ -206,6 +222,7 @@ export class Registry {
   #functions = new Map<string, Entry>();
   #runners = new Map<string, RunnerHandle>();
   #closed = false;
+  #closing: Promise<void> | undefined;
 
   constructor(options: RegistryOptions = {}) {
     this.timeoutMs = checkDefaultTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
@@ -274,25 +291,29 @@ export class Registry {
 
   /** Evaluates one call. Rejects with an ExtFnError, never anything else. */
   async eval(name: string, args: readonly Value[], options: EvalOptions = {}): Promise<Value> {
-    const entry = this.#lookup(name);
-    const { fn } = entry;
-    const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
-    const invalid = checkArguments(fn, args);
-    if (invalid) throw invalid;
-    const runner = this.#runnerFor(fn);
-    const salted = this.#cacheDigest(entry, runner, options);
-    // Await only when a runner salt is asked for: an uncached call reaches the runner synchronously.
-    const digest = typeof salted === 'object' ? await salted : salted;
-    const cache = digest === undefined ? undefined : this.cache;
-    const cacheKey = cache ? argumentsKey(args) : undefined;
-    if (cache) {
-      const hit = cache.get(digest!, cacheKey!);
-      if (hit !== undefined) return hit;
+    try {
+      const entry = this.#lookup(name);
+      const { fn } = entry;
+      const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
+      const invalid = checkArguments(fn, args);
+      if (invalid) throw invalid;
+      const runner = this.#runnerFor(fn);
+      const salted = this.#cacheDigest(entry, runner, options);
+      // Await only when a runner salt is asked for: an uncached call reaches the runner synchronously.
+      const digest = typeof salted === 'object' ? await salted : salted;
+      const cache = digest === undefined ? undefined : this.cache;
+      const cacheKey = cache ? argumentsKey(args) : undefined;
+      if (cache) {
+        const hit = cache.get(digest!, cacheKey!);
+        if (hit !== undefined) return hit;
+      }
+      const result = await invoke(runner, fn, args, { ...options, timeoutMs });
+      if (ExtFnError.isInstance(result)) throw result;
+      cache?.set(digest!, cacheKey!, result);
+      return result;
+    } catch (error) {
+      throw unreadableInput(error, name);
     }
-    const result = await invoke(runner, fn, args, { ...options, timeoutMs });
-    if (ExtFnError.isInstance(result)) throw result;
-    cache?.set(digest!, cacheKey!, result);
-    return result;
   }
 
   /**
@@ -307,75 +328,97 @@ export class Registry {
     rows: readonly (readonly Value[])[],
     options: EvalBatchOptions = {},
   ): Promise<RowResult[]> {
-    const entry = this.#lookup(name);
-    const { fn } = entry;
-    const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
-    if (!Array.isArray(rows)) throw rowsNotArray(fn, rows);
-    const runner = this.#runnerFor(fn);
-    const total = rows.length;
-    const salted = this.#cacheDigest(entry, runner, options);
-    const digest = typeof salted === 'object' ? await salted : salted;
-    const cache = digest === undefined ? undefined : this.cache;
-    // Before the checks below, so that a worker start overlaps them; not when the
-    // first row is cached (the rest likely are: a start would be for nothing).
-    if (
-      total > 0 &&
-      !options.signal?.aborted &&
-      !(cache && isCached(cache, digest!, fn, rows[0]!))
-    ) {
-      const preparing = runner.prepare(fn, options.mode);
-      if (preparing) await preparing;
-    }
-    // The common batch sends every row: then the runner's array is the result
-    // and nothing else of the batch's length is made (a fresh array's pages
-    // fault in, which on a VM costs more than the loop). `results` and
-    // `pending` (typed, not push(): this loop runs once per cell of a refresh)
-    // are made at the first row settled here, an invalid one or a cache hit.
-    let results: RowResult[] | undefined;
-    let pending: Int32Array | undefined;
-    const keys: ArgumentsKey[] | undefined = cache ? new Array(total) : undefined;
-    let count = 0;
-    for (let i = 0; i < total; i++) {
-      const args = rows[i]!;
-      let settled: RowResult | undefined = checkArguments(fn, args);
-      if (settled === undefined && cache) {
-        const key = argumentsKey(args);
-        settled = cache.get(digest!, key);
-        if (settled === undefined) keys![count] = key;
+    try {
+      const entry = this.#lookup(name);
+      const { fn } = entry;
+      const timeoutMs = checkEvalOptions(fn.name, options, this.timeoutMs);
+      if (!Array.isArray(rows)) throw rowsNotArray(fn, rows);
+      const runner = this.#runnerFor(fn);
+      const total = rows.length;
+      const salted = this.#cacheDigest(entry, runner, options);
+      const digest = typeof salted === 'object' ? await salted : salted;
+      const cache = digest === undefined ? undefined : this.cache;
+      // Before the checks below, so that a worker start overlaps them; not when the
+      // first row is cached (the rest likely are: a start would be for nothing).
+      if (
+        total > 0 &&
+        !options.signal?.aborted &&
+        !(cache && isCached(cache, digest!, fn, rows[0]!))
+      ) {
+        const preparing = runner.prepare(fn, options.mode);
+        if (preparing) await preparing;
       }
-      if (settled === undefined) {
-        if (pending) pending[count] = i;
-        count++;
-        continue;
+      // The common batch sends every row: then the runner's array is the result
+      // and nothing else of the batch's length is made (a fresh array's pages
+      // fault in, which on a VM costs more than the loop). `results` and
+      // `pending` (typed, not push(): this loop runs once per cell of a refresh)
+      // are made at the first row settled here, an invalid one or a cache hit.
+      let results: RowResult[] | undefined;
+      let pending: Int32Array | undefined;
+      const keys: ArgumentsKey[] | undefined = cache ? new Array(total) : undefined;
+      let count = 0;
+      const rowErrors = new RowErrors();
+      rowErrors.begin();
+      try {
+        for (let i = 0; i < total; i++) {
+          const args = rows[i]!;
+          let settled: RowResult | undefined = checkArguments(fn, args);
+          if (settled !== undefined) settled = rowErrors.share(settled);
+          else if (cache) {
+            const key = argumentsKey(args);
+            settled = cache.get(digest!, key);
+            if (settled === undefined) keys![count] = key;
+          }
+          if (settled === undefined) {
+            if (pending) pending[count] = i;
+            count++;
+            continue;
+          }
+          if (!pending) {
+            results = new Array(total);
+            pending = new Int32Array(total);
+            for (let j = 0; j < count; j++) pending[j] = j; // every row before this one is pending
+          }
+          results![i] = settled;
+        }
+      } finally {
+        rowErrors.end();
       }
-      if (!pending) {
-        results = new Array(total);
-        pending = new Int32Array(total);
-        for (let j = 0; j < count; j++) pending[j] = j; // every row before this one is pending
+      const settled = total - count;
+      options.onProgress?.(settled, total);
+      if (count === 0) return results ?? [];
+      const batchOptions: BatchOptions = { ...options, timeoutMs };
+      if (options.onProgress) {
+        const report = options.onProgress;
+        batchOptions.onProgress = (done) => report(settled + done, total);
       }
-      results![i] = settled;
+      const todo = pending ? Array.from(pending.subarray(0, count), (i) => rows[i]!) : rows;
+      const computed = await runner.callBatch(fn, todo, batchOptions);
+      // Checked in place when they are the results (RunnerHandle made sure of the
+      // length), unless the runner handed back an array that cannot be written.
+      const out = results ?? (Object.isFrozen(computed) ? computed.slice() : computed);
+      rowErrors.begin();
+      try {
+        for (let j = 0; j < count; j++) {
+          const value = computed[j];
+          let result: RowResult;
+          try {
+            result = isPlainArgument(value, fn.returnType) ? value : checkResult(fn, value);
+          } catch {
+            result = checkResult(fn, value); // a result whose getter throws: its row's error
+          }
+          if (result !== value && ExtFnError.isInstance(result)) result = rowErrors.share(result);
+          const row = pending ? pending[j]! : j;
+          if (result !== value || pending) out[row] = result;
+          if (cache && !ExtFnError.isInstance(result)) cache.set(digest!, keys![j]!, result);
+        }
+      } finally {
+        rowErrors.end();
+      }
+      return out;
+    } catch (error) {
+      throw unreadableInput(error, name);
     }
-    const settled = total - count;
-    options.onProgress?.(settled, total);
-    if (count === 0) return results ?? [];
-    const batchOptions: BatchOptions = { ...options, timeoutMs };
-    if (options.onProgress) {
-      const report = options.onProgress;
-      batchOptions.onProgress = (done) => report(settled + done, total);
-    }
-    const todo = pending ? Array.from(pending.subarray(0, count), (i) => rows[i]!) : rows;
-    const computed = await runner.callBatch(fn, todo, batchOptions);
-    // Checked in place when they are the results (RunnerHandle made sure of the
-    // length), unless the runner handed back an array that cannot be written.
-    const out = results ?? (Object.isFrozen(computed) ? computed.slice() : computed);
-    for (let j = 0; j < count; j++) {
-      const value = computed[j];
-      const result = isPlainArgument(value, fn.returnType) ? value : checkResult(fn, value);
-      const row = pending ? pending[j]! : j;
-      if (result !== value || pending) out[row] = result;
-      if (cache && !ExtFnError.isInstance(result)) cache.set(digest!, keys![j]!, result);
-    }
-    return out;
   }
 
   /**
@@ -390,35 +433,39 @@ export class Registry {
     columns: readonly Column[],
     options: EvalColumnsOptions = {},
   ): Promise<ColumnResults<C>> {
-    const entry = this.#lookup(name);
-    const { fn } = entry;
-    const { errors: errorsIn, into, ...rest } = options ?? {};
-    const timeoutMs = checkEvalOptions(fn.name, rest, this.timeoutMs);
-    const rowCount = Array.isArray(columns) ? (columns[0]?.length ?? 0) : 0;
-    if (rowCount > (errorsIn?.size ?? 0) && !rest.signal?.aborted) {
-      // Before the column checks, so that a worker start overlaps them (not for a
-      // runner that would refuse the function: #runnerFor below says why).
-      const runner = this.#runners.get(fn.language);
-      if (fn.vectorized !== true || runner?.runner.capabilities.vectorized === true) {
-        const preparing = runner?.prepare(fn, rest.mode);
-        if (preparing) await preparing;
+    try {
+      const entry = this.#lookup(name);
+      const { fn } = entry;
+      const { errors: errorsIn, into, ...rest } = options ?? {};
+      const timeoutMs = checkEvalOptions(fn.name, rest, this.timeoutMs);
+      const rowCount = Array.isArray(columns) ? (columns[0]?.length ?? 0) : 0;
+      if (rowCount > (errorsIn?.size ?? 0) && !rest.signal?.aborted) {
+        // Before the column checks, so that a worker start overlaps them (not for a
+        // runner that would refuse the function: #runnerFor below says why).
+        const runner = this.#runners.get(fn.language);
+        if (fn.vectorized !== true || runner?.runner.capabilities.vectorized === true) {
+          const preparing = runner?.prepare(fn, rest.mode);
+          if (preparing) await preparing;
+        }
       }
-    }
-    const invalid =
-      checkTypedColumns(fn, columns, errorsIn) ??
-      (into === undefined ? undefined : checkInto(fn, into, columns));
-    if (invalid) throw invalid;
-    const runner = this.#runnerFor(fn);
-    const batchOptions: BatchOptions = { ...rest, timeoutMs };
-    if (isAllNumbers(fn) && !errorsIn?.size) {
-      const out = await runner.callColumns(fn, columns as Float64Array[], {
-        ...batchOptions,
-        ...(into ? { into } : {}),
-      });
+      const invalid =
+        checkTypedColumns(fn, columns, errorsIn) ??
+        (into === undefined ? undefined : checkInto(fn, into, columns));
+      if (invalid) throw invalid;
+      const runner = this.#runnerFor(fn);
+      const batchOptions: BatchOptions = { ...rest, timeoutMs };
+      if (isAllNumbers(fn) && !errorsIn?.size) {
+        const out = await runner.callColumns(fn, columns as Float64Array[], {
+          ...batchOptions,
+          ...(into ? { into } : {}),
+        });
+        return out as ColumnResults<C>;
+      }
+      const out = await evalTypedColumns(runner, fn, columns, errorsIn, batchOptions, into);
       return out as ColumnResults<C>;
+    } catch (error) {
+      throw unreadableInput(error, name);
     }
-    const out = await evalTypedColumns(runner, fn, columns, errorsIn, batchOptions, into);
-    return out as ColumnResults<C>;
   }
 
   /**
@@ -463,7 +510,7 @@ export class Registry {
         if (runner) {
           // As a call's: a Timeout past the deadline plus grace, an abort rejects the whole warm-up.
           try {
-            outcome = await guardCall(fn, runner.warmUp(fn, asked), timeoutMs, signal);
+            outcome = await runner.guard(fn, runner.warmUp(fn, asked), timeoutMs, signal);
           } catch (error) {
             if (signal?.aborted) throw error;
             outcome = error as ExtFnError;
@@ -476,14 +523,32 @@ export class Registry {
     );
   }
 
-  /** Ends every runner's processes. The registry cannot be used afterwards. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  /**
+   * Ends every runner's processes. The registry cannot be used afterwards:
+   * calls made after it reject with a Runtime error (the registry is closed),
+   * and calls in flight that a runner has not answered ABORT_WAIT_MS (2 s)
+   * after it settle with that error too. Calling it again gives the same
+   * promise. It waits for each runner's `close` for at most CLOSE_WAIT_MS or
+   * the registry's deadline plus grace, whichever is longer; a runner that
+   * fails to close, or does not within that, makes it reject with an
+   * ExtFnError naming the runner (the other runners are closed all the same).
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     this.#closed = true;
     const runners = [...this.#runners.values()];
     this.#runners.clear();
     this.cache?.clear();
-    const outcomes = await Promise.allSettled(runners.map((r) => r.close()));
+    // at most what a Node timer holds: a longer delay fires at once (TimeoutOverflowWarning)
+    const waitMs = Math.min(
+      MAX_TIMER_DELAY_MS,
+      Math.max(CLOSE_WAIT_MS, this.timeoutMs + graceMs(this.timeoutMs)),
+    );
+    const outcomes = await Promise.allSettled(runners.map((r) => closeWithin(r, waitMs)));
     const failed = outcomes.find((o) => o.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
   }
@@ -493,19 +558,24 @@ export class Registry {
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new Error('this Registry is closed');
+    if (this.#closed) {
+      throw new ExtFnError('Runtime', 'this Registry is closed', {
+        fix: 'register functions and add runners before Registry.close(), or on a new Registry',
+      });
+    }
   }
 
   #lookup(name: string): Entry {
-    if (this.#closed) {
-      throw ExtFnError.runtime(name, 'the registry is closed');
-    }
+    if (typeof name !== 'string') throw nameNotString(name, this.names);
+    if (this.#closed) throw closedError(name);
     const entry = this.#functions.get(name);
     if (!entry) throw ExtFnError.notFound(name, this.names);
     return entry;
   }
 
   #runnerFor(fn: ExternalFn): RunnerHandle {
+    // closed while the call waited (for a cache salt, a prepare): say so, not "no runner"
+    if (this.#closed) throw closedError(fn.name);
     const runner = this.#runners.get(fn.language);
     if (!runner) throw ExtFnError.languageUnavailable(fn.name, fn.language, this.languages);
     if (fn.vectorized === true && runner.runner.capabilities.vectorized !== true) {
@@ -585,26 +655,37 @@ async function evalTypedColumns(
   }
   const rows: Value[][] = [];
   const rowOf: number[] = [];
-  for (const i of todo) {
-    const row: Value[] = new Array(columns.length);
-    let failed: ExtFnError | undefined;
-    for (let k = 0; k < columns.length && !failed; k++) {
-      const cell = readCell(fn, columns, k, i);
-      if (ExtFnError.isInstance(cell)) failed = cell;
-      else row[k] = cell;
+  const rowErrors = new RowErrors();
+  rowErrors.begin();
+  try {
+    for (const i of todo) {
+      const row: Value[] = new Array(columns.length);
+      let failed: ExtFnError | undefined;
+      for (let k = 0; k < columns.length && !failed; k++) {
+        const cell = readCell(fn, columns, k, i);
+        if (ExtFnError.isInstance(cell)) failed = rowErrors.share(cell);
+        else row[k] = cell;
+      }
+      if (failed) errors.set(i, failed);
+      else {
+        rows.push(row);
+        rowOf.push(i);
+      }
     }
-    if (failed) errors.set(i, failed);
-    else {
-      rows.push(row);
-      rowOf.push(i);
-    }
+  } finally {
+    rowErrors.end();
   }
   const results = rows.length ? await runner.callBatch(fn, rows, options) : [];
-  for (let j = 0; j < rowOf.length; j++) {
-    const result = checkResult(fn, results[j]);
-    if (ExtFnError.isInstance(result)) errors.set(rowOf[j]!, result);
-    else if (!writeCell(values, rowOf[j]!, result))
-      errors.set(rowOf[j]!, unrepresentable(fn, result));
+  rowErrors.begin();
+  try {
+    for (let j = 0; j < rowOf.length; j++) {
+      const result = checkResult(fn, results[j]);
+      if (ExtFnError.isInstance(result)) errors.set(rowOf[j]!, rowErrors.share(result));
+      else if (!writeCell(values, rowOf[j]!, result))
+        errors.set(rowOf[j]!, rowErrors.share(unrepresentable(fn, result)));
+    }
+  } finally {
+    rowErrors.end();
   }
   if (into) fillFailed(fn.returnType, values, errors);
   return { values, errors };
@@ -658,16 +739,71 @@ async function invoke(
   options: CallOptions,
 ): Promise<RowResult> {
   try {
-    const result = await guardCall(
-      fn,
-      runner.call(fn, args, options),
-      options.timeoutMs,
-      options.signal,
-    );
-    return checkResult(fn, result);
+    return checkResult(fn, await runner.call(fn, args, options));
   } catch (error) {
     return toExtFnError(error, fn.name);
   }
+}
+
+/** The least `close` waits for a runner's `close` before it gives up on it. */
+const CLOSE_WAIT_MS = 30_000;
+
+/** A runner's close, bounded and typed: an ExtFnError naming the runner when it fails or hangs. */
+function closeWithin(runner: RunnerHandle, waitMs: number): Promise<void> {
+  const { language, packageName } = runner.runner;
+  const who = `the ${language} runner (${String(packageName)})`;
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reject(
+        new ExtFnError(
+          'Timeout',
+          `${who} did not close within ${waitMs} ms; its processes may still be running`,
+          { language, ms: waitMs, limit: 'wall-clock' },
+        ),
+      );
+    }, waitMs);
+    timer.unref?.();
+    runner.close().then(
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(
+          new ExtFnError('Runtime', `${who} failed to close: ${describeThrown(error)}`, {
+            language,
+            cause: error,
+          }),
+        );
+      },
+    );
+  });
+}
+
+/**
+ * What escapes a call's checks that is not an ExtFnError: reading the
+ * caller's input threw (an options getter, a Proxy column). A Runtime
+ * ExtFnError, so that a call rejects with nothing else.
+ */
+function unreadableInput(error: unknown, name: unknown): ExtFnError {
+  if (ExtFnError.isInstance(error)) return error;
+  const label = typeof name === 'string' ? name : describeGiven(name);
+  return ExtFnError.runtime(
+    label,
+    `reading the call's arguments or options threw: ${describeThrown(error)}`,
+    { cause: error, fix: 'pass plain arrays, columns and option objects (no getters that throw)' },
+  );
+}
+
+/** A function name that is not a string: NotFound, saying what was given. */
+function nameNotString(name: unknown, registered: readonly string[]): ExtFnError {
+  const given = describeGiven(name);
+  return new ExtFnError('NotFound', `a function name must be a string, got ${given}`, {
+    got: given,
+    available: registered,
+    fix: 'pass the name the function was registered under, e.g. registry.names[0]',
+  });
 }
 
 export interface StandaloneEvalOptions extends EvalOptions {

@@ -14,7 +14,7 @@
  */
 import { columnsNotArray } from './argument-shapes.js';
 import type { ExternalFn } from './descriptor.js';
-import { ExtFnError } from './errors.js';
+import { describeThrown, ExtFnError } from './errors.js';
 import { describeValue, type Value, type ValueType } from './value.js';
 
 /** A typed column: its class says its value type (see the table above). */
@@ -102,7 +102,7 @@ export function checkTypedColumns(
       if (!Number.isInteger(row) || row < 0 || row >= rowCount || !ExtFnError.isInstance(error)) {
         return ExtFnError.runtime(
           fn.name,
-          `options.errors maps row indexes in [0, ${rowCount}) to ExtFnErrors; got ${String(row)} → ${describeColumn(error)}`,
+          `options.errors maps row indexes in [0, ${rowCount}) to ExtFnErrors; got ${typeof row === 'string' ? JSON.stringify(row) : String(row)} → ${ExtFnError.isInstance(error) ? 'an ExtFnError' : describeColumn(error)}`,
         );
       }
     }
@@ -191,17 +191,21 @@ const NS_PER_MS = 1_000_000n;
  * they are; otherwise core reads them row by row, each bad cell its row's error.
  */
 export function cellsHold(fn: ExternalFn, columns: readonly Column[]): boolean {
-  for (let k = 0; k < columns.length; k++) {
-    const type = fn.argTypes[k];
-    if (type === 'boolean') {
-      const bytes = columns[k] as Uint8Array;
-      for (let i = 0; i < bytes.length; i++) if (bytes[i]! > 1) return false;
-    } else if (type === 'text') {
-      const texts = columns[k] as readonly string[];
-      for (let i = 0; i < texts.length; i++) if (typeof texts[i] !== 'string') return false;
+  try {
+    for (let k = 0; k < columns.length; k++) {
+      const type = fn.argTypes[k];
+      if (type === 'boolean') {
+        const bytes = columns[k] as Uint8Array;
+        for (let i = 0; i < bytes.length; i++) if (bytes[i]! > 1) return false;
+      } else if (type === 'text') {
+        const texts = columns[k] as readonly string[];
+        for (let i = 0; i < texts.length; i++) if (typeof texts[i] !== 'string') return false;
+      }
     }
+    return true;
+  } catch {
+    return false; // a cell that cannot be read (a Proxy's getter threw): readCell says which
   }
-  return true;
 }
 
 /** Row `i` of column `k` (already checked) as the Value `eval` would get, or that row's error. */
@@ -223,7 +227,13 @@ export function readCell(
       return { type, value: byte === 1 };
     }
     case 'text': {
-      const text = (column as readonly string[])[i];
+      let text: unknown;
+      try {
+        text = (column as readonly string[])[i];
+      } catch (error) {
+        const why = `a cell that cannot be read (${describeThrown(error)}) in a text column`;
+        return ExtFnError.typeMismatch(fn.name, k + 1, type, why);
+      }
       if (typeof text !== 'string') {
         return ExtFnError.typeMismatch(
           fn.name,

@@ -348,3 +348,61 @@ export function describeValue(value: Value): string {
       return `${value.type} ${String(value.value)}`;
   }
 }
+
+/** A few characters of any JS value, never throwing (for describing malformed input). */
+function glimpse(x: unknown): string {
+  switch (typeof x) {
+    case 'string':
+      return JSON.stringify(x.length > 20 ? `${x.slice(0, 20)}…` : x);
+    case 'bigint':
+      return `${x}n`;
+    case 'symbol':
+      return 'a symbol';
+    case 'function':
+      return 'a function';
+    case 'object':
+      if (x === null) return 'null';
+      if (x instanceof Date) return Number.isNaN(x.getTime()) ? 'Invalid Date' : x.toISOString();
+      return Array.isArray(x) ? '[…]' : '{…}';
+    default:
+      return String(x);
+  }
+}
+
+/**
+ * What is wrong with something given where a Value of `type` was expected,
+ * in a few words and never throwing (getters that throw, revoked Proxies,
+ * BigInts, cycles, megabytes of text): `text "2"`, `an invalid Date`,
+ * `datetime +010000-01-01T00:00:00.000Z (outside …)`, `enum 4294967296
+ * (an integer in [0, 4294967295])`, `a malformed value ({type: "number", value: 1n})`.
+ */
+export function describeMismatch(x: unknown, type: ValueType): string {
+  try {
+    if (isValueOf(x)) return describeValue(x);
+    if (typeof x !== 'object' || x === null) return `${glimpse(x)}, not a Value`;
+    const v = x as { type?: unknown; value?: unknown; nanos?: unknown };
+    if (v.type === type) {
+      const value = v.value;
+      if (type === 'datetime') {
+        if (!(value instanceof Date))
+          return `a datetime whose value is ${glimpse(value)}, not a Date`;
+        if (Number.isNaN(value.getTime())) return 'an invalid Date';
+        if (!isInstantInRange(value)) return `datetime ${value.toISOString()} (${RANGE_TEXT})`;
+        return `datetime nanos ${glimpse(v.nanos)} (an integer in [0, 999999] below the millisecond)`;
+      }
+      if (type === 'enum' && typeof value === 'number') {
+        return `enum ${value} (an integer in [0, ${ENUM_MAX}])`;
+      }
+      return `a ${type} whose value is ${glimpse(value)}`;
+    }
+    const keys = Object.keys(x);
+    const shown = keys
+      .slice(0, 4)
+      .map((key) => `${key}: ${glimpse((x as Record<string, unknown>)[key])}`);
+    if (keys.length > 4) shown.push('…');
+    return `a malformed value ({${shown.join(', ')}})`;
+  } catch (error) {
+    const why = error instanceof Error ? `${error.name}: ${error.message}` : 'it threw';
+    return `a value that cannot be read (${why.length > 200 ? `${why.slice(0, 200)}…` : why})`;
+  }
+}
