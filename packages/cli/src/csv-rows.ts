@@ -5,7 +5,7 @@
  */
 import type { ExternalFn } from '@improv/extfn-core';
 import { parseCell } from './cells.js';
-import { usage } from './cli-error.js';
+import { badInput, usage } from './cli-error.js';
 import type { CsvRecord } from './csv.js';
 import {
   checkColumnCount,
@@ -14,6 +14,16 @@ import {
   type TableOptions,
   type TableRow,
 } from './table.js';
+import { describeBadCharacter, firstBadCharacter, reencodeFix } from './utf8.js';
+
+/** The first cell holding a byte that is not UTF-8 (see utf8.ts): its 1-based column, and the byte. */
+function notUtf8(cells: readonly string[]): { column: number; what: string } | undefined {
+  for (let c = 0; c < cells.length; c++) {
+    const index = firstBadCharacter(cells[c]!);
+    if (index !== -1) return { column: c + 1, what: describeBadCharacter(cells[c]!, index) };
+  }
+  return undefined;
+}
 
 const LOOKS_LIKE_NAME = /^[A-Za-z_][\w .-]*$/;
 
@@ -28,10 +38,13 @@ export class CsvRows {
   #width: number | undefined;
   #needed = 0;
   #rowsSeen = 0;
+  readonly #fileName: string;
 
   constructor(fn: ExternalFn, options: TableOptions) {
     this.#fn = fn;
     this.#options = options;
+    this.#fileName =
+      options.file === undefined || options.file === '-' ? 'standard input' : options.file;
     if (options.columns) checkColumnCount(fn, options.columns);
     if (!options.header) this.#resolveColumns(undefined);
     if (!options.header && !options.columns) this.#width = fn.argTypes.length;
@@ -97,7 +110,14 @@ export class CsvRows {
 
   /** The row a record holds, or undefined for the header. */
   read(record: CsvRecord): TableRow | undefined {
+    const bad = notUtf8(record.cells);
     if (this.#options.header && this.#header === undefined) {
+      if (bad) {
+        throw badInput(
+          `${this.#fileName}: line ${record.line} (the header), column ${bad.column}: ${bad.what}`,
+          reencodeFix(this.#fileName),
+        );
+      }
       if (record.problem)
         throw usage(`line ${record.line}: the header is malformed: ${record.problem}`);
       this.#header = record.cells;
@@ -107,6 +127,16 @@ export class CsvRows {
     }
     const first = this.#rowsSeen++ === 0;
     const { line, cells } = record;
+    if (bad) {
+      this.#width ??= cells.length;
+      const name = this.#header?.[bad.column - 1];
+      return {
+        line,
+        cells: this.#fit(cells),
+        problem: `line ${line}, column ${bad.column}${name ? ` (${name})` : ''}: ${bad.what}; the file must be UTF-8`,
+        fix: reencodeFix(this.#fileName),
+      };
+    }
     if (record.problem) {
       return { line, cells: this.#fit(cells), problem: `line ${line}: ${record.problem}` };
     }

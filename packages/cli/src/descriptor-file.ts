@@ -8,8 +8,10 @@ import { resolve } from 'node:path';
 import { type ExternalFn, InvalidDescriptorError, parseExternalFn } from '@improv/extfn-core';
 import { badInput, usage } from './cli-error.js';
 import type { CliIo } from './io.js';
-import { describeJsonError } from './json-error.js';
+import { describeJsonError, lineAndColumn } from './json-error.js';
+import { duplicateKey } from './json-keys.js';
 import { KNOWN_LANGUAGE_IDS } from './runners.js';
+import { decodeEscaped, EscapingDecoder, reencodeFix, utf8Problem } from './utf8.js';
 
 const DESCRIPTOR_KEYS = [
   'name',
@@ -34,9 +36,10 @@ export function fileErrorReason(error: unknown, enoentText: string): string {
   return (error as Error).message;
 }
 
+/** A file's text; a byte that is not UTF-8 comes escaped (see utf8.ts), for the reader to report. */
 export async function readTextFile(path: string, cwd: string, what: string): Promise<string> {
   try {
-    return await readFile(resolve(cwd, path), 'utf8');
+    return decodeEscaped(await readFile(resolve(cwd, path)));
   } catch (error) {
     const why = fileErrorReason(error, 'no such file');
     throw badInput(`cannot read ${what} ${path}: ${why}`, `check the path (relative to ${cwd})`);
@@ -46,12 +49,12 @@ export async function readTextFile(path: string, cwd: string, what: string): Pro
 /** All of standard input as text (a descriptor is small). */
 export async function readStdinText(io: CliIo, what: string): Promise<string> {
   if (!io.stdin) throw usage(`this environment has no standard input to read the ${what} from`);
-  const decoder = new TextDecoder();
+  const decoder = new EscapingDecoder();
   let text = '';
   for await (const chunk of io.stdin()) {
-    text += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+    text += typeof chunk === 'string' ? chunk : decoder.decode(chunk);
   }
-  return text + decoder.decode();
+  return text + decoder.end();
 }
 
 /** "expected string, received undefined" says less than "missing". */
@@ -96,10 +99,20 @@ function candidates(text: string, file: string): Candidate[] {
   let json: unknown;
   // Editors on Windows save UTF-8 with a byte-order mark; JSON.parse refuses it.
   const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  const notUtf8 = utf8Problem(body);
+  if (notUtf8) throw badInput(`${file}: ${notUtf8}`, reencodeFix(file));
   try {
     json = JSON.parse(body);
   } catch (error) {
     throw badInput(`${file} is not valid JSON: ${describeJsonError(error, body)}`, FORMAT_HINT);
+  }
+  const twice = duplicateKey(body, json);
+  if (twice) {
+    const { line, column } = lineAndColumn(body, twice.index);
+    throw badInput(
+      `${file}: line ${line}, column ${column}: the key ${JSON.stringify(twice.key)} is written twice in one object`,
+      'write each key once: JSON would keep only the last value, and the other would be ignored without a word',
+    );
   }
   const nameOf = (input: unknown, fallback: string): string =>
     isObject(input) && typeof input.name === 'string' ? input.name : fallback;

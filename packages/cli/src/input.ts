@@ -1,9 +1,14 @@
-/** The rows file as text that comes in pieces, with how far reading has got (for the progress bar). */
+/**
+ * The rows file as text that comes in pieces, with how far reading has got
+ * (for the progress bar). A byte that is not UTF-8 arrives escaped (see
+ * utf8.ts), for the row it is in to be reported.
+ */
 import { type FileHandle, open } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { badInput, usage } from './cli-error.js';
 import { fileErrorReason } from './descriptor-file.js';
 import type { CliIo } from './io.js';
+import { EscapingDecoder } from './utf8.js';
 
 export interface TextSource {
   readonly chunks: AsyncIterable<string>;
@@ -24,17 +29,17 @@ export async function openRows(path: string, io: CliIo): Promise<TextSource> {
     const input = io.stdin();
     let bytes = 0;
     async function* decode(): AsyncIterable<string> {
-      const decoder = new TextDecoder();
+      const decoder = new EscapingDecoder();
       for await (const chunk of input) {
         if (typeof chunk === 'string') {
           bytes += Buffer.byteLength(chunk);
           yield chunk;
         } else {
           bytes += chunk.byteLength;
-          yield decoder.decode(chunk, { stream: true });
+          yield decoder.decode(chunk);
         }
       }
-      const rest = decoder.decode();
+      const rest = decoder.end();
       if (rest) yield rest;
     }
     return { chunks: decode(), size: undefined, bytesRead: () => bytes, close: async () => {} };
@@ -55,9 +60,16 @@ export async function openRows(path: string, io: CliIo): Promise<TextSource> {
       `check the path (relative to ${io.cwd})`,
     );
   }
-  const stream = handle.createReadStream({ encoding: 'utf8', highWaterMark: CHUNK_BYTES });
+  const stream = handle.createReadStream({ highWaterMark: CHUNK_BYTES });
+  // Not encoding 'utf8', which would turn a byte that is not UTF-8 into U+FFFD unseen.
+  async function* decode(): AsyncIterable<string> {
+    const decoder = new EscapingDecoder();
+    for await (const chunk of stream) yield decoder.decode(chunk as Buffer);
+    const rest = decoder.end();
+    if (rest) yield rest;
+  }
   return {
-    chunks: stream,
+    chunks: decode(),
     size,
     bytesRead: () => stream.bytesRead,
     close: async () => {

@@ -2,6 +2,7 @@
  * What the CLI touches of the outside world, passed in so that tests can run
  * `main` in-process with fakes (fake runner packages, a pretend terminal).
  */
+import { readFileSync } from 'node:fs';
 
 export interface CliStream {
   /** Returns false when the stream wants the writer to wait for `drain` (Node's backpressure). */
@@ -30,6 +31,12 @@ export interface CliIo {
   readonly signal?: AbortSignal;
   /** How long a run must last before a progress bar appears (default 1 000 ms). */
   readonly progressDelayMs?: number;
+  /**
+   * The bytes of `argv` as the system gave them, one per argument, when known.
+   * Node turns bytes that are not UTF-8 into U+FFFD; with these, such an
+   * argument is an error that names it instead of text silently changed.
+   */
+  readonly argvBytes?: readonly Uint8Array[];
 }
 
 /** The reason `bin.js` aborts with on a signal, so the exit code can name it. */
@@ -42,8 +49,37 @@ export class Interrupted extends Error {
   }
 }
 
+/**
+ * The bytes of the process's arguments after the script (Linux:
+ * /proc/self/cmdline), looked up only when one of them holds U+FFFD, which is
+ * what Node makes of bytes that are not UTF-8; undefined when the system does
+ * not say or the arguments there are not the ones Node has.
+ */
+export function commandLineBytes(
+  args: readonly string[] = process.argv.slice(2),
+): Uint8Array[] | undefined {
+  if (!args.some((arg) => arg.includes('\uFFFD'))) return undefined;
+  let raw: Buffer;
+  try {
+    raw = readFileSync('/proc/self/cmdline');
+  } catch {
+    return undefined;
+  }
+  const parts: Buffer[] = [];
+  for (let from = 0; from < raw.length; ) {
+    let nul = raw.indexOf(0, from);
+    if (nul === -1) nul = raw.length;
+    parts.push(raw.subarray(from, nul));
+    from = nul + 1;
+  }
+  if (parts.length < args.length) return undefined;
+  const tail = parts.slice(parts.length - args.length);
+  return tail.every((bytes, i) => bytes.toString('utf8') === args[i]) ? tail : undefined;
+}
+
 /** The real process, for `bin.js`. */
 export function processIo(signal?: AbortSignal): CliIo {
+  const argvBytes = commandLineBytes();
   return {
     stdout: process.stdout,
     stderr: process.stderr,
@@ -51,6 +87,7 @@ export function processIo(signal?: AbortSignal): CliIo {
     cwd: process.cwd(),
     stdin: () => process.stdin,
     ...(signal ? { signal } : {}),
+    ...(argvBytes ? { argvBytes } : {}),
   };
 }
 

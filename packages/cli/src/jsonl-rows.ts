@@ -7,6 +7,7 @@ import type { ExternalFn } from '@improv/extfn-core';
 import { type CellResult, HOW_TO_WRITE, jsonCell } from './cells.js';
 import { usage } from './cli-error.js';
 import { describeJsonError } from './json-error.js';
+import { duplicateKey } from './json-keys.js';
 import type { Line } from './lines.js';
 import {
   checkColumnCount,
@@ -15,6 +16,7 @@ import {
   type TableOptions,
   type TableRow,
 } from './table.js';
+import { describeBadCharacter, firstBadCharacter, reencodeFix } from './utf8.js';
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === 'object' && x !== null && !Array.isArray(x);
@@ -34,11 +36,13 @@ function argumentCell(json: unknown, type: ExternalFn['argTypes'][number]): Cell
 export class JsonLinesRows {
   readonly #fn: ExternalFn;
   readonly #columns: readonly string[] | undefined;
+  readonly #file: string;
   #rowsSeen = 0;
 
   constructor(fn: ExternalFn, options: TableOptions) {
     this.#fn = fn;
     this.#columns = options.columns;
+    this.#file = options.file ?? 'the rows file';
     if (options.columns) checkColumnCount(fn, options.columns);
   }
 
@@ -55,12 +59,23 @@ export class JsonLinesRows {
     const raw = input.text;
     if (raw.trim() === '') return undefined;
     const first = this.#rowsSeen++ === 0;
+    const bad = firstBadCharacter(raw);
+    if (bad !== -1) return this.#notUtf8(line, raw, bad);
     let json: unknown;
     try {
       json = JSON.parse(raw);
     } catch (error) {
       const where = describeJsonError(error, raw).replace(/^line 1, /, '');
       return { line, raw, problem: `line ${line}: not valid JSON (${where})` };
+    }
+    const twice = duplicateKey(raw, json);
+    if (twice) {
+      return {
+        line,
+        json,
+        raw,
+        problem: `line ${line}, column ${twice.index + 1}: the key ${JSON.stringify(twice.key)} is written twice in one object (JSON would keep only the last value); write each key once`,
+      };
     }
     const fn = this.#fn;
     const arity = fn.argTypes.length;
@@ -129,6 +144,39 @@ export class JsonLinesRows {
       json,
       raw,
       problem: `line ${line}: a row must be a JSON array of arguments or an object, got ${json === null ? 'null' : typeof json}`,
+    };
+  }
+
+  /**
+   * A line with a byte that is not UTF-8: the column, and the key or value it
+   * is in when the line is JSON all the same. Echoed as `input` (its bad
+   * bytes as \udcXX escapes), never run with them replaced.
+   */
+  #notUtf8(line: number, raw: string, index: number): TableRow {
+    let field = '';
+    try {
+      const json: unknown = JSON.parse(raw);
+      const hasBad = (value: unknown): boolean =>
+        typeof value === 'string'
+          ? firstBadCharacter(value) !== -1
+          : typeof value === 'object' && value !== null
+            ? Object.entries(value).some(([k, v]) => firstBadCharacter(k) !== -1 || hasBad(v))
+            : false;
+      if (Array.isArray(json)) {
+        const at = json.findIndex(hasBad);
+        if (at !== -1) field = ` (value ${at + 1})`;
+      } else if (isObject(json)) {
+        const key = Object.keys(json).find((k) => hasBad(k) || hasBad(json[k]));
+        if (key !== undefined) field = ` (key ${JSON.stringify(key)})`;
+      }
+    } catch {
+      // not JSON either: the column says where
+    }
+    return {
+      line,
+      raw,
+      problem: `line ${line}, column ${index + 1}${field}: ${describeBadCharacter(raw, index)}; the file must be UTF-8`,
+      fix: reencodeFix(this.#file),
     };
   }
 }

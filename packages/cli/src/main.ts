@@ -31,6 +31,7 @@ Commands:
 
 Options (every command): --json for machine-readable output, -h/--help.
   -V, --version   print the version of improv-extfn
+A flag that takes a value is given once; --runner may be repeated.
 Run "improv-extfn <command> --help" for a command's options and an example.
 
 FN.json holds one descriptor, a list or a map of them, or an engine model file

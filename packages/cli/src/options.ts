@@ -1,6 +1,8 @@
 /** Command-line parsing shared by the commands, on top of `node:util` parseArgs. */
+import { isUtf8 } from 'node:buffer';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { usage } from './cli-error.js';
+import { badInput, usage } from './cli-error.js';
+import { decodeEscaped } from './utf8.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -8,15 +10,113 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 const NEGATIVE_NUMBER = /^-(?:\d|\.\d|inf(?:inity)?$)/i;
 const PLACEHOLDER = '\u0000negative:';
 
+export interface CommandLine {
+  values: Record<string, string | boolean | string[] | undefined>;
+  positionals: string[];
+  /**
+   * Positionals (by index) whose bytes are not UTF-8, each with what is wrong
+   * (`"caf\xE9": the byte 0xE9 is not UTF-8`): for the command to report,
+   * naming what the argument is (see rejectNotUtf8).
+   */
+  notUtf8: Map<number, string>;
+}
+
+/** The fix for an argument that is not UTF-8. */
+export const ARGUMENT_UTF8_FIX =
+  'pass arguments as UTF-8: the terminal, locale or program that ran improv-extfn sent another encoding; use a UTF-8 locale (LANG=C.UTF-8), or convert the text with iconv -f WINDOWS-1252 -t UTF-8 (name the encoding it is in)';
+
+/** An argument's bytes as text for a message, the bytes that are not UTF-8 shown as \xE9. */
+function showBytes(bytes: Uint8Array): string {
+  const text = decodeEscaped(bytes).replace(
+    /[\uDC80-\uDCFF]/g,
+    (c) => `\\x${(c.charCodeAt(0) - 0xdc00).toString(16).toUpperCase()}`,
+  );
+  return `"${text.length > 60 ? `${text.slice(0, 60)}…` : text}"`;
+}
+
+/** What is wrong with an argument that is not UTF-8: `"caf\xE9": the byte 0xE9 is not UTF-8`. */
+function notUtf8Reason(bytes: Uint8Array): string {
+  const text = decodeEscaped(bytes);
+  const bad = [...new Set(text.match(/[\uDC80-\uDCFF]/g) ?? [])]
+    .slice(0, 3)
+    .map((c) => `0x${(c.charCodeAt(0) - 0xdc00).toString(16).toUpperCase()}`);
+  return `${showBytes(bytes)} is not UTF-8 (the byte${bad.length > 1 ? 's' : ''} ${bad.join(', ')})`;
+}
+
+/**
+ * Throws for the first positional that is not UTF-8; `describe` names what it
+ * is (`the rows file name`), or gives undefined to leave it for later.
+ */
+export function rejectNotUtf8(
+  command: string,
+  line: CommandLine,
+  describe: (index: number) => string | undefined,
+): void {
+  for (const [index, reason] of [...line.notUtf8].sort((a, b) => a[0] - b[0])) {
+    const what = describe(index);
+    if (what !== undefined) throw badInput(`${command}: ${what}: ${reason}`, ARGUMENT_UTF8_FIX);
+  }
+}
+
+/**
+ * Checks the arguments' bytes (`raw`: the bytes of main's argv, or undefined
+ * where the system does not tell them): a flag's value that is not UTF-8
+ * throws naming the flag; a positional is returned for the command to name.
+ */
+function checkUtf8(
+  command: string,
+  argv: readonly string[],
+  raw: readonly Uint8Array[] | undefined,
+  takesValue: ReadonlySet<string>,
+): Map<number, string> {
+  const notUtf8 = new Map<number, string>();
+  if (!raw || raw.length < argv.length) return notUtf8;
+  const bytes = raw.slice(raw.length - argv.length);
+  let afterDoubleDash = false;
+  let positional = 0;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const previous = i > 0 && !afterDoubleDash ? argv[i - 1]! : undefined;
+    const isValue = previous !== undefined && takesValue.has(previous);
+    const isPositional =
+      !isValue && (afterDoubleDash || !arg.startsWith('-') || NEGATIVE_NUMBER.test(arg));
+    if (!isValue && !afterDoubleDash && arg === '--') {
+      afterDoubleDash = true;
+      continue;
+    }
+    if (isPositional) positional++;
+    if (isUtf8(bytes[i]!)) continue;
+    const reason = notUtf8Reason(bytes[i]!);
+    if (isPositional) notUtf8.set(positional - 1, reason);
+    else if (isValue)
+      throw badInput(`${command}: the value of ${previous}: ${reason}`, ARGUMENT_UTF8_FIX);
+    else {
+      const flag = arg.includes('=') ? arg.slice(0, arg.indexOf('=')) : arg;
+      throw badInput(
+        isUtf8(Buffer.from(flag))
+          ? `${command}: the value of ${flag}: ${reason}`
+          : `${command}: the flag ${reason}`,
+        ARGUMENT_UTF8_FIX,
+      );
+    }
+  }
+  return notUtf8;
+}
+
 /**
  * Parses a command's flags and positionals. Negative numbers among the
  * positionals stay positionals (parseArgs alone would call `-5` an unknown flag).
+ * A flag that takes a value may be given once, unless it is `multiple`
+ * (`--runner`): `--timeout 5 --timeout 10` is a usage error, never the last
+ * one silently. `raw` is the bytes of main's argv (CliIo.argvBytes): a flag's
+ * value that is not UTF-8 is an error here; positionals are in `notUtf8`.
  */
 export function parseCommandLine<O extends Options>(
   command: string,
   argv: readonly string[],
   options: O,
-): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
+  raw?: readonly Uint8Array[],
+): CommandLine {
   const takesValue = new Set<string>();
   for (const [name, option] of Object.entries(options)) {
     if (option.type === 'string') {
@@ -24,6 +124,7 @@ export function parseCommandLine<O extends Options>(
       if (option.short) takesValue.add(`-${option.short}`);
     }
   }
+  const notUtf8 = checkUtf8(command, argv, raw, takesValue);
   const protectedArgv: string[] = [];
   let afterDoubleDash = false;
   for (let i = 0; i < argv.length; i++) {
@@ -42,19 +143,19 @@ export function parseCommandLine<O extends Options>(
     }
     protectedArgv.push(!afterDoubleDash && NEGATIVE_NUMBER.test(arg) ? PLACEHOLDER + arg : arg);
   }
+  let parsed: {
+    values: Record<string, unknown>;
+    positionals: string[];
+    tokens: { kind: string; name?: string; rawName?: string; value?: string | undefined }[];
+  };
   try {
-    const { values, positionals } = parseArgs({
+    parsed = parseArgs({
       args: protectedArgv,
       options,
       allowPositionals: true,
       strict: true,
+      tokens: true,
     });
-    return {
-      values: values as Record<string, string | boolean | string[] | undefined>,
-      positionals: positionals.map((p) =>
-        p.startsWith(PLACEHOLDER) ? p.slice(PLACEHOLDER.length) : p,
-      ),
-    };
   } catch (error) {
     const ambiguous = /^Option '([^']+)' argument is ambiguous/.exec((error as Error).message);
     if (ambiguous) {
@@ -78,6 +179,30 @@ export function parseCommandLine<O extends Options>(
         : `see improv-extfn ${command} --help`,
     );
   }
+  // A flag that takes one value, given more than once: which one was meant is not ours to guess.
+  const given = new Map<string, string[]>();
+  for (const token of parsed.tokens) {
+    if (token.kind !== 'option' || token.value === undefined || token.name === undefined) continue;
+    if (options[token.name]?.multiple) continue;
+    const seen = given.get(token.name) ?? [];
+    seen.push(`${token.rawName} ${JSON.stringify(token.value)}`);
+    given.set(token.name, seen);
+  }
+  for (const [name, seen] of given) {
+    if (seen.length < 2) continue;
+    const repeatable = Object.keys(options).filter((k) => options[k]?.multiple);
+    throw usage(
+      `${command}: --${name} is given ${seen.length === 2 ? 'twice' : `${seen.length} times`} (${seen.join(', ')}); it takes one value`,
+      `give --${name} once${repeatable.length ? ` (${repeatable.map((k) => `--${k}`).join(', ')} may be repeated)` : ''}; see improv-extfn ${command} --help`,
+    );
+  }
+  return {
+    values: parsed.values as Record<string, string | boolean | string[] | undefined>,
+    positionals: parsed.positionals.map((p) =>
+      p.startsWith(PLACEHOLDER) ? p.slice(PLACEHOLDER.length) : p,
+    ),
+    notUtf8,
+  };
 }
 
 /**

@@ -30,6 +30,8 @@ export interface TableOptions {
   readonly header?: boolean;
   /** Which columns hold the arguments, in declared order: header names, JSON keys, or 1-based numbers. */
   readonly columns?: readonly string[];
+  /** The rows file as named on the command line (`-` for standard input), for fixes that name it. */
+  readonly file?: string;
 }
 
 /** The kind a row that could not be read is reported under. */

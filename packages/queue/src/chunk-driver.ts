@@ -289,6 +289,19 @@ export async function driveChunks(
     if (waiting.length) await fleet(waiting);
   };
 
+  // While Redis is slow to answer or unreachable, the wait is this runner's own, and bounded
+  // (each round by requestTimeoutMs, the outage by connectionTimeoutMs, after which the rows
+  // fail saying so): say so to core, whose silence bound (the deadline plus its grace) would
+  // otherwise cut the batch first with a Timeout on every row that names no cause.
+  let roundStarted: number | undefined;
+  const heartbeat = setInterval(() => {
+    const slow = roundStarted !== undefined && performance.now() - roundStarted >= options.pollMs;
+    if (remaining > 0 && (slow || unreachableSince !== undefined)) {
+      options.onProgress?.(doneRows, total);
+    }
+  }, options.pollMs);
+  heartbeat.unref?.();
+
   try {
     let first = true;
     while (remaining > 0) {
@@ -306,6 +319,7 @@ export async function driveChunks(
       woken = false;
       if (remaining === 0) break;
       try {
+        roundStarted = performance.now();
         await round();
         unreachableSince = undefined;
       } catch (error) {
@@ -328,9 +342,12 @@ export async function driveChunks(
             }
           }
         }
+      } finally {
+        roundStarted = undefined;
       }
     }
   } finally {
+    clearInterval(heartbeat);
     options.signal?.removeEventListener('abort', onAbort);
     for (const state of states) client.unlisten(state.id);
     if (abortedIds.length) await client.cancel(fn.language, abortedIds).catch(() => {});

@@ -13,7 +13,7 @@ import {
   type LanguageRunner,
   parseExternalFn,
 } from '@improv/extfn-core';
-import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { type Job, type JobJsonRaw, UnrecoverableError, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { type ConnectionInput, describeConnection, resolveConnection } from './connection.js';
 import { evaluateChunk } from './evaluate-chunk.js';
@@ -121,6 +121,51 @@ function refuse(message: string): UnrecoverableError {
   return new UnrecoverableError(`improv-extfn worker refused the job: ${message}`);
 }
 
+/** Jobs whose fields in Redis are not JSON, with why: their processor fails them at once. */
+const unreadable = new WeakMap<Job, string>();
+
+/** The fields of a job BullMQ reads with JSON.parse, and what stands in for one that is not JSON. */
+const JSON_FIELDS = { data: '{}', opts: '{}', progress: '0', parent: '' } as const;
+
+/**
+ * A BullMQ Worker that can take a job whose data (or options) in Redis is
+ * not JSON — only a writer to Redis other than an engine can make one.
+ * BullMQ's own worker throws while it reads such a job, after it has moved
+ * the job to active: the job would stay there for ever (its lock lapses, the
+ * stalled check puts it back, the next worker throws again), and the engine
+ * waiting on it would wait until its own bounds. Here it is read with stand-ins
+ * for the fields that are not JSON and marked, and the processor fails it for
+ * good with the reason (a refused job), so it ends, and the engine hears why.
+ */
+class ChunkWorker extends Worker {
+  protected override createJob(raw: JobJsonRaw, jobId: string): Job {
+    try {
+      return super.createJob(raw, jobId);
+    } catch (error) {
+      const clean: Record<string, unknown> = { ...raw };
+      const bad: string[] = [];
+      for (const [field, standIn] of Object.entries(JSON_FIELDS)) {
+        const text = clean[field];
+        if (typeof text !== 'string' || text === '') continue;
+        try {
+          JSON.parse(text);
+        } catch {
+          bad.push(field);
+          clean[field] = standIn;
+        }
+      }
+      if (bad.length === 0) throw error;
+      const job = super.createJob(clean as unknown as JobJsonRaw, jobId);
+      const what = bad.map((field) => `its ${field}`).join(' and ');
+      unreadable.set(
+        job,
+        `${what} in Redis ${bad.length > 1 ? 'are' : 'is'} not JSON (${(error as Error).message}); an engine never writes such a job: is something else writing to this Redis?`,
+      );
+      return job;
+    }
+  }
+}
+
 export async function startQueueWorker(options: QueueWorkerOptions): Promise<QueueWorker> {
   const runners = new Map<string, LanguageRunner>();
   for (const runner of options.runners) {
@@ -197,6 +242,11 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     (language: string, runner: LanguageRunner) =>
     async (job: Job, _token?: string, signal?: AbortSignal): Promise<ChunkResult> => {
       const jobId = job.id ?? '?';
+      const notJson = unreadable.get(job);
+      if (notJson !== undefined) {
+        options.onChunk?.({ phase: 'refused', jobId, language, reason: notJson });
+        throw refuse(notJson);
+      }
       const parsed = jobDataSchema.safeParse(job.data);
       if (!parsed.success) {
         const issues = parsed.error.issues
@@ -261,16 +311,20 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
 
   const name = `improv-extfn@${hostname()}:${globalThis.process.pid}`;
   for (const [language, runner] of runners) {
-    const worker = new Worker(languageQueueName(queueName, language), process(language, runner), {
-      connection,
-      prefix,
-      concurrency,
-      name,
-      lockDuration: options.lockDurationMs ?? 30_000,
-      stalledInterval: options.stalledIntervalMs ?? 30_000,
-      maxStalledCount: options.maxStalledCount ?? 2,
-      autorun: false,
-    });
+    const worker = new ChunkWorker(
+      languageQueueName(queueName, language),
+      process(language, runner),
+      {
+        connection,
+        prefix,
+        concurrency,
+        name,
+        lockDuration: options.lockDurationMs ?? 30_000,
+        stalledInterval: options.stalledIntervalMs ?? 30_000,
+        maxStalledCount: options.maxStalledCount ?? 2,
+        autorun: false,
+      },
+    );
     worker.on('error', onError);
     worker.on('failed', (job, error) => {
       if (job && !/^cancelled/.test(error.message)) {

@@ -231,6 +231,61 @@ describe.skipIf(!ready)(
       }
     }, 90_000);
 
+    test('Redis hung mid-refresh past the call deadline: the rows fail naming Redis when its bound ends, not a bare Timeout', async () => {
+      const redis = await TestRedis.start();
+      const queueName = freshQueueName();
+      const workers = await startWorkers(1, {
+        IMPROV_EXTFN_REDIS_URL: redis.url,
+        QUEUE_NAME: queueName,
+        QUEUE_CONCURRENCY: '1',
+      });
+      // Core cuts a batch that reports nothing for its deadline plus grace (1 s + 2 s here);
+      // the queue's own bound on a Redis that does not answer is longer.
+      const registry = new Registry({
+        runners: queue({
+          connection: redis.url,
+          queueName,
+          languages: ['python'],
+          chunkRows: 4,
+          pollMs: 200,
+          connectionTimeoutMs: 4_000,
+          requestTimeoutMs: 1_000,
+        }),
+        cache: false,
+        timeoutMs: 1_000,
+      });
+      try {
+        registry.register({
+          name: 'slow',
+          language: 'python',
+          body: SLOW_DOUBLE(0.05),
+          argTypes: ['number'],
+          returnType: 'number',
+        });
+        const rows = Array.from({ length: 80 }, (_, i) => [Value.number(i)]);
+        const refresh = registry.evalBatch('slow', rows);
+        expect(await waitFor(() => workers[0]!.chunks('done').length >= 1)).toBe(true);
+        redis.hang();
+        const started = performance.now();
+        const results = await refresh;
+        const failed = results.filter((r) => ExtFnError.isInstance(r)) as ExtFnError[];
+        expect(failed.length).toBeGreaterThan(0);
+        for (const error of failed) {
+          expect(error.kind).toBe('Runtime');
+          expect(error.message).toContain(
+            `lost the queue at redis://127.0.0.1:${redis.port}: no answer`,
+          );
+        }
+        // bounded: the outage bound, plus a round trip's, plus a poll
+        expect(performance.now() - started).toBeLessThan(4_000 + 1_000 + 3_000);
+      } finally {
+        redis.resume();
+        await registry.close();
+        await Promise.all(workers.map((w) => w.stop()));
+        await redis.stop();
+      }
+    }, 90_000);
+
     test('abort removes the queued chunks and stops the running one; finished rows keep their values', async () => {
       const redis = await redisForTest();
       const queueName = freshQueueName();

@@ -94,6 +94,15 @@ export class TestRedis {
     });
   }
 
+  /** Stops the server without closing its connections (SIGSTOP): a Redis that hangs; `resume` ends it. */
+  hang(): void {
+    this.#process?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.#process?.kill('SIGCONT');
+  }
+
   /** Kills the server (SIGKILL: nothing saved) and waits until it is gone. */
   async down(): Promise<void> {
     const child = this.#process;

@@ -324,11 +324,16 @@ export function formatReport(report: DoctorReport): string {
 export async function doctorCommand(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const json = wantsJson(argv);
   try {
-    const { values, positionals } = parseCommandLine('doctor', argv, {
-      runner: { type: 'string', multiple: true },
-      json: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    });
+    const { values, positionals } = parseCommandLine(
+      'doctor',
+      argv,
+      {
+        runner: { type: 'string', multiple: true },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      io.argvBytes,
+    );
     if (values.help) {
       io.stdout.write(DOCTOR_HELP);
       return ExitCode.Ok;

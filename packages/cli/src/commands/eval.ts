@@ -6,7 +6,14 @@ import { readDescriptor } from '../descriptor-file.js';
 import { examplePath } from '../examples.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { type CliIo, interruptedExitCode } from '../io.js';
-import { parseCommandLine, parseSize, parseTimeout, wantsJson } from '../options.js';
+import {
+  ARGUMENT_UTF8_FIX,
+  parseCommandLine,
+  parseSize,
+  parseTimeout,
+  rejectNotUtf8,
+  wantsJson,
+} from '../options.js';
 import { reportFailure } from '../report.js';
 import { checkMemoryFlag, loadRunners, openRegistry } from '../session.js';
 
@@ -50,7 +57,12 @@ const EXAMPLE_ARGUMENT: Record<string, string> = {
   enum: '0',
 };
 
-export function parseArguments(fn: ExternalFn, texts: readonly string[], file: string): Value[] {
+export function parseArguments(
+  fn: ExternalFn,
+  texts: readonly string[],
+  file: string,
+  notUtf8: ReadonlyMap<number, string> = new Map(),
+): Value[] {
   if (texts.length !== fn.argTypes.length) {
     const example = fn.argTypes.map((t) => EXAMPLE_ARGUMENT[t]).join(' ');
     throw usage(
@@ -59,6 +71,13 @@ export function parseArguments(fn: ExternalFn, texts: readonly string[], file: s
     );
   }
   return texts.map((text, i) => {
+    const encoding = notUtf8.get(i);
+    if (encoding !== undefined) {
+      throw badInput(
+        `function ${fn.name}, ${argumentLabel(fn, i)}: ${encoding}`,
+        ARGUMENT_UTF8_FIX,
+      );
+    }
     const cell = parseCell(text, fn.argTypes[i]!);
     if (!cell.ok) {
       throw badInput(`function ${fn.name}, ${argumentLabel(fn, i)}: ${cell.problem}`, cell.fix);
@@ -70,14 +89,20 @@ export function parseArguments(fn: ExternalFn, texts: readonly string[], file: s
 export async function evalCommand(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const json = wantsJson(argv);
   try {
-    const { values, positionals } = parseCommandLine('eval', argv, {
-      name: { type: 'string', short: 'n' },
-      timeout: { type: 'string' },
-      memory: { type: 'string' },
-      runner: { type: 'string', multiple: true },
-      json: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    });
+    const line = parseCommandLine(
+      'eval',
+      argv,
+      {
+        name: { type: 'string', short: 'n' },
+        timeout: { type: 'string' },
+        memory: { type: 'string' },
+        runner: { type: 'string', multiple: true },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      io.argvBytes,
+    );
+    const { values, positionals } = line;
     if (values.help) {
       io.stdout.write(evalHelp(io.cwd));
       return ExitCode.Ok;
@@ -88,6 +113,8 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
         'eval needs a descriptor file',
         'improv-extfn eval FN.json [ARG ...]; see --help',
       );
+    // The function's arguments are checked once the function is known, to name it.
+    rejectNotUtf8('eval', line, (i) => (i === 0 ? 'the descriptor file name' : undefined));
     const timeoutMs = parseTimeout(values.timeout as string | undefined);
     const memoryBytes = parseSize(values.memory as string | undefined, '--memory');
     const runners = await loadRunners((values.runner as string[] | undefined) ?? [], io, {
@@ -95,7 +122,12 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
     });
     const fn = await readDescriptor(file, io, values.name as string | undefined, runners.languages);
     checkMemoryFlag(fn, runners, values.memory as string | undefined);
-    const args = parseArguments(fn, texts, file);
+    const args = parseArguments(
+      fn,
+      texts,
+      file,
+      new Map([...line.notUtf8].map(([i, reason]) => [i - 1, reason])),
+    );
     const registry = await openRegistry(fn, io, runners, {
       ...(timeoutMs !== undefined ? { timeoutMs } : {}),
     });

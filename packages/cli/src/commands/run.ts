@@ -7,7 +7,14 @@ import { examplePath } from '../examples.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { openRows, type TextSource } from '../input.js';
 import { type CliIo, interruptedExitCode } from '../io.js';
-import { parseColumns, parseCommandLine, parseSize, parseTimeout, wantsJson } from '../options.js';
+import {
+  parseColumns,
+  parseCommandLine,
+  parseSize,
+  parseTimeout,
+  rejectNotUtf8,
+  wantsJson,
+} from '../options.js';
 import { fileSink, type RowSink, streamSink } from '../output.js';
 import { ProgressBar } from '../progress.js';
 import { reportFailure } from '../report.js';
@@ -46,7 +53,10 @@ Rows:
                ({"x": 3, "y": 4}) with --columns naming the keys; the first row
                decides which, a row of the other shape is that row's error. Values
                as JSON: numbers (or "NaN", "Infinity"), true/false, strings, ISO
-               strings for datetimes, integers for enums.
+               strings for datetimes, integers for enums. A key written twice in
+               one object is that row's error (JSON would keep only the last).
+  Encoding     UTF-8: a row with a byte that is not is that row's error (line,
+               column, the byte), never run with U+FFFD in its place.
 
 Options:
   -o, --output FILE      write the rows there (through a temporary file renamed at
@@ -89,20 +99,26 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
   let source: TextSource | undefined;
   let tally: Tally | undefined;
   try {
-    const { values, positionals } = parseCommandLine('run', argv, {
-      output: { type: 'string', short: 'o' },
-      header: { type: 'boolean' },
-      columns: { type: 'string' },
-      format: { type: 'string' },
-      name: { type: 'string', short: 'n' },
-      timeout: { type: 'string' },
-      memory: { type: 'string' },
-      runner: { type: 'string', multiple: true },
-      'keep-formulas': { type: 'boolean' },
-      json: { type: 'boolean' },
-      'no-progress': { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    });
+    const line = parseCommandLine(
+      'run',
+      argv,
+      {
+        output: { type: 'string', short: 'o' },
+        header: { type: 'boolean' },
+        columns: { type: 'string' },
+        format: { type: 'string' },
+        name: { type: 'string', short: 'n' },
+        timeout: { type: 'string' },
+        memory: { type: 'string' },
+        runner: { type: 'string', multiple: true },
+        'keep-formulas': { type: 'boolean' },
+        json: { type: 'boolean' },
+        'no-progress': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      io.argvBytes,
+    );
+    const { values, positionals } = line;
     if (values.help) {
       io.stdout.write(runHelp(io.cwd));
       return ExitCode.Ok;
@@ -113,6 +129,9 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
         'improv-extfn run FN.json ROWS.csv [-o OUT]; see --help',
       );
     }
+    rejectNotUtf8('run', line, (i) =>
+      i === 0 ? 'the descriptor file name' : 'the rows file name',
+    );
     const [fnFile, rowsFile] = positionals as [string, string];
     if (fnFile === '-' && rowsFile === '-') {
       throw usage(
@@ -155,6 +174,7 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
     checkMemoryFlag(fn, runners, values.memory as string | undefined);
     const tableOptions: TableOptions = {
       header: Boolean(values.header),
+      file: rowsFile,
       ...(columns ? { columns } : {}),
     };
     // Checked before anything runs: --columns against the function, the rows file readable.

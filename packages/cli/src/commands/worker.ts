@@ -314,15 +314,20 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined
 }
 
 export async function workerCommand(argv: readonly string[], io: CliIo): Promise<ExitCode> {
-  const { values, positionals } = parseCommandLine('worker', argv, {
-    redis: { type: 'string' },
-    queue: { type: 'string' },
-    runner: { type: 'string', multiple: true },
-    concurrency: { type: 'string' },
-    'connect-timeout': { type: 'string' },
-    json: { type: 'boolean' },
-    help: { type: 'boolean', short: 'h' },
-  });
+  const { values, positionals } = parseCommandLine(
+    'worker',
+    argv,
+    {
+      redis: { type: 'string' },
+      queue: { type: 'string' },
+      runner: { type: 'string', multiple: true },
+      concurrency: { type: 'string' },
+      'connect-timeout': { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    io.argvBytes,
+  );
   if (values.help) {
     io.stdout.write(WORKER_HELP);
     return ExitCode.Ok;
