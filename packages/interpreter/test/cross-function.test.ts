@@ -402,9 +402,11 @@ describe('scheduling across functions (fake workers)', () => {
 
   test('four cold functions whose workers are ready at different times finish together: the first ready gives way to those with more left', async () => {
     // As with a zygote: the first worker (a tree) is ready at 40 ms, the forks at 80 ms;
-    // 40 ms of work each (0.0004 ms a row). Worked off in the order their workers came,
-    // `a` would be done before the others had begun, and one of them would end alone.
-    const { pool, ctx, events } = fakeRunner(2, 0.0004, (nth) => (nth === 0 ? 40 : 80));
+    // 80 ms of work each (0.0008 ms a row), so `a` alone is at most half done when the
+    // forks are ready, however late a loaded machine fires the timers. Worked off in the
+    // order their workers came, `a` would be done before the others had begun, and one
+    // of them would end alone.
+    const { pool, ctx, events } = fakeRunner(2, 0.0008, (nth) => (nth === 0 ? 40 : 80));
     pool.startsFork = () => true;
     const names = ['a', 'b', 'c', 'd'];
     const done: Record<string, number> = { a: 0, b: 0, c: 0, d: 0 };
