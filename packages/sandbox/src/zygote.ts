@@ -515,7 +515,7 @@ export class Zygote {
       ]);
     } catch (error) {
       pending.onPid = undefined; // a pid answered after this: no join for a start given up
-      if (pending.pid === undefined && !pending.answered && !this.#dead) this.unanswered = true;
+      if (!pending.answered && !this.#dead) this.unanswered = true;
       if (hostPid !== undefined) killPid(hostPid, born);
       pending.stdio?.destroy();
       pending.stderr?.destroy();
