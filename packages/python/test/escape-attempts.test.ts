@@ -75,7 +75,10 @@ ctypes.c_uint.from_buffer(attr, 4).value = 128
 params = ctypes.create_string_buffer(120)  # io_uring_params
 names = [ctypes.create_string_buffer(b) for b in (b'/usr', b'user', b'k', b'm', b'', b'x', b'/nonexistent-extfn', b'tmpfs')]
 usr, user, key, memfd_name, _, byte, nowhere, tmpfs = names
-pty = os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)
+try:
+    pty, ptmx = os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY), 'ok'
+except PermissionError:  # no pseudo-terminals in a tree: the filter must answer first on any fd
+    pty, ptmx = os.open('/dev/null', os.O_RDWR), 'EACCES'
 out = {
   'ptrace': in_child('ptrace', 0, 0, 0, 0),  # PTRACE_TRACEME
   'process_vm_readv': sc('process_vm_readv', me, addr(local), 1, addr(remote), 1, 0),
@@ -99,6 +102,7 @@ out = {
   'TIOCSTI': sc('ioctl', pty, 0x5412, addr(byte)),
   'TIOCLINUX': sc('ioctl', pty, 0x541c, addr(byte)),
   'tty': 'ok',
+  'ptmx': ptmx,
 }
 try:
     os.close(os.open('/dev/tty', os.O_RDWR))
@@ -138,6 +142,7 @@ const REFUSED = {
   TIOCSTI: 'EPERM',
   TIOCLINUX: 'EPERM',
   tty: 'ENXIO', // no controlling terminal: bwrap's --new-session, the zygote's own session
+  ptmx: 'EACCES', // no pseudo-terminals either (sandbox args.ts)
 };
 
 /** The zygote's directory under its cover: owned by the worker's uid, so it tries to open it up. */

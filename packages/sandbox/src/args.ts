@@ -49,6 +49,13 @@ export function bwrapArgs(
     '/proc',
     '--dev',
     '/dev',
+    // no pseudo-terminals: bwrap's devpts instance lets anyone open ptmx, and
+    // every instance but the host's first shares kernel.pty.max less its
+    // reserve, so one body holding thousands would deny other containers
+    // theirs. A nodev bind makes opening /dev/ptmx fail with EACCES.
+    '--ro-bind',
+    '/dev/null',
+    '/dev/pts/ptmx',
     '--size',
     String(sizes.tmp),
     '--tmpfs',

@@ -612,7 +612,10 @@ pidfd = libc.syscall(ctypes.c_long(NR['pidfd_open']), ctypes.c_long(os.getpid())
 handle = ctypes.create_string_buffer(8 + 128)
 ctypes.c_uint.from_buffer(handle).value = 128
 mount_id = ctypes.c_int()
-pty = os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)
+try:
+    pty = os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)
+except PermissionError:  # no pseudo-terminals inside (args.ts): the filter must answer first on any fd
+    pty = os.open('/dev/null', os.O_RDWR)
 # kept referenced: a buffer freed before the call would turn an answer into ENOENT or EFAULT
 usr, user, key, none, byte, ff = (ctypes.create_string_buffer(b) for b in (b'/usr', b'user', b'k', b'extfn-none', b'x', b'\x0c'))
 memfd_name = ctypes.create_string_buffer(b'm')
@@ -693,6 +696,49 @@ describe('seccomp: the rest of the list, by real calls', () => {
         ptrace_traceme: 'ok',
         memfd_create: 'ok',
       });
+    },
+  );
+});
+
+// A body that holds pseudo-terminals takes them from a pool every devpts
+// instance but the host's first shares (kernel.pty.max less kernel.pty.reserve):
+// other containers' terminals. Opened until refused, at most 8 (the control
+// stays gentle with the host's).
+const PTYS = `
+import errno, json, os
+out, held = {}, []
+for name, path in (('ptmx', '/dev/ptmx'), ('pts/ptmx', '/dev/pts/ptmx')):
+    try:
+        held.append(os.open(path, os.O_RDWR | os.O_NOCTTY))
+        out[name] = 'ok'
+    except OSError as e:
+        out[name] = errno.errorcode[e.errno]
+try:
+    while len(held) < 8:
+        held.extend(os.openpty())
+    out['openpty'] = 'ok'
+except OSError as e:
+    out['openpty'] = errno.errorcode[e.errno]
+out['ttys'] = sum(os.isatty(fd) for fd in held)
+print(json.dumps(out), flush=True)
+`;
+
+describe('pseudo-terminals', () => {
+  test.skipIf(!canRestricted)('restricted: none to open, however asked for', async () => {
+    expect(await pythonJson<Outcome>(PTYS, 'restricted')).toEqual({
+      ptmx: 'EACCES',
+      'pts/ptmx': 'EACCES',
+      openpty: 'EACCES',
+      ttys: 0,
+    });
+  });
+
+  test.skipIf(!linux || !hasPython || !existsSync('/dev/ptmx'))(
+    'control: trusted opens them on the host (skipped where the host has no /dev/ptmx)',
+    async () => {
+      const out = await pythonJson<Outcome>(PTYS, 'trusted');
+      expect(out).toMatchObject({ ptmx: 'ok', openpty: 'ok' });
+      expect(out.ttys).toBeGreaterThanOrEqual(8);
     },
   );
 });
