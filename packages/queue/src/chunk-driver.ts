@@ -291,7 +291,7 @@ export async function driveChunks(
 
   // While Redis is slow to answer or unreachable, the wait is this runner's own, and bounded
   // (each round by requestTimeoutMs, the outage by connectionTimeoutMs, after which the rows
-  // fail saying so): say so to core, whose silence bound (the deadline plus its grace) would
+  // fail saying so): say so to core, whose silence bound (twice the deadline plus its grace) would
   // otherwise cut the batch first with a Timeout on every row that names no cause.
   let roundStarted: number | undefined;
   const heartbeat = setInterval(() => {
