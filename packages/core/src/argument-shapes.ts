@@ -31,14 +31,29 @@ function quoted(name: string): string {
   return `'${name.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 }
 
+/** Most arguments a message spells out: a function may take 1 000 (MAX_ARGUMENTS). */
+const ARGUMENTS_SHOWN = 10;
+
+/** `f(type)` of the first ARGUMENTS_SHOWN argument types, then `… N in all`. */
+function perType(fn: ExternalFn, f: (type: ValueType) => string): string {
+  const n = fn.argTypes.length;
+  const shown = fn.argTypes.slice(0, ARGUMENTS_SHOWN).map(f).join(', ');
+  return n > ARGUMENTS_SHOWN ? `${shown}, … ${n} in all` : shown;
+}
+
+/** The argument types, `number, text`, the first few of a long list then `… N in all`. */
+export function argumentTypes(fn: ExternalFn): string {
+  return perType(fn, (type) => type);
+}
+
 /** One row of arguments for `fn`, as source text: `[Value.number(3), Value.text('a')]`. */
 function sampleRow(fn: ExternalFn): string {
-  return `[${fn.argTypes.map((type) => SAMPLE_VALUES[type]).join(', ')}]`;
+  return `[${perType(fn, (type) => SAMPLE_VALUES[type])}]`;
 }
 
 function perArgument(fn: ExternalFn): string {
   const n = fn.argTypes.length;
-  return `one per argument (${n === 0 ? 'none' : fn.argTypes.join(', ')})`;
+  return `one per argument (${n === 0 ? 'none' : argumentTypes(fn)})`;
 }
 
 /** What a caller passed, in a few words: `a single Value (number 3)`, `a string ("x")`, `undefined`. */
@@ -112,7 +127,7 @@ export function rowsNotArray(fn: ExternalFn, given: unknown): ExtFnError {
 
 /** `evalColumns`' columns are not an array. */
 export function columnsNotArray(fn: ExternalFn, given: unknown): ExtFnError {
-  const columns = fn.argTypes.map((type) => SAMPLE_COLUMNS[type]).join(', ');
+  const columns = perType(fn, (type) => SAMPLE_COLUMNS[type]);
   return shapeError(
     fn,
     `evalColumns' columns must be an array of columns, ${perArgument(fn)}`,

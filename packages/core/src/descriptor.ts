@@ -5,6 +5,13 @@
 import { z } from 'zod';
 import { describeThrown } from './errors.js';
 import { type Json, valueTypeFromEngine, valueTypeToEngine } from './json.js';
+import {
+  MAX_ARGUMENTS,
+  MAX_BODY_LENGTH,
+  MAX_LANGUAGE_LENGTH,
+  MAX_NAME_LENGTH,
+  quoted,
+} from './limits.js';
 import { VALUE_TYPES, type ValueType } from './value.js';
 
 /** Languages this project ships runners for; third-party runners add their own ids. */
@@ -35,15 +42,34 @@ const valueType = z.string().transform((name, ctx) => {
   if (!type) {
     ctx.addIssue({
       code: 'custom',
-      message: `expected one of ${VALUE_TYPES.join(', ')} (or the engine's Number, Boolean, Text, DateTime, Enum), got ${JSON.stringify(name)}`,
+      message: `expected one of ${VALUE_TYPES.join(', ')} (or the engine's Number, Boolean, Text, DateTime, Enum), got ${quoted(name)}`,
     });
     return z.NEVER;
   }
   return type;
 });
 
+/**
+ * A length limit, checked before anything else of the field (`abort`: a
+ * 1 MB name is not trimmed and scanned, 10^6 argTypes are not read one by
+ * one): the message names the limit, what came and what to do.
+ */
+function atMost(max: number, what: string, fix: string) {
+  return {
+    abort: true,
+    error: (issue: { input?: unknown }) => {
+      const got = (issue.input as { length?: unknown } | undefined)?.length;
+      return `must have at most ${max} ${what}, got ${String(got)}; ${fix}`;
+    },
+  };
+}
+
 const language = z
   .string()
+  .max(
+    MAX_LANGUAGE_LENGTH,
+    atMost(MAX_LANGUAGE_LENGTH, 'characters', 'use the language id its runner declares'),
+  )
   .min(1, 'must not be empty')
   .transform((s) => s.toLowerCase())
   .refine(
@@ -62,18 +88,44 @@ const BAD_NAME_CHARACTER =
 
 const name = z
   .string()
+  .max(
+    MAX_NAME_LENGTH,
+    atMost(MAX_NAME_LENGTH, 'characters', 'register the function under a shorter name'),
+  )
   .min(1, 'must not be empty')
   .refine(
     (s) => s.trim() === s && !BAD_NAME_CHARACTER.test(s),
     'must have no surrounding spaces, control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, or unpaired surrogates',
   );
 
+const body = z
+  .string()
+  .max(
+    MAX_BODY_LENGTH,
+    atMost(
+      MAX_BODY_LENGTH,
+      'characters (64 Mi)',
+      'keep data out of the body: pass it as arguments, or have the body read it',
+    ),
+  );
+
+const argTypes = z
+  .array(valueType)
+  .max(
+    MAX_ARGUMENTS,
+    atMost(
+      MAX_ARGUMENTS,
+      'entries (a function takes at most 1000 arguments, as WebAssembly does)',
+      'pass the values in fewer arguments (a text holding a list, say)',
+    ),
+  );
+
 /** Our form. */
 export const externalFnSchema = z.strictObject({
   name,
   language,
-  body: z.string(),
-  argTypes: z.array(valueType),
+  body,
+  argTypes,
   returnType: valueType,
   pure: z.boolean().default(false),
   vectorized: z.boolean().optional(),
@@ -84,8 +136,8 @@ export const engineExternalFnSchema = z
   .object({
     name,
     language,
-    body: z.string(),
-    arg_types: z.array(valueType),
+    body,
+    arg_types: argTypes,
     return_type: valueType,
     pure: z.boolean().default(false),
   })
@@ -95,10 +147,16 @@ export const engineExternalFnSchema = z
     returnType: return_type,
   }));
 
-/** A descriptor that failed to parse; `issues` name each field and what was wrong. */
-/** Most issues a message lists (all are in `issues`): 10^5 bad argTypes make one short message. */
+/** Most issues a message lists (all are in `issues`): 10^3 bad argTypes make one short message. */
 const ISSUES_SHOWN = 20;
 
+/**
+ * Longest issue message kept in `issues` (a message shows at most 300 of
+ * each): an unknown key of 1 MB, or 10^6 of them, make no 1 MB issue.
+ */
+const ISSUE_MESSAGE_MAX = 1_000;
+
+/** A descriptor that failed to parse; `issues` name each field and what was wrong. */
 export class InvalidDescriptorError extends TypeError {
   readonly issues: { path: string; message: string }[];
   constructor(label: string, issues: { path: string; message: string }[]) {
@@ -143,16 +201,22 @@ export function parseExternalFn(input: unknown): ExternalFn {
   if (result.success) return result.data;
   throw new InvalidDescriptorError(
     labelOf(record),
-    result.error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message })),
+    result.error.issues.map((issue) => ({
+      path: formatPath(issue.path),
+      message:
+        issue.message.length > ISSUE_MESSAGE_MAX
+          ? `${issue.message.slice(0, ISSUE_MESSAGE_MAX)}… (${issue.message.length} characters)`
+          : issue.message,
+    })),
   );
 }
 
-/** ` "name"` for the message, when the descriptor has a readable string name (cut to 100). */
+/** ` "name"` for the message, when the descriptor has a readable string name (cut to 100, with its length). */
 function labelOf(record: Record<string, unknown> | undefined): string {
   try {
     const name = record?.name;
     if (typeof name !== 'string') return '';
-    return ` ${JSON.stringify(name.length > 100 ? `${name.slice(0, 100)}…` : name)}`;
+    return ` ${quoted(name, 100)}`;
   } catch {
     return '';
   }

@@ -3,6 +3,7 @@
  * fail, structured fields, a fix, and a `Symbol.for` marker so `isInstance`
  * works across two copies of the package.
  */
+import { MAX_NAME_LENGTH, shownName } from './limits.js';
 import type { ValueType } from './value.js';
 
 /** Why a call failed. Every failure the runtime reports is one of these. */
@@ -101,22 +102,38 @@ export class ExtFnError extends Error {
     return typeof error === 'object' && error !== null && MARKER in error;
   }
 
+  /**
+   * `name` is not registered. A name longer than MAX_NAME_LENGTH, which no
+   * function can have, is shown cut (`shownName`), in the message and in
+   * `functionName`, with a fix saying so: the message stays short whatever
+   * the caller passed.
+   */
   static notFound(name: string, registered: readonly string[]): ExtFnError {
+    const shown = shownName(name);
+    const tooLong = shown !== name;
     return new ExtFnError(
       'NotFound',
-      `function ${name} is not registered (registered: ${listed(registered)})`,
+      tooLong
+        ? `function ${shown} is not registered: a name has at most ${MAX_NAME_LENGTH} characters (registered: ${listed(registered)})`
+        : `function ${name} is not registered (registered: ${listed(registered)})`,
       {
-        functionName: name,
+        functionName: shown,
         available: registered,
+        ...(tooLong
+          ? {
+              fix: `pass the name the function was registered under (at most ${MAX_NAME_LENGTH} characters), e.g. registry.names[0]`,
+            }
+          : {}),
       },
     );
   }
 
   static arityMismatch(name: string, expected: number, got: number): ExtFnError {
+    const shown = shownName(name);
     return new ExtFnError(
       'ArityMismatch',
-      `function ${name}: expected ${expected} argument(s), got ${got}`,
-      { functionName: name, expected, got },
+      `function ${shown}: expected ${expected} argument(s), got ${got}`,
+      { functionName: shown, expected, got },
     );
   }
 
@@ -126,10 +143,11 @@ export class ExtFnError extends Error {
     expected: ValueType,
     got: string,
   ): ExtFnError {
+    const shown = shownName(name);
     return new ExtFnError(
       'TypeMismatch',
-      `function ${name}: argument ${position} expected ${expected}, got ${got}`,
-      { functionName: name, position, expected, got },
+      `function ${shown}: argument ${position} expected ${expected}, got ${got}`,
+      { functionName: shown, position, expected, got },
     );
   }
 
@@ -151,10 +169,11 @@ export class ExtFnError extends Error {
     const fix = packageName
       ? `install ${packageName} and pass its runner to the Registry`
       : `install a runner package for "${language}" (one that implements LanguageRunner from @improv/extfn-core) and pass its runner to the Registry`;
+    const shown = shownName(name);
     return new ExtFnError(
       'LanguageUnavailable',
-      `function ${name}: no runner for language "${language}" is installed; ${fix} (installed: ${list})`,
-      { functionName: name, language, available: installed, fix },
+      `function ${shown}: no runner for language "${language}" is installed; ${fix} (installed: ${list})`,
+      { functionName: shown, language, available: installed, fix },
     );
   }
 
@@ -163,28 +182,36 @@ export class ExtFnError extends Error {
     message: string,
     fields: Omit<ExtFnErrorFields, 'functionName'> = {},
   ): ExtFnError {
-    return new ExtFnError('Runtime', `function ${name}: ${message}`, {
+    const shown = shownName(name);
+    return new ExtFnError('Runtime', `function ${shown}: ${message}`, {
       ...fields,
-      functionName: name,
+      functionName: shown,
     });
   }
 
   static timeout(name: string, ms: number): ExtFnError {
-    return new ExtFnError('Timeout', `function ${name}: timed out after ${ms} ms`, {
-      functionName: name,
+    const shown = shownName(name);
+    return new ExtFnError('Timeout', `function ${shown}: timed out after ${ms} ms`, {
+      functionName: shown,
       ms,
       limit: 'wall-clock',
     });
   }
 
   static sandbox(message: string, fix: string, fields: ExtFnErrorFields = {}): ExtFnError {
-    const prefix = fields.functionName ? `function ${fields.functionName}: ` : '';
-    return new ExtFnError('Sandbox', `${prefix}${message}; ${fix}`, { ...fields, fix });
+    const shown = fields.functionName === undefined ? undefined : shownName(fields.functionName);
+    const prefix = shown ? `function ${shown}: ` : '';
+    return new ExtFnError('Sandbox', `${prefix}${message}; ${fix}`, {
+      ...fields,
+      functionName: shown,
+      fix,
+    });
   }
 
   static aborted(name: string, reason?: unknown): ExtFnError {
-    return new ExtFnError('Runtime', `function ${name}: aborted`, {
-      functionName: name,
+    const shown = shownName(name);
+    return new ExtFnError('Runtime', `function ${shown}: aborted`, {
+      functionName: shown,
       aborted: true,
       cause: reason,
     });
@@ -192,15 +219,16 @@ export class ExtFnError extends Error {
 
   /** The same error re-addressed to a function (runners may not know the name). */
   withFunctionName(name: string): ExtFnError {
-    if (this.functionName === name) return this;
-    const prefix = `function ${name}: `;
+    const shown = shownName(name);
+    if (this.functionName === shown) return this;
+    const prefix = `function ${shown}: `;
     const old = this.functionName === undefined ? undefined : `function ${this.functionName}: `;
     const message = this.message.startsWith(prefix)
       ? this.message
       : old !== undefined && this.message.startsWith(old)
         ? prefix + this.message.slice(old.length)
         : prefix + this.message;
-    const copy = new ExtFnError(this.kind, message, { ...this.fields(), functionName: name });
+    const copy = new ExtFnError(this.kind, message, { ...this.fields(), functionName: shown });
     return copy;
   }
 

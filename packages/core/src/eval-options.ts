@@ -4,6 +4,7 @@
  * an ExtFnError naming the bad option instead of a RangeError from deep inside.
  */
 import { ExtFnError } from './errors.js';
+import { quoted } from './limits.js';
 
 /** Node's timers hold at most 2^31 - 1 ms (about 24.8 days). */
 export const MAX_TIMEOUT_MS = 2_147_483_647;
@@ -17,7 +18,14 @@ const TIMEOUT_RANGE = `a number of milliseconds in (0, ${MAX_TIMEOUT_MS}]`;
 const MODES = ['warm', 'oneShot'];
 
 function bad(functionName: string, option: string, wanted: string, got: unknown): ExtFnError {
-  const shown = typeof got === 'string' ? JSON.stringify(got) : String(got);
+  const text = typeof got === 'string' ? undefined : String(got);
+  // a string quoted, anything else as String gives it; either cut to 100 characters
+  const shown =
+    text === undefined
+      ? quoted(got as string, 100)
+      : text.length > 100
+        ? `${text.slice(0, 100)}… (${text.length} characters)`
+        : text;
   return ExtFnError.runtime(functionName, `option ${option} must be ${wanted}, got ${shown}`, {
     got: shown,
   });

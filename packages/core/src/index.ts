@@ -11,6 +11,12 @@ export * from './errors.js';
 export * from './json.js';
 export * from './language-runner.js';
 export {
+  MAX_ARGUMENTS,
+  MAX_BODY_LENGTH,
+  MAX_LANGUAGE_LENGTH,
+  MAX_NAME_LENGTH,
+} from './limits.js';
+export {
   checkArguments,
   checkColumnArguments,
   DEFAULT_TIMEOUT_MS,

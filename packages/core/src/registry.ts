@@ -7,6 +7,7 @@
 import {
   argumentsNotArray,
   argumentsUnreadable,
+  argumentTypes,
   columnsNotArray,
   describeGiven,
   rowsNotArray,
@@ -31,6 +32,7 @@ import {
   type RowResult,
   type RunnerProbe,
 } from './language-runner.js';
+import { quoted, shownName } from './limits.js';
 import { RunnerHandle } from './runner-handle.js';
 import {
   type Column,
@@ -192,7 +194,7 @@ export function checkColumnArguments(
   columns: readonly Float64Array[],
 ): ExtFnError | undefined {
   if (!isAllNumbers(fn)) {
-    const declared = `(${fn.argTypes.join(', ')}) -> ${fn.returnType}`;
+    const declared = `(${argumentTypes(fn)}) -> ${fn.returnType}`;
     return ExtFnError.runtime(
       fn.name,
       `columnar calls need a function whose arguments and result are all numbers; this one is ${declared} — use evalBatch`,
@@ -486,14 +488,20 @@ export class Registry {
     options: RegistryWarmUpOptions = {},
   ): Promise<WarmUpResult[]> {
     if (!Array.isArray(names) || names.some((name) => typeof name !== 'string')) {
-      const shown = typeof names === 'string' ? JSON.stringify(names) : String(names);
+      const at = Array.isArray(names) ? names.findIndex((name) => typeof name !== 'string') : -1;
+      const shown =
+        at >= 0
+          ? `an array holding ${describeGiven(names[at])} at ${at}`
+          : typeof names === 'string'
+            ? quoted(names)
+            : describeGiven(names);
       throw ExtFnError.runtime(
         'warmUp',
         `names must be an array of registered function names, got ${shown}`,
         { fix: 'pass e.g. ["hypot"], or nothing for every function registered' },
       );
     }
-    const timeoutMs = checkEvalOptions(names.join(', ') || 'warmUp', options, this.timeoutMs);
+    const timeoutMs = checkEvalOptions(warmUpLabel(names), options, this.timeoutMs);
     const fns = names.map((name) => {
       const { fn } = this.#lookup(name);
       try {
@@ -503,6 +511,9 @@ export class Registry {
       }
     });
     const { signal } = options;
+    // Aborted already: rejects as an abort would, and starts nothing only to leave it idle.
+    const first = signal?.aborted ? fns.find((f) => f.runner) : undefined;
+    if (first) throw ExtFnError.aborted(first.fn.name, signal!.reason);
     const asked = { timeoutMs, ...(options.mode === undefined ? {} : { mode: options.mode }) };
     return Promise.all(
       fns.map(async ({ fn, runner, failure }): Promise<WarmUpResult> => {
@@ -788,12 +799,19 @@ function closeWithin(runner: RunnerHandle, waitMs: number): Promise<void> {
  */
 function unreadableInput(error: unknown, name: unknown): ExtFnError {
   if (ExtFnError.isInstance(error)) return error;
-  const label = typeof name === 'string' ? name : describeGiven(name);
+  const label = typeof name === 'string' ? shownName(name) : describeGiven(name);
   return ExtFnError.runtime(
     label,
     `reading the call's arguments or options threw: ${describeThrown(error)}`,
     { cause: error, fix: 'pass plain arrays, columns and option objects (no getters that throw)' },
   );
+}
+
+/** Who a warm-up's option errors name: its functions, the first three of a longer list. */
+function warmUpLabel(names: readonly string[]): string {
+  if (names.length === 0) return 'warmUp';
+  const head = names.slice(0, 3).map(shownName).join(', ');
+  return names.length > 3 ? `${head} and ${names.length - 3} more` : head;
 }
 
 /** A function name that is not a string: NotFound, saying what was given. */

@@ -122,6 +122,46 @@ function withGiveUp(options: BatchOptions): {
   return { options: { ...options, signal }, giveUp: (reason) => controller.abort(reason) };
 }
 
+/** `failure` for each of `rowCount` rows, by row index (one instance between them). */
+function everyRow(rowCount: number, failure: ExtFnError): Map<number, ExtFnError> {
+  return new Map(Array.from({ length: rowCount }, (_, i) => [i, failure]));
+}
+
+/**
+ * The aborted error, when the caller's signal is aborted already: a batch
+ * then settles at once with it on every row, as one whose runner is cut off
+ * after an abort does, and the runner is not called (a native batch path
+ * would otherwise start work only to be cut off ABORT_WAIT_MS later).
+ */
+function abortedAlready(fn: ExternalFn, options: BatchOptions): ExtFnError | undefined {
+  const { signal } = options;
+  return signal?.aborted ? ExtFnError.aborted(fn.name, signal.reason) : undefined;
+}
+
+/** An all-number columnar batch whose every row failed with `failure`: NaN in `into` or a fresh column. */
+function failedColumns(
+  rowCount: number,
+  options: BatchOptions,
+  failure: ExtFnError,
+): ColumnResults {
+  const values = (options.into as Float64Array | undefined) ?? new Float64Array(rowCount);
+  return { values: values.fill(Number.NaN), errors: everyRow(rowCount, failure) };
+}
+
+/** A typed columnar batch whose every row failed with `failure`: the fill, in `into` when given. */
+function failedTypedColumns(
+  fn: ExternalFn,
+  rowCount: number,
+  options: BatchOptions,
+  failure: ExtFnError,
+): ColumnResults<Column> {
+  const values = newColumn(fn.returnType, rowCount);
+  return {
+    values: options.into ? copyColumn(values, options.into) : values,
+    errors: everyRow(rowCount, failure),
+  };
+}
+
 /** Longest core waits for a runner's `prepare` before checking a batch. */
 const PREPARE_WAIT_MS = 2_000;
 
@@ -263,6 +303,8 @@ export class RunnerHandle {
     options: BatchOptions,
   ): Promise<RowResult[]> {
     if (this.#shutdown.closed) throw closedError(fn.name);
+    const aborted = abortedAlready(fn, options);
+    if (aborted) return rows.map(() => aborted);
     if (this.runner.callBatch) {
       const callBatch = this.runner.callBatch.bind(this.runner);
       const run = withGiveUp(options);
@@ -299,6 +341,8 @@ export class RunnerHandle {
   ): Promise<ColumnResults> {
     if (this.#shutdown.closed) throw closedError(fn.name);
     const rowCount = columns[0]?.length ?? 0;
+    const aborted = abortedAlready(fn, options);
+    if (aborted) return failedColumns(rowCount, options, aborted);
     if (!this.runner.callColumns) {
       const rows = Array.from({ length: rowCount }, (_, i) =>
         columns.map((column) => Value.number(column[i]!)),
@@ -329,13 +373,7 @@ export class RunnerHandle {
       checkErrorRows('callColumns', errors, rowCount);
       return checkColumns(fn, intoColumn({ values, errors }, options).values, errors);
     } catch (error) {
-      const failure = toExtFnError(error, fn.name);
-      return {
-        values: ((options.into as Float64Array | undefined) ?? new Float64Array(rowCount)).fill(
-          Number.NaN,
-        ),
-        errors: new Map(Array.from({ length: rowCount }, (_, i) => [i, failure])),
-      };
+      return failedColumns(rowCount, options, toExtFnError(error, fn.name));
     }
   }
 
@@ -355,6 +393,8 @@ export class RunnerHandle {
   ): Promise<ColumnResults<Column>> {
     if (this.#shutdown.closed) throw closedError(fn.name);
     const rowCount = columns[0]?.length ?? 0;
+    const aborted = abortedAlready(fn, options);
+    if (aborted) return failedTypedColumns(fn, rowCount, options, aborted);
     const callTypedColumns = this.runner.callTypedColumns!.bind(this.runner);
     const run = withGiveUp(options);
     const every = (error: ExtFnError): never => {
@@ -385,12 +425,7 @@ export class RunnerHandle {
       fillFailed(fn.returnType, out.values, errors);
       return out;
     } catch (error) {
-      const failure = toExtFnError(error, fn.name);
-      const values = newColumn(fn.returnType, rowCount);
-      return {
-        values: options.into ? copyColumn(values, options.into) : values,
-        errors: new Map(Array.from({ length: rowCount }, (_, i) => [i, failure])),
-      };
+      return failedTypedColumns(fn, rowCount, options, toExtFnError(error, fn.name));
     }
   }
 

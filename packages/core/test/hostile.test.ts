@@ -103,19 +103,19 @@ describe('descriptors', () => {
     expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
   });
 
-  test('10^4 bad argument types: every issue in .issues, a message of twenty', () => {
-    const name = 'x'.repeat(100_000);
+  test('10^3 bad argument types (the most there may be): every issue in .issues, a message of twenty', () => {
+    const name = 'x'.repeat(256); // the longest name there may be (limits.test.ts: longer ones)
     const error = (() => {
       try {
-        new Registry().register({ ...base, name, argTypes: new Array(10_000).fill('nope') });
+        new Registry().register({ ...base, name, argTypes: new Array(1_000).fill('nope') });
       } catch (e) {
         return e as InvalidDescriptorError;
       }
     })()!;
-    expect(error.issues).toHaveLength(10_000);
+    expect(error.issues).toHaveLength(1_000);
     expect(error.message.length).toBeLessThan(10_000);
     expect(error.message).toMatch(/argTypes\[19\]: expected one of/);
-    expect(error.message).toMatch(/… and 9980 more \(see \.issues\)$/);
+    expect(error.message).toMatch(/… and 980 more \(see \.issues\)$/);
   });
 });
 
