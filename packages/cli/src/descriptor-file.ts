@@ -5,7 +5,12 @@
  */
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { type ExternalFn, InvalidDescriptorError, parseExternalFn } from '@improv/extfn-core';
+import {
+  type ExternalFn,
+  InvalidDescriptorError,
+  parseExternalFn,
+  shownName,
+} from '@improv/extfn-core';
 import { badInput, usage } from './cli-error.js';
 import type { CliIo } from './io.js';
 import { describeJsonError, lineAndColumn } from './json-error.js';
@@ -70,13 +75,19 @@ function parseOne(input: unknown, file: string, where: string): ExternalFn {
     if (!(error instanceof InvalidDescriptorError)) throw error;
     const name =
       typeof (input as { name?: unknown })?.name === 'string'
-        ? ` "${(input as { name: string }).name}"`
+        ? ` "${shownName((input as { name: string }).name)}"`
         : '';
     const lines = error.issues
       .map((i) => `  ${i.path || '(descriptor)'}: ${friendlier(i.message)}`)
       .join('\n');
     throw badInput(`${file}${where}: invalid descriptor${name}:\n${lines}`, FORMAT_HINT);
   }
+}
+
+/** Names a message lists: the first 20, each cut past the longest a function may have. */
+function listed(names: readonly string[]): string {
+  const head = names.slice(0, 20).map(shownName).join(', ');
+  return names.length > 20 ? `${head} and ${names.length - 20} more` : head;
 }
 
 /** A descriptor in a file before it is checked: where it is, and the name it goes by. */
@@ -178,12 +189,15 @@ export async function readDescriptor(
       ? await readStdinText(io, 'descriptor')
       : await readTextFile(file, io.cwd, 'descriptor file');
   const found = candidates(text, label);
-  const names = found.map((c) => c.name).join(', ');
+  const names = listed(found.map((c) => c.name));
   let picked: Candidate | undefined;
   if (name !== undefined) {
     picked = found.find((c) => c.name === name);
     if (!picked)
-      throw usage(`${label} has no function named ${name}`, `use --name with one of: ${names}`);
+      throw usage(
+        `${label} has no function named ${shownName(name)}`,
+        `use --name with one of: ${names}`,
+      );
   } else if (found.length > 1) {
     throw usage(`${label} holds ${found.length} functions`, `pick one with --name: ${names}`);
   } else {

@@ -110,6 +110,25 @@ describe('eval', () => {
     expect(io.err()).toContain('has no function named nope');
   });
 
+  test('a file of 30 functions or one with a 1 MB name: messages stay short, names cut with their length', async () => {
+    const long = 'n'.repeat(1 << 20);
+    const one = await tmp.file('long.json', JSON.stringify({ ...add, name: long }));
+    let io = fakeIo(withRunner());
+    expect(await main(['eval', one, '1', '2'], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toContain(`invalid descriptor "${'n'.repeat(100)}… (1048576 characters)"`);
+    expect(io.err()).toContain('name: must have at most 256 characters, got 1048576');
+    expect(io.err().length).toBeLessThan(2_000);
+    const many = Array.from({ length: 30 }, (_, i) => ({ ...add, name: `f${i}` }));
+    const list = await tmp.file('many.json', JSON.stringify([...many, { ...add, name: long }]));
+    io = fakeIo(withRunner());
+    const asked = 'm'.repeat(1 << 20);
+    expect(await main(['eval', list, '-n', asked, '1', '2'], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toContain(`has no function named ${'m'.repeat(100)}… (1048576 characters)`);
+    expect(io.err()).toContain('one of: f0, f1,');
+    expect(io.err()).toContain(', f19 and 11 more');
+    expect(io.err().length).toBeLessThan(2_000);
+  });
+
   test('--timeout must be a duration', async () => {
     const fn = await tmp.file('add.json', JSON.stringify(add));
     const io = fakeIo(withRunner());

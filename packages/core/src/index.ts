@@ -15,6 +15,7 @@ export {
   MAX_BODY_LENGTH,
   MAX_LANGUAGE_LENGTH,
   MAX_NAME_LENGTH,
+  shownName,
 } from './limits.js';
 export {
   checkArguments,
