@@ -501,6 +501,78 @@ function(con, precompiled = NULL) eval(
     }
   }
 
+  # ---- a body that ends R ---------------------------------------------------------
+
+  # quit() or q() in a body would end the worker, and the host could only
+  # report that the interpreter exited, as after a crash. Base's two are
+  # replaced by functions that signal `extfnQuit`: a condition of no class a
+  # body's own handlers catch (neither "error" nor "condition", so not
+  # try(), tryCatch(error = ) or tryCatch(condition = )), which the row loops
+  # take as that row's QuitError; R goes on, and the row's state is put back
+  # as after any failed row. Outside a row (no handler) they quit as base's
+  # do. So does tools::pskill() aimed at R's own process with a signal that
+  # would end it (patched when the tools namespace loads). What still ends R
+  # (.Internal(quit()), the "abort" restart, closeAllConnections(), which
+  # closes the protocol channel) reads as the host sees it. The driver's own
+  # exits call .Internal(quit()).
+  session_ended <- function(call, what, instead) {
+    condition <- structure(
+      class = c("QuitError", "error", "condition"),
+      list(
+        message = paste0(
+          "the body ended the R session with ", what,
+          ": a body must return a value (set result), not ", instead
+        ),
+        call = call
+      )
+    )
+    .Internal(.signalCondition(structure(class = "extfnQuit", list(condition = condition)), condition$message, call))
+  }
+  replace_binding <- function(name, value, env) {
+    locked <- bindingIsLocked(name, env)
+    if (locked) unlockBinding(name, env)
+    assign(name, value, envir = env)
+    if (locked) lockBinding(name, env)
+  }
+  quit_as <- function(name) {
+    force(name)
+    function(save = "default", status = 0, runLast = TRUE) {
+      session_ended(sys.call(), paste0(name, "()"), paste0("call ", name, "()"))
+      .Internal(quit(save, status, runLast))
+    }
+  }
+  replace_binding("quit", quit_as("quit"), baseenv())
+  replace_binding("q", quit_as("q"), baseenv())
+  # Signals (Linux numbers) that leave R running: none (0, a check), SIGINT
+  # (an interrupt), and those that stop, continue or are ignored by default.
+  signals_kept <- c(0L, 2L, 17L, 18L, 19L, 20L, 21L, 22L, 23L, 28L)
+  patch_pskill <- function(ns) {
+    original <- get("pskill", envir = ns)
+    if (!is.function(original)) return(invisible())
+    # evaluated where the original was (its default signal is tools' SIGTERM)
+    wrapper <- function(pid, signal = SIGTERM) {
+      own <- tryCatch(
+        suppressWarnings(any(as.integer(pid) %in% c(0L, Sys.getpid())) && !all(as.integer(signal) %in% signals_kept)),
+        error = function(e) FALSE
+      )
+      if (isTRUE(own)) session_ended(sys.call(), "tools::pskill() on its own process", "signal its own process")
+      original(pid, signal)
+    }
+    here <- new.env(parent = ns)
+    here$original <- original
+    here$session_ended <- session_ended
+    here$signals_kept <- signals_kept
+    environment(wrapper) <- here
+    replace_binding("pskill", wrapper, ns)
+  }
+  if (isNamespaceLoaded("tools")) {
+    tryCatch(patch_pskill(asNamespace("tools")), error = function(e) NULL)
+  } else {
+    setHook(packageEvent("tools", "onLoad"), function(...) {
+      tryCatch(patch_pskill(asNamespace("tools")), error = function(e) NULL)
+    })
+  }
+
   # ---- the loaded function ----------------------------------------------------
 
   fn <- NULL
@@ -727,7 +799,7 @@ function(con, precompiled = NULL) eval(
       )
       if (!gone) {
         cat("the global environment cannot be restored after a row (locked?): the worker exits\n", file = err)
-        quit(save = "no", status = 70L)
+        .Internal(quit("no", 70L, FALSE))
       }
     }
     # A row may lock .Random.seed (lockBinding), which would fail every later
@@ -742,7 +814,7 @@ function(con, precompiled = NULL) eval(
     )
     if (!fixed) {
       cat("the global environment cannot be restored after a row (locked?): the worker exits\n", file = err)
-      quit(save = "no", status = 70L)
+      .Internal(quit("no", 70L, FALSE))
     }
     kept <- list()
     for (pos in rev(seq_along(.Internal(search())))) {
@@ -959,6 +1031,40 @@ function(con, precompiled = NULL) eval(
       if ((careful || state_careful) && state_changed()) restore_state()
       over
     }
+    # A row's error, and a row that ended R (extfnQuit, see session_ended):
+    # that row fails, and the loop goes on at the next row.
+    failed <- function(e) {
+      over <- FALSE
+      if (limits_careful) reset_limits()
+      # A time limit an earlier row of this block set (setTimeLimit()):
+      # the block runs again with the limits reset after every row.
+      if (!careful && conditionMessage(e) %in% limit_messages) {
+        limit_hit <<- TRUE
+        limits_careful <<- TRUE
+      }
+      if (checks &&
+          (length(genv) != 1L || is.null(genv$.Random.seed) ||
+           .Internal(bindingIsLocked(seed_name, genv)) ||
+           length(.Internal(search())) != search_length)) restore_globals()
+      if (careful) {
+        # A row that drew and then failed leaves the state changed too.
+        if (!rng_used && !identical(genv$.Random.seed, seed)) {
+          rng_used <<- TRUE
+          genv$.Random.seed <- seed
+        }
+        over <- tell() - position > max_output
+      }
+      if ((careful || state_careful) && state_changed()) restore_state()
+      if (over) {
+        cut_output()
+      } else {
+        t <- error_text(e)
+        if (identical(e$message, "")) t$message <- "error with an empty message"
+        fail(i, json_error(t$type, t$message, if (t$type != "ResultTypeError") t$traceback, got = e$got))
+      }
+      if (careful) position <<- tell()
+      i <<- i + 1L
+    }
     fresh <- is.null(shared_env)
     env <- shared_env
     first <- 1L
@@ -1002,38 +1108,8 @@ function(con, precompiled = NULL) eval(
               invokeRestart("muffleWarning")
             }
           ),
-          error = function(e) {
-            over <- FALSE
-            if (limits_careful) reset_limits()
-            # A time limit an earlier row of this block set (setTimeLimit()):
-            # the block runs again with the limits reset after every row.
-            if (!careful && conditionMessage(e) %in% limit_messages) {
-              limit_hit <<- TRUE
-              limits_careful <<- TRUE
-            }
-            if (checks &&
-                (length(genv) != 1L || is.null(genv$.Random.seed) ||
-                 .Internal(bindingIsLocked(seed_name, genv)) ||
-                 length(.Internal(search())) != search_length)) restore_globals()
-            if (careful) {
-              # A row that drew and then failed leaves the state changed too.
-              if (!rng_used && !identical(genv$.Random.seed, seed)) {
-                rng_used <<- TRUE
-                genv$.Random.seed <- seed
-              }
-              over <- tell() - position > max_output
-            }
-            if ((careful || state_careful) && state_changed()) restore_state()
-            if (over) {
-              cut_output()
-            } else {
-              t <- error_text(e)
-              if (identical(e$message, "")) t$message <- "error with an empty message"
-              fail(i, json_error(t$type, t$message, if (t$type != "ResultTypeError") t$traceback, got = e$got))
-            }
-            if (careful) position <<- tell()
-            i <<- i + 1L
-          }
+          error = failed,
+          extfnQuit = function(q) failed(q$condition)
         )
       }
       # Whatever a row set with setTimeLimit() ends with its block (rows
@@ -1094,7 +1170,7 @@ function(con, precompiled = NULL) eval(
     errors <- character(0)
     convert <- converters[[type]]
     for (i in which(!fast)) {
-      v <- tryCatch(convert(if (is.list(r)) r[[i]] else r[i]), error = function(e) e)
+      v <- tryCatch(convert(cell_of(r, i)), error = function(e) e)
       if (inherits(v, "condition")) {
         errors[[as.character(i - 1L)]] <- json_error("ResultTypeError", conditionMessage(v), got = v$got)
       } else {
@@ -1102,6 +1178,36 @@ function(con, precompiled = NULL) eval(
       }
     }
     list(values = values, errors = errors)
+  }
+
+  # Cell i of a vectorized result as a per-row body returns it: `r[i]`, never
+  # `r[[i]]` (a list's cell is a list of one, as a per-row `list(x)` is). `[`
+  # keeps the class where the class has a method for it (factor, Date,
+  # POSIXct, POSIXlt, AsIs); where it drops it (a class of the body's own
+  # with no method, an S4 object, ts), the cell gets back the result's class
+  # and attributes, so the converter refuses it as it refuses that object
+  # per row (`got myclass 2`) instead of taking the bare number inside.
+  cell_of <- function(r, i) {
+    cell <- r[i]
+    if (is.object(r) && !identical(class(cell), class(r))) {
+      cell <- tryCatch(
+        {
+          bare <- unclass(cell)
+          kept <- tryCatch(
+            {
+              mostattributes(bare) <- attributes(r)
+              TRUE
+            },
+            error = function(e) FALSE
+          )
+          # an attribute that does not fit one value (a ts's tsp): the class alone
+          if (!kept) attr(bare, "class") <- attr(r, "class")
+          bare
+        },
+        error = function(e) cell
+      )
+    }
+    cell
   }
 
   chunk_error <- function(message, got) {
@@ -1146,7 +1252,8 @@ function(con, precompiled = NULL) eval(
             invokeRestart("muffleWarning")
           }
         ),
-        error = function(e) list(error = e)
+        error = function(e) list(error = e),
+        extfnQuit = function(q) list(error = q$condition)
       )
       reset_limits()
       restore_globals()
@@ -1644,5 +1751,5 @@ function(con, precompiled = NULL) eval(
     }
   }
   if (!is.null(capture)) close(capture)
-  quit(save = "no", status = 0L)
+  .Internal(quit("no", 0L, FALSE))
 }))

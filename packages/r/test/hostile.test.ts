@@ -6,6 +6,7 @@
  * typed error; a body that ends R, recurses without end, or raises a huge or
  * non-UTF-8 message costs at most its own row and worker.
  */
+import { existsSync } from 'node:fs';
 import { ExtFnError, Value as V, type Value } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { failure, restrictedOk, scopedRegistry, skipReason } from './helpers.js';
@@ -16,6 +17,12 @@ const shown = (cells: (Value | ExtFnError)[]) =>
 /** One worker, one request per batch: rows after a row share its R session and its block. */
 const oneWorker = { maxWorkers: 1, chunkMs: 60_000 };
 const VEC = { vectorized: true };
+/** Where libc may be (the crash test's abort()). */
+const LIBC = [
+  '/lib/x86_64-linux-gnu/libc.so.6',
+  '/lib/aarch64-linux-gnu/libc.so.6',
+  '/lib64/libc.so.6',
+];
 // Some 10-50 ms of R code: R looks at its time limits every so many evaluations.
 const busy = 'x <- 0\nfor (i in 1:50000) x <- x + 1';
 
@@ -170,10 +177,74 @@ describe.skipIf(!restrictedOk)(
       expect(await registry.eval('latin1', [])).toEqual(V.text('aé'));
     });
 
-    test('a body that ends R (quit, q(status), .Internal(quit), the abort restart, closeAllConnections) fails its own row only', async () => {
+    test('a body that calls quit() or q() (however caught or reached) fails its own row with a QuitError naming it; the worker stays', async () => {
       const enders = {
-        quit: 'quit()',
-        status: 'q("no", 3)',
+        quit: ['quit()', 'quit'],
+        status: ['q(status = 3)', 'q'],
+        save: ['q("yes")', 'q'],
+        namespaced: ['base::quit("no", 3)', 'quit'],
+        called: ['do.call("q", list())', 'q'],
+        tried: ['try(quit(), silent = TRUE)', 'quit'],
+        caught: ['tryCatch(q(), error = function(e) 1, condition = function(c) 2)', 'q'],
+        exiting: ['(function() { on.exit(q()); stop("x") })()', 'q'],
+      };
+      const fns = Object.fromEntries(
+        Object.entries(enders).map(([name, [call]]) => [
+          name,
+          [`if (args[[1]] == 2) ${call}\nresult <- args[[1]]`, ['number'], 'number'],
+        ]),
+      ) as Parameters<typeof scopedRegistry>[0];
+      fns.vec = [
+        'if (any(args[[1]] == 2)) q(status = 3)\nresult <- args[[1]]',
+        ['number'],
+        'number',
+        VEC,
+      ];
+      const { registry, runner } = scopedRegistry(fns, { maxWorkers: 1 });
+      const rows = [1, 2, 3].map((x) => [n(x)]);
+      const quitError = (name: string, called: string) =>
+        `Runtime: function ${name}: QuitError: the body ended the R session with ${called}(): ` +
+        `a body must return a value (set result), not call ${called}()`;
+      for (const [name, [, called]] of Object.entries({ ...enders, vec: ['', 'q'] })) {
+        const want = [n(1), quitError(name, called!), n(3)];
+        expect([name, shown(await registry.evalBatch(name, rows))]).toEqual([name, want]);
+        expect([name, shown([await registry.eval(name, [n(2)]).catch((e) => e)])]).toEqual([
+          name,
+          [want[1]],
+        ]);
+        expect(await registry.eval(name, [n(4)])).toEqual(n(4));
+      }
+      const { values, errors } = await registry.evalColumns('vec', [Float64Array.of(1, 2, 3)]);
+      expect([values[0], shown([...errors.values()]), values[2]]).toEqual([
+        1,
+        [quitError('vec', 'q')],
+        3,
+      ]);
+      // R went on: one worker per function served every row
+      expect(runner.stats().started).toBe(Object.keys(fns).length);
+      expect(runner.stats().killed).toBe(0);
+    });
+
+    test('tools::pskill() on R itself is a QuitError too; a pskill that leaves R running is not', async () => {
+      const { registry } = scopedRegistry({
+        term: ['tools::pskill(Sys.getpid())\nresult <- 1', [], 'number'],
+        kill: ['tools::pskill(Sys.getpid(), tools::SIGKILL)\nresult <- 1', [], 'number'],
+        attached: ['library(tools)\npskill(0L, SIGUSR1)\nresult <- 1', [], 'number'],
+        probe: ['result <- as.numeric(tools::pskill(Sys.getpid(), 0L))', [], 'number'],
+      });
+      for (const name of ['term', 'kill', 'attached']) {
+        const error = await failure(registry.eval(name, []));
+        expect([error.kind, error.message]).toEqual([
+          'Runtime',
+          `function ${name}: QuitError: the body ended the R session with tools::pskill() on its own process: ` +
+            'a body must return a value (set result), not signal its own process',
+        ]);
+      }
+      expect(await registry.eval('probe', [])).toEqual(n(1));
+    });
+
+    test('what still ends R (.Internal(quit), the abort restart, closeAllConnections) or crashes it fails its own row only, as the host sees it', async () => {
+      const enders = {
         internal: '.Internal(quit("no", 0L, FALSE))',
         abort: 'invokeRestart("abort")',
         connections: 'closeAllConnections()',
@@ -184,9 +255,18 @@ describe.skipIf(!restrictedOk)(
           [`if (args[[1]] == 2) ${call}\nresult <- args[[1]]`, ['number'], 'number'],
         ]),
       ) as Parameters<typeof scopedRegistry>[0];
+      // A real crash: libc's abort() (R is the sandbox's pid 1, so it ends as a SIGSEGV).
+      const libc = LIBC.find((path) => existsSync(path));
+      if (libc) {
+        fns.crash = [
+          `if (args[[1]] == 2) { dyn.load("${libc}"); .C("abort") }\nresult <- args[[1]]`,
+          ['number'],
+          'number',
+        ];
+      }
       const { registry } = scopedRegistry(fns);
       const rows = [1, 2, 3].map((x) => [n(x)]);
-      for (const name of Object.keys(enders)) {
+      for (const name of Object.keys(fns)) {
         const batch = await registry.evalBatch(name, rows);
         expect([name, batch[0], batch[2]]).toEqual([name, n(1), n(3)]);
         const row = batch[1] as ExtFnError;
@@ -194,7 +274,11 @@ describe.skipIf(!restrictedOk)(
           name,
           'Runtime',
           expect.stringMatching(
-            new RegExp(`^function ${name}: the interpreter exited with code \\d+$`),
+            new RegExp(
+              name === 'crash'
+                ? `^function ${name}: the interpreter was killed by SIG[A-Z]+$`
+                : `^function ${name}: the interpreter exited with code \\d+$`,
+            ),
           ),
         ]);
         expect(await registry.eval(name, [n(4)])).toEqual(n(4));

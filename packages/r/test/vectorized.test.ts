@@ -4,7 +4,8 @@
  * evalColumns equal per-row eval on chunks with raising rows, NA slots,
  * wrong lengths and a hanging chunk. Restricted sandbox, Rscript.
  */
-import { ExtFnError, type RowResult, Value } from '@improv/extfn-core';
+import { ExtFnError, type RowResult, Value, type ValueType } from '@improv/extfn-core';
+import type { FnTable } from '@improv/extfn-core/testing';
 import { describe, expect, test } from 'vitest';
 import { failure, restrictedOk, scopedRegistry, skipReason } from './helpers.js';
 
@@ -12,6 +13,13 @@ const VEC = { vectorized: true };
 const n = (x: number) => Value.number(x);
 const outcome = (r: RowResult) =>
   ExtFnError.isInstance(r) ? { error: r.kind, message: r.message } : r;
+/** A row's outcome without its function's name, so two registrations of one body compare. */
+const named = (name: string) => (r: RowResult) =>
+  ExtFnError.isInstance(r)
+    ? { error: r.kind, message: r.message.replace(`function ${name}: `, ''), got: r.got }
+    : r;
+const NUMS = [[n(1)], [n(2)]];
+const WHEN = [[Value.datetime('2001-02-03T04:05:06Z')]];
 
 async function expectPerRowSemantics(
   registry: ReturnType<typeof scopedRegistry>['registry'],
@@ -31,6 +39,45 @@ async function expectPerRowSemantics(
     expect(asRows.map(outcome)).toEqual(single.map(outcome));
   }
   return single;
+}
+
+/**
+ * Registers each body per row (`name`) and vectorized (`v_name`) and checks
+ * that the vectorized one gives every row what the per-row one gives, through
+ * evalBatch, eval and (all numbers) evalColumns; returns the per-row outcomes.
+ */
+async function expectVectorizedAsPerRow(
+  cases: Record<string, [string, ValueType[], ValueType, Value[][]]>,
+) {
+  const fns: FnTable = {};
+  for (const [name, [body, argTypes, returnType]] of Object.entries(cases)) {
+    fns[name] = [body, argTypes, returnType];
+    fns[`v_${name}`] = [body, argTypes, returnType, VEC];
+  }
+  const { registry } = scopedRegistry(fns);
+  const seen: Record<string, unknown[]> = {};
+  for (const [name, [, argTypes, returnType, rows]] of Object.entries(cases)) {
+    const perRow = (await registry.evalBatch(name, rows)).map(named(name));
+    seen[name] = perRow;
+    const ways: [string, RowResult[]][] = [
+      ['evalBatch', await registry.evalBatch(`v_${name}`, rows)],
+      [
+        'eval',
+        await Promise.all(
+          rows.map((row) => registry.eval(`v_${name}`, row).catch((e: ExtFnError) => e)),
+        ),
+      ],
+    ];
+    if (returnType === 'number' && argTypes.every((t) => t === 'number')) {
+      const column = Float64Array.from(rows, (row) => (row[0] as { value: number }).value);
+      const { values, errors } = await registry.evalColumns(`v_${name}`, [column]);
+      ways.push(['evalColumns', Array.from(values, (v, i) => errors.get(i) ?? n(v))]);
+    }
+    for (const [way, results] of ways) {
+      expect([name, way, results.map(named(`v_${name}`))]).toEqual([name, way, perRow]);
+    }
+  }
+  return seen;
 }
 
 describe.skipIf(!restrictedOk)(`r vectorized (${restrictedOk ? 'Restricted' : skipReason})`, () => {
@@ -154,6 +201,59 @@ describe.skipIf(!restrictedOk)(`r vectorized (${restrictedOk ? 'Restricted' : sk
       expect.objectContaining({ error: 'Timeout' }),
       n(5),
     ]);
+  });
+
+  test('a classed result without a `[` method (a class of its own, S4, ts) or a list gives each row what the same body gives per row', async () => {
+    const seen = await expectVectorizedAsPerRow({
+      own: ['result <- structure(args[[1]] * 2, class = "myclass")', ['number'], 'number', NUMS],
+      s4: [
+        'library(methods)\nsetClass("Num", contains = "numeric")\nresult <- new("Num", args[[1]] * 2)',
+        ['number'],
+        'number',
+        NUMS,
+      ],
+      ts: ['result <- stats::ts(args[[1]])', ['number'], 'number', NUMS],
+      list: ['result <- as.list(args[[1]])', ['number'], 'number', NUMS],
+      record: [
+        'result <- structure(as.list(args[[1]]), class = "rec")',
+        ['number'],
+        'number',
+        NUMS,
+      ],
+      shout: [
+        'result <- structure(toupper(args[[1]]), class = "shout")',
+        ['text'],
+        'text',
+        [[Value.text('a')], [Value.text('b')]],
+      ],
+    });
+    const refused = (type: string, got: string) => ({
+      error: 'Runtime',
+      message: `result expected ${type}, got ${got}`,
+      got,
+    });
+    expect(seen).toEqual({
+      own: [refused('number', 'myclass 2'), refused('number', 'myclass 4')],
+      s4: [refused('number', 'Num 2'), refused('number', 'Num 4')],
+      ts: [refused('number', 'ts 1'), refused('number', 'ts 2')],
+      list: [refused('number', 'list 1'), refused('number', 'list 2')],
+      record: [refused('number', 'rec 1'), refused('number', 'rec 2')],
+      shout: [refused('text', 'shout "A"'), refused('text', 'shout "B"')],
+    });
+  });
+
+  test('a classed result with a `[` method is refused (factor, AsIs) or taken (POSIXlt, Date) as per row', async () => {
+    const seen = await expectVectorizedAsPerRow({
+      factor: ['result <- factor(args[[1]])', ['text'], 'text', [[Value.text('a')]]],
+      asis: ['result <- I(args[[1]])', ['number'], 'number', NUMS],
+      lt: ['result <- as.POSIXlt(args[[1]])', ['datetime'], 'datetime', WHEN],
+      date: ['result <- as.Date(args[[1]])', ['datetime'], 'datetime', WHEN],
+    });
+    expect(seen.factor).toEqual([
+      { error: 'Runtime', message: 'result expected text, got factor a', got: 'factor a' },
+    ]);
+    expect(seen.lt).toEqual(WHEN.map((row) => row[0]));
+    expect(seen.date).toEqual([Value.datetime('2001-02-03T00:00:00Z')]);
   });
 
   test('RNG: each chunk starts from the same seed, as each row does', async () => {
