@@ -138,8 +138,9 @@ async function spawn(
 
 /**
  * The tree `launch` hands over within `ms`, else a start failure (or an
- * abort): a launch that never answers (the spawner stopped from outside)
- * must not hold a start, and the batch waiting for it, for ever. A tree
+ * abort): a launch through a spawner stopped from outside, which the sandbox
+ * gives up on after 3 s (then starting the tree itself), must not hold a
+ * start with a shorter deadline, nor the batch waiting for it. A tree
  * handed over after that is killed.
  */
 async function launchedWithin(

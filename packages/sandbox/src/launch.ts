@@ -44,7 +44,13 @@ import { watchTreeMemory } from './memory-watch.js';
 import type { SandboxPolicy } from './policy.js';
 import { childrenOf, processesOfUid, sampleCpu } from './proc.js';
 import { seccompArch, seccompProgram } from './seccomp.js';
-import { type ChainProcess, type ChainSpawn, type ChainStatus, readySpawner } from './spawner.js';
+import {
+  type ChainProcess,
+  type ChainSpawn,
+  type ChainStatus,
+  readySpawner,
+  type Spawner,
+} from './spawner.js';
 import { openStdoutPipe, openStdoutPipeWith, type StdoutPipe } from './stdout-pipe.js';
 import { hostTools } from './tools.js';
 import type { SandboxOptions } from './types.js';
@@ -456,13 +462,57 @@ export function launch(options: LaunchOptions): Launched {
 }
 
 /**
+ * How long the spawner may take to hand a tree over: a spawn and a cgroup
+ * move, milliseconds (a few hundred on a loaded host). One that takes longer
+ * is stopped from outside (SIGSTOP) or wedged: the tree starts directly
+ * instead, and so does every tree until it hands one over again, rather than
+ * each start waiting for it until its own deadline. Seconds, so that a busy
+ * host does not count as one (its trees would only cost this process a fork).
+ */
+const SPAWNER_ANSWER_MS = 3_000;
+/** A launch through the spawner went past SPAWNER_ANSWER_MS, and it has not answered since. */
+let spawnerStalled = false;
+
+/**
  * Starts one tree through the spawner once it is ready (so this process
  * does not fork), else as `launch` does. Should the spawner fail to start
- * it, the tree starts directly.
+ * it, or not answer within SPAWNER_ANSWER_MS, the tree starts directly.
  */
 export async function launchAsync(options: LaunchOptions): Promise<Launched> {
-  const spawner = readySpawner();
+  const spawner = spawnerStalled ? undefined : readySpawner();
   if (!spawner) return launch(options);
+  let givenUp = false;
+  const through = launchThrough(spawner, options, () => givenUp);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), SPAWNER_ANSWER_MS);
+  });
+  try {
+    const tree = await Promise.race([through, late]);
+    if (tree) return tree;
+  } finally {
+    clearTimeout(timer);
+  }
+  givenUp = true;
+  spawnerStalled = true;
+  through.then(
+    (tree) => {
+      spawnerStalled = false;
+      void tree.kill(); // late: nobody takes it
+    },
+    () => {
+      spawnerStalled = false; // it answered (an error), or it died and the next one starts
+    },
+  );
+  return launch(options);
+}
+
+/** `launchAsync` through a ready spawner; once `givenUp`, a failed spawn starts no tree instead. */
+async function launchThrough(
+  spawner: Spawner,
+  options: LaunchOptions,
+  givenUp: () => boolean,
+): Promise<Launched> {
   const prepared = prepare(options, spawner.leaks, true);
   let pipe: StdoutPipe | undefined;
   let child: ChainProcess;
@@ -471,7 +521,8 @@ export async function launchAsync(options: LaunchOptions): Promise<Launched> {
       ? await openStdoutPipeWith(prepared.uid, (mkfifo, path) => spawner.mkfifo(mkfifo, path))
       : undefined;
     const stdout = pipe?.writeFd ?? 'pipe';
-    child = await spawner.spawn(chainSpawn(options, prepared, stdout)).catch(() => {
+    child = await spawner.spawn(chainSpawn(options, prepared, stdout)).catch((error) => {
+      if (givenUp()) throw error; // launchAsync started the tree directly already
       // from this process, whose own inherited descriptors the chain must close
       const { limits, command, cgroup } = prepared;
       const gated = cgroup !== undefined; // this process moves it, behind the gate (started())

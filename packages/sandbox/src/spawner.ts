@@ -10,8 +10,9 @@
  * channel, so the host itself never forks again.
  *
  * The sandbox's probe starts it (probe.ts: before a process's first tree),
- * else the first launch. Until it is ready, and wherever it cannot run,
- * trees start the direct way (launch.ts). IMPROV_EXTFN_SPAWNER=0 turns it off.
+ * else the first launch. Until it is ready, wherever it cannot run, and
+ * while it does not answer (stopped from outside), trees start the direct
+ * way (launch.ts). IMPROV_EXTFN_SPAWNER=0 turns it off.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -100,7 +101,7 @@ function program(): string | undefined {
   return undefined;
 }
 
-class Spawner {
+export class Spawner {
   readonly #child: ChildProcess;
   #ready = false;
   #gone = false;

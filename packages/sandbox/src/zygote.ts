@@ -128,6 +128,17 @@ const SIGNAL_NAMES = Object.fromEntries(
 const FIX_ZYGOTE =
   'this host runs each worker in a tree of its own from now on; set IMPROV_EXTFN_ZYGOTE=0 to never use a zygote';
 
+/**
+ * How long the zygote may take to answer a fork line (the worker's pid, or
+ * why not): a clone, a millisecond or so even on a loaded host. One that
+ * takes longer is stopped from outside (SIGSTOP) or wedged, so the fork gives
+ * up then (`unanswered`: the caller replaces the zygote), not at the
+ * worker's whole start-up deadline (15 s by default). Seconds, not
+ * milliseconds: a host too busy to schedule the zygote for a moment must not
+ * count as one.
+ */
+const ANSWER_MS = 3_000;
+
 /** Directories of zygotes alive: removed at this process's exit should one not be closed. */
 const liveDirs = new Set<string>();
 let exitHook = false;
@@ -467,6 +478,7 @@ export class Zygote {
     };
     this.#tree.stdin.write(`${JSON.stringify(request)}\n`);
     let timer: NodeJS.Timeout | undefined;
+    let answerTimer: NodeJS.Timeout | undefined;
     let cgroup: TreeCgroup | undefined;
     let hostPid: number | undefined;
     let born: number | undefined;
@@ -512,17 +524,34 @@ export class Zygote {
             options.startupMs,
           );
         }),
+        new Promise((_, reject) => {
+          answerTimer = setTimeout(
+            // past the input already there: a host loop that was busy for seconds runs its
+            // timers before it reads, and an answer waiting in the pipe is not a stall
+            () =>
+              setImmediate(() => {
+                if (!pending.answered) {
+                  reject(new Error(`the zygote did not answer the fork in ${ANSWER_MS} ms`));
+                }
+              }),
+            ANSWER_MS,
+          );
+        }),
       ]);
     } catch (error) {
       pending.onPid = undefined; // a pid answered after this: no join for a start given up
-      if (!pending.answered && !this.#dead) this.unanswered = true;
+      const unanswered = !pending.answered && !this.#dead;
+      if (unanswered) this.unanswered = true;
       if (hostPid !== undefined) killPid(hostPid, born);
       pending.stdio?.destroy();
       pending.stderr?.destroy();
       this.#byToken.delete(token);
       void cgroup?.remove();
-      // its exit line still comes (or the zygote died): the caller's probe reads it
-      const how = await Promise.race([childExit, delay(500).then(() => undefined)]);
+      // its exit line still comes (or the zygote died): the caller's probe reads it; a
+      // zygote that did not answer the fork reports no exit either
+      const how = unanswered
+        ? undefined
+        : await Promise.race([childExit, delay(500).then(() => undefined)]);
       // exit 70: a step of the child's sandbox failed (docs/protocol.md): not here, ever
       if (how?.code === 70) this.unfit = true;
       if (ExtFnError.isInstance(error)) throw error;
@@ -533,6 +562,7 @@ export class Zygote {
       );
     } finally {
       clearTimeout(timer);
+      clearTimeout(answerTimer);
       this.#byToken.delete(token);
     }
     this.forks++;
