@@ -176,10 +176,14 @@ class _Fork(object):
 def _step1_after_clone():
     """Python's own state after a fork (threads, random's seed, locks), and
     none of the zygote's signal plumbing: its wakeup pipe is closed in step 8,
-    and its number may then be a body's file."""
+    and its number may then be a body's file. A session and process group of
+    its own, as bwrap's --new-session gives a tree: the clone is in the
+    zygote's, where kill(0, sig) would reach the zygote (SIGINT ends it) and
+    every other function's worker."""
     ctypes.pythonapi.PyOS_AfterFork_Child()
     _signal.set_wakeup_fd(-1)
     _signal.signal(SIGCHLD, _signal.SIG_DFL)
+    os.setsid()
 
 
 def _step2_namespaces(work, uid, gid):

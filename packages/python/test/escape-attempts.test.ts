@@ -214,6 +214,28 @@ while True:
     pass
 `);
 
+/**
+ * SIGINT to its whole process group, itself spared: in a group shared with
+ * the zygote and other functions' workers it would end the zygote (Python's
+ * handler) and interrupt their rows. Says whether the worker leads a session
+ * and group of its own.
+ */
+const GROUP_SIGNAL = T(`
+import os, signal
+me, sid, pgid = os.getpid(), os.getsid(0), os.getpgid(0)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+os.kill(0, signal.SIGINT)
+result = 'own session and group' if sid == me and pgid == me else 'sid %d pgid %d pid %d' % (sid, pgid, me)
+`);
+
+/** A row that sleeps long enough for another function's row to run beside it. */
+const SLEEPER = T(`
+import time
+for _ in range(30):
+    time.sleep(0.1)
+result = 'slept'
+`);
+
 const FNS = {
   warm: T('result = "warm"'),
   warm2: T('result = "warm2"'),
@@ -277,6 +299,21 @@ describe.skipIf(!restrictedOk)(`hostile python bodies ${restrictedOk ? '' : noRe
       if (from === 'zygote') expect(scoped.runner.stats().zygoteStarts).toBe(forks + 1);
       expect(await scoped.registry.eval('warm', [])).toEqual(Value.text('warm'));
     }, 120_000);
+
+    test('a signal to its whole process group reaches no other worker and not the zygote', async () => {
+      const scoped = await workers(from, { ...FNS, group: GROUP_SIGNAL, sleeper: SLEEPER });
+      const zygote = scoped.runner.stats().zygote;
+      const before = scoped.runner.workerPids().length;
+      const sleeping = scoped.registry.eval('sleeper', []);
+      // its worker is there (so its row runs while the other signals)
+      expect(await waitFor(() => scoped.runner.workerPids().length > before, 10_000)).toBe(true);
+      const group = await text(from, scoped, 'group');
+      expect(await sleeping.catch((error: unknown) => String(error))).toEqual(Value.text('slept'));
+      expect(group).toBe('own session and group');
+      expect(scoped.runner.stats().zygote).toBe(zygote);
+      if (from === 'zygote') expect(zygote).toMatch(/^ready \(pid \d+\)$/);
+      expect(await scoped.registry.eval('warm', [])).toEqual(Value.text('warm'));
+    }, 60_000);
 
     test('a daemonized grandchild does not outlive the deadline', async () => {
       const marker = `extfn-daemon-${randomBytes(6).toString('hex')}`;
