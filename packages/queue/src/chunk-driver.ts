@@ -35,7 +35,13 @@ export interface DriveOptions {
   onProgress?: (done: number, total: number) => void;
   /** How often Redis is polled for jobs whose events were missed. */
   pollMs: number;
-  /** How long Redis may stay unreachable before the unfinished rows fail. */
+  /**
+   * How long Redis may stay silent before the unfinished rows fail with `lost
+   * the queue`: counted from the start of the first request it left
+   * unanswered (or its last answer since), and ended by a timer, not by the
+   * request's own bound, so that a bound shorter than requestTimeoutMs (a
+   * call's) holds.
+   */
   connectionTimeoutMs: number;
   /** How many times a chunk Redis lost is submitted again. */
   maxResubmits: number;
@@ -84,7 +90,12 @@ export async function driveChunks(
   let doneRows = 0;
   let needPublish = true;
   let digest = '';
-  let unreachableSince: number | undefined;
+  /** Since when (performance.now()) Redis has left a request of this batch unanswered, if it has. */
+  let silentSince: number | undefined;
+  /** Why the last round failed, while Redis stays silent. */
+  let lastWhy: string | undefined;
+  /** What the round under way waits on Redis for (for the message when it never answers). */
+  let step = 'connecting';
   let wake: (() => void) | undefined;
   // A poke while a round runs is kept, so the loop does not sleep through it.
   let woken = false;
@@ -126,8 +137,11 @@ export async function driveChunks(
     poke();
   };
 
-  const fail = (state: ChunkState, message: string, fields: { aborted?: boolean } = {}) =>
-    finish(state, { error: ExtFnError.runtime(fn.name, message, fields) });
+  const fail = (
+    state: ChunkState,
+    message: string,
+    fields: { aborted?: boolean; fix?: string } = {},
+  ) => finish(state, { error: ExtFnError.runtime(fn.name, message, fields) });
 
   const complete = (state: ChunkState, returnValue: unknown) => {
     const parsed = chunkResultSchema.safeParse(returnValue);
@@ -187,6 +201,7 @@ export async function driveChunks(
    */
   const fleet = async (waiting: ChunkState[]) => {
     let workers: number;
+    step = 'listing workers';
     try {
       workers = await client.workerCount(fn.language);
     } catch {
@@ -219,6 +234,7 @@ export async function driveChunks(
       .slice(0, Math.max(0, options.maxQueuedChunks - inRedis));
     if (unsent.length) {
       if (needPublish) {
+        step = 'storing the descriptor';
         digest = await client.publishDescriptor(fn);
         needPublish = false;
       }
@@ -252,6 +268,7 @@ export async function driveChunks(
       const sending = unsent.filter((s) => !s.settled);
       // An add that timed out is retried under the same ids: BullMQ ignores one it already holds.
       if (sending.length) {
+        step = 'adding jobs';
         await client.add(
           fn.language,
           sending.map((s) => ({ id: s.id, data: s.data! })),
@@ -264,6 +281,7 @@ export async function driveChunks(
       return;
     snapshotDue = false;
     lastSnapshot = performance.now();
+    step = 'reading job states';
     const snapshots = await client.snapshot(
       fn.language,
       inFlight.map((s) => s.id),
@@ -296,11 +314,49 @@ export async function driveChunks(
   let roundStarted: number | undefined;
   const heartbeat = setInterval(() => {
     const slow = roundStarted !== undefined && performance.now() - roundStarted >= options.pollMs;
-    if (remaining > 0 && (slow || unreachableSince !== undefined)) {
+    if (remaining > 0 && (slow || lastWhy !== undefined)) {
       options.onProgress?.(doneRows, total);
     }
   }, options.pollMs);
   heartbeat.unref?.();
+
+  /** Since when Redis has been silent: its last answer after the first request it left unanswered. */
+  const silentFrom = () => Math.max(silentSince!, client.answeredAt);
+  const fix = `make Redis at ${where} answer again (redis-cli -u ${where} ping should print PONG), or point connection / IMPROV_EXTFN_REDIS_URL at one that does; then refresh again`;
+  // Ends the wait on a round Redis does not answer, once the rows have failed.
+  let giveUp: () => void = () => {};
+  const gaveUp = new Promise<void>((resolve) => {
+    giveUp = resolve;
+  });
+  /** Fails the unfinished rows: Redis has been silent for connectionTimeoutMs. */
+  const loseQueue = () => {
+    const silentMs = Math.round(performance.now() - silentFrom());
+    // The request under way, else why the last round failed.
+    const why =
+      roundStarted !== undefined || lastWhy === undefined
+        ? `Redis did not answer ${step}`
+        : lastWhy;
+    const message = client.closed
+      ? 'the queue runner was closed during the call'
+      : `lost the queue at ${where}: no answer for ${silentMs} ms (${why}); ${fix}`;
+    for (const state of states) {
+      if (!state.settled) fail(state, message, client.closed ? {} : { fix });
+    }
+    giveUp();
+  };
+  // Armed while Redis is silent: a round trip's own bound (requestTimeoutMs) may be longer than
+  // connectionTimeoutMs (a call's is its deadline), and an answer to another request puts it back.
+  let silenceTimer: NodeJS.Timeout | undefined;
+  const watchSilence = () => {
+    clearTimeout(silenceTimer);
+    silenceTimer = undefined;
+    if (silentSince === undefined || remaining === 0) return;
+    const leftMs = silentFrom() + options.connectionTimeoutMs - performance.now();
+    if (leftMs > 0) {
+      silenceTimer = setTimeout(watchSilence, leftMs);
+      silenceTimer.unref?.();
+    } else loseQueue();
+  };
 
   try {
     let first = true;
@@ -319,9 +375,21 @@ export async function driveChunks(
       woken = false;
       if (remaining === 0) break;
       try {
-        roundStarted = performance.now();
-        await round();
-        unreachableSince = undefined;
+        const started = performance.now();
+        roundStarted = started;
+        // A round under way is silence until Redis answers it.
+        if (silentSince === undefined) {
+          silentSince = started;
+          watchSilence();
+        }
+        await Promise.race([round(), gaveUp]);
+        // Redis answered; or the round asked it nothing (no poll due), which ends no silence
+        // that an earlier round found, and starts none.
+        if (silentSince === started || client.answeredAt >= started) {
+          silentSince = undefined;
+          lastWhy = undefined;
+          watchSilence();
+        }
       } catch (error) {
         if (client.closed) {
           for (const state of states) {
@@ -329,25 +397,16 @@ export async function driveChunks(
           }
           break;
         }
-        const now = Date.now();
-        unreachableSince ??= now;
-        if (now - unreachableSince >= options.connectionTimeoutMs) {
-          const why = error instanceof RedisUnreachableError ? error.message : String(error);
-          for (const state of states) {
-            if (!state.settled) {
-              fail(
-                state,
-                `lost the queue at ${where}: no answer for ${now - unreachableSince} ms (${why})`,
-              );
-            }
-          }
-        }
+        lastWhy = error instanceof RedisUnreachableError ? error.message : String(error);
+        roundStarted = undefined;
+        watchSilence();
       } finally {
         roundStarted = undefined;
       }
     }
   } finally {
     clearInterval(heartbeat);
+    clearTimeout(silenceTimer);
     options.signal?.removeEventListener('abort', onAbort);
     for (const state of states) client.unlisten(state.id);
     if (abortedIds.length) await client.cancel(fn.language, abortedIds).catch(() => {});

@@ -84,6 +84,7 @@ export class QueueClient {
   #redis: Redis | undefined;
   #sequence = 0;
   #closed = false;
+  #answeredAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: QueueClientOptions) {
     this.options = options;
@@ -92,6 +93,22 @@ export class QueueClient {
   #connectionOptions(): RedisOptions {
     // BullMQ needs maxRetriesPerRequest null for its blocking reads; our own bounds come from `within`.
     return { ...this.options.connection, maxRetriesPerRequest: null };
+  }
+
+  /**
+   * When Redis last answered one of this client's bounded requests
+   * (performance.now()): a driver waiting on a request counts Redis silent
+   * only since then, whichever batch or call the answer was for.
+   */
+  get answeredAt(): number {
+    return this.#answeredAt;
+  }
+
+  /** `within` the request bound; an answer is noted in `answeredAt`. */
+  async #within<T>(promise: Promise<T>, what: string): Promise<T> {
+    const value = await within(promise, this.options.requestTimeoutMs, what);
+    this.#answeredAt = performance.now();
+    return value;
   }
 
   #plain(): Redis {
@@ -129,9 +146,8 @@ export class QueueClient {
   async publishDescriptor(fn: ExternalFn): Promise<string> {
     const digest = descriptorDigest(fn);
     const key = descriptorKey(this.options.prefix, this.options.queueName);
-    await within(
+    await this.#within(
       this.#plain().hset(key, digest, JSON.stringify(fn)),
-      this.options.requestTimeoutMs,
       'storing the descriptor',
     );
     return digest;
@@ -147,7 +163,7 @@ export class QueueClient {
     timeoutMs: number,
     mode: 'warm' | 'oneShot' | undefined,
   ): Promise<{ listeners: number; answers: WarmAnswer[] }> {
-    const { prefix, queueName, requestTimeoutMs } = this.options;
+    const { prefix, queueName } = this.options;
     const digest = await this.publishDescriptor(fn);
     const id = this.newJobId();
     const request: WarmRequest = {
@@ -158,9 +174,8 @@ export class QueueClient {
       ...(mode ? { mode } : {}),
     };
     const key = warmReplyKey(prefix, queueName, id);
-    const listeners = await within(
+    const listeners = await this.#within(
       this.#plain().publish(warmChannel(prefix, queueName), JSON.stringify(request)),
-      requestTimeoutMs,
       'asking the worker hosts to warm up',
     );
     const answers: WarmAnswer[] = [];
@@ -206,8 +221,8 @@ export class QueueClient {
   /** Adds jobs (ids chosen by the caller) once the lane's event stream is being read. */
   async add(language: string, jobs: readonly { id: string; data: JobData }[]): Promise<void> {
     const lane = this.lane(language);
-    const bound = this.options.requestTimeoutMs;
-    await within(lane.ready, bound, 'connecting the queue');
+    // Settled once, then at once every time: not an answer from Redis.
+    await within(lane.ready, this.options.requestTimeoutMs, 'connecting the queue');
     const opts: JobsOptions = {
       // Per-row errors are results; a job fails only when the worker could not run it
       // (a Redis hiccup): retried at once, a bounded number of times.
@@ -217,11 +232,10 @@ export class QueueClient {
     };
     for (let i = 0; i < jobs.length; i += 1_000) {
       const slice = jobs.slice(i, i + 1_000);
-      await within(
+      await this.#within(
         lane.queue.addBulk(
           slice.map((job) => ({ name: 'chunk', data: job.data, opts: { ...opts, jobId: job.id } })),
         ),
-        bound,
         'adding jobs',
       );
     }
@@ -244,8 +258,7 @@ export class QueueClient {
         'failedReason',
       );
     }
-    const replies =
-      (await within(pipeline.exec(), this.options.requestTimeoutMs, 'reading job states')) ?? [];
+    const replies = (await this.#within(pipeline.exec(), 'reading job states')) ?? [];
     return replies.map(([error, reply]) => {
       if (error) throw error;
       const [timestamp, finishedOn, returnValue, failedReason] = reply as (string | null)[];
@@ -267,12 +280,11 @@ export class QueueClient {
     const lane = this.lane(language);
     const channel = cancelChannel(this.options.prefix, this.options.queueName);
     const redis = this.#plain();
-    await within(
+    await this.#within(
       Promise.all([
         ...ids.map((id) => lane.queue.remove(id).catch(() => 0)),
         ...ids.map((id) => redis.publish(channel, id)),
       ]),
-      this.options.requestTimeoutMs,
       'cancelling jobs',
     );
   }
@@ -280,8 +292,9 @@ export class QueueClient {
   /** How many workers are connected to the language's queue, or undefined when Redis cannot say. */
   async workerCount(language: string): Promise<number> {
     const lane = this.lane(language);
+    // Settled once, then at once every time: not an answer from Redis.
     await within(lane.ready, this.options.requestTimeoutMs, 'connecting the queue');
-    return within(lane.queue.getWorkersCount(), this.options.requestTimeoutMs, 'listing workers');
+    return this.#within(lane.queue.getWorkersCount(), 'listing workers');
   }
 
   async close(): Promise<void> {

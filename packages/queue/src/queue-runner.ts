@@ -201,11 +201,19 @@ class QueueRunner implements LanguageRunner {
   }
 
   async call(fn: ExternalFn, args: readonly Value[], options: CallOptions): Promise<Value> {
-    // Core stops waiting for a call at about twice its deadline; the job is removed then too,
-    // so a call nobody waits for does not stay queued.
-    const bound = AbortSignal.timeout(options.timeoutMs + Math.max(2_000, options.timeoutMs));
+    this.#assertOpen(fn);
+    // Core stops waiting for a call at its deadline plus its grace (the deadline, at least 2 s),
+    // with a Timeout; the job is removed then too, so a call nobody waits for does not stay queued.
+    const graceMs = Math.max(2_000, options.timeoutMs);
+    const bound = AbortSignal.timeout(options.timeoutMs + graceMs);
     const signal = options.signal ? AbortSignal.any([options.signal, bound]) : bound;
-    const [result] = await this.callBatch(fn, [args], { ...options, signal });
+    const drive = this.#drive({ ...options, signal });
+    // Redis silent for the grace (for a deadline of 2 s or more: the deadline itself) fails the
+    // call with `lost the queue at …` and the fix, as a batch's rows, before core's bound would
+    // end it with a Timeout that names no cause. Counted from the first request Redis left
+    // unanswered, so the call says so whenever Redis stops answering within its deadline.
+    drive.connectionTimeoutMs = Math.min(drive.connectionTimeoutMs, graceMs);
+    const [result] = await this.#rows(fn, [args], drive);
     if (
       ExtFnError.isInstance(result) &&
       result.aborted &&
@@ -224,6 +232,14 @@ class QueueRunner implements LanguageRunner {
     options: BatchOptions,
   ): Promise<RowResult[]> {
     this.#assertOpen(fn);
+    return this.#rows(fn, rows, this.#drive(options));
+  }
+
+  async #rows(
+    fn: ExternalFn,
+    rows: readonly (readonly Value[])[],
+    drive: DriveOptions,
+  ): Promise<RowResult[]> {
     const results: RowResult[] = new Array(rows.length);
     const size = chunkSize(rows.length, this.#shared.settings.chunkRows);
     const chunks: Chunk[] = [];
@@ -231,7 +247,7 @@ class QueueRunner implements LanguageRunner {
       const slice = rows.slice(start, start + size);
       chunks.push({ start, count: slice.length, encode: () => encodeRows(fn.argTypes, slice) });
     }
-    await driveChunks(this.#shared.client, fn, chunks, this.#drive(options), (chunk, outcome) =>
+    await driveChunks(this.#shared.client, fn, chunks, drive, (chunk, outcome) =>
       applyRows(fn, chunk, outcome, results),
     );
     return results;

@@ -25,36 +25,65 @@ const result = {
   errors: [],
 };
 
-/** A client whose jobs go through the states `script(id, attempt)` gives; `workers` serve its queue. */
-function fakeClient(script: (id: string, added: number) => JobSnapshot | Error, workers = 1) {
+/**
+ * A client whose jobs go through the states `script(id, attempt)` gives;
+ * `workers` serve its queue; each request is answered after `delayMs`.
+ */
+function fakeClient(
+  script: (id: string, added: number) => JobSnapshot | Error,
+  workers = 1,
+  delayMs = 0,
+) {
   const added: string[] = [];
   const cancelled: string[] = [];
   let published = 0;
   let sequence = 0;
   const listeners = new Map<string, JobListener>();
+  // Like the real client's: when the fake Redis last answered.
+  let answeredAt = Number.NEGATIVE_INFINITY;
+  const answered = () => {
+    answeredAt = performance.now();
+  };
+  const answer = async () => {
+    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+  };
   const client = {
     closed: false,
+    get answeredAt() {
+      return answeredAt;
+    },
     options: { connection: { host: 'h', port: 1 }, queueName: 'q' },
     newJobId: () => `job${++sequence}`,
     listen: (id: string, l: JobListener) => listeners.set(id, l),
     unlisten: (id: string) => listeners.delete(id),
     publishDescriptor: async () => {
+      await answer();
       published++;
+      answered();
       return 'digest';
     },
     add: async (_language: string, jobs: { id: string }[]) => {
+      await answer();
       added.push(...jobs.map((j) => j.id));
+      answered();
     },
-    snapshot: async (_language: string, ids: string[]) =>
-      ids.map((id) => {
+    snapshot: async (_language: string, ids: string[]) => {
+      await answer();
+      return ids.map((id) => {
         const outcome = script(id, added.length);
         if (outcome instanceof Error) throw outcome;
+        answered();
         return outcome;
-      }),
+      });
+    },
     cancel: async (_language: string, ids: string[]) => {
       cancelled.push(...ids);
     },
-    workerCount: async () => workers,
+    workerCount: async () => {
+      await answer();
+      answered();
+      return workers;
+    },
   };
   return {
     client: client as unknown as QueueClient,
@@ -146,6 +175,32 @@ describe('chunk driver', () => {
     const fake = fakeClient(() => new Error('Redis did not answer reading job states within 5 ms'));
     const error = errorOf(await drive(fake.client, { connectionTimeoutMs: 50 }));
     expect(error.message).toMatch(/lost the queue at redis:\/\/h:1: no answer for \d+ ms/);
+  });
+
+  test('a request Redis never answers fails the rows when connectionTimeoutMs ends, not when (if) the request does', async () => {
+    const fake = fakeClient(() => ({ state: 'pending' }));
+    // Hung Redis: the request's own bound (requestTimeoutMs) is longer than the test.
+    (fake.client as unknown as { snapshot: () => Promise<never> }).snapshot = () =>
+      new Promise(() => {});
+    const started = performance.now();
+    const error = errorOf(await drive(fake.client, { connectionTimeoutMs: 100 }));
+    expect(performance.now() - started).toBeGreaterThanOrEqual(99);
+    expect(error.kind).toBe('Runtime');
+    expect(error.message).toMatch(
+      /^function f: lost the queue at redis:\/\/h:1: no answer for \d+ ms \(Redis did not answer reading job states\); make Redis at redis:\/\/h:1 answer again \(redis-cli -u redis:\/\/h:1 ping should print PONG\)/,
+    );
+    expect(error.fix).toMatch(/^make Redis at redis:\/\/h:1 answer again/);
+  }, 5_000);
+
+  test('a slow Redis that keeps answering is not lost, though a round takes longer than connectionTimeoutMs', async () => {
+    let polls = 0;
+    // Each request answered after 100 ms: a round (descriptor, add, states, workers) takes 400.
+    const fake = fakeClient(
+      () => (++polls < 3 ? { state: 'pending' } : { state: 'completed', returnValue: result }),
+      1,
+      100,
+    );
+    expect(await drive(fake.client, { connectionTimeoutMs: 300 })).toEqual({ result });
   });
 
   test('closing the runner mid-call fails the rows at once, not after the connection bound', async () => {

@@ -126,7 +126,7 @@ export async function redisForTest(): Promise<{ url: string; stop: () => Promise
 }
 
 export interface WorkerEvent {
-  event: 'ready' | 'chunk' | 'warm';
+  event: 'booted' | 'ready' | 'chunk' | 'warm';
   pid: number;
   phase?: string;
   jobId?: string;
@@ -141,6 +141,8 @@ export interface WorkerEvent {
 export class WorkerProcess {
   readonly events: WorkerEvent[] = [];
   readonly child: ReturnType<typeof spawn>;
+  /** With QUEUE_HOLD=1: booted, waiting for `release()` to connect. */
+  readonly booted: Promise<void>;
   readonly ready: Promise<void>;
   readonly exited: Promise<number | null>;
   /** Settles once the process has exited and every line it printed has been read ('close'). */
@@ -154,6 +156,12 @@ export class WorkerProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let buffer = '';
+    let onBooted: () => void;
+    let onBootFail: (e: Error) => void;
+    this.booted = new Promise((resolve, reject) => {
+      onBooted = resolve;
+      onBootFail = reject;
+    });
     let onReady: () => void;
     let onFail: (e: Error) => void;
     this.ready = new Promise((resolve, reject) => {
@@ -167,6 +175,7 @@ export class WorkerProcess {
         const event = JSON.parse(buffer.slice(0, newline)) as WorkerEvent;
         buffer = buffer.slice(newline + 1);
         this.events.push(event);
+        if (event.event === 'booted') onBooted();
         if (event.event === 'ready') onReady();
         newline = buffer.indexOf('\n');
       }
@@ -176,14 +185,21 @@ export class WorkerProcess {
     });
     this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
     this.outputRead = new Promise((resolve) => this.child.on('close', () => resolve()));
-    void this.exited.then(() =>
-      onFail(new Error(`worker exited before it was ready: ${this.stderr}`)),
-    );
+    void this.exited.then(() => {
+      onBootFail(new Error(`worker exited before it booted: ${this.stderr}`));
+      onFail(new Error(`worker exited before it was ready: ${this.stderr}`));
+    });
+    this.booted.catch(() => {});
     this.ready.catch(() => {});
   }
 
   get pid(): number {
     return this.child.pid!;
+  }
+
+  /** Lets a worker started with QUEUE_HOLD=1, once booted, connect and serve. */
+  release(): void {
+    this.child.kill('SIGUSR2');
   }
 
   chunks(phase: string): WorkerEvent[] {
