@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import {
   type ExternalFn,
   InvalidDescriptorError,
+  listedNames,
   parseExternalFn,
   shownName,
 } from '@improv/extfn-core';
@@ -82,12 +83,6 @@ function parseOne(input: unknown, file: string, where: string): ExternalFn {
       .join('\n');
     throw badInput(`${file}${where}: invalid descriptor${name}:\n${lines}`, FORMAT_HINT);
   }
-}
-
-/** Names a message lists: the first 20, each cut past the longest a function may have. */
-function listed(names: readonly string[]): string {
-  const head = names.slice(0, 20).map(shownName).join(', ');
-  return names.length > 20 ? `${head} and ${names.length - 20} more` : head;
 }
 
 /** A descriptor in a file before it is checked: where it is, and the name it goes by. */
@@ -189,7 +184,10 @@ export async function readDescriptor(
       ? await readStdinText(io, 'descriptor')
       : await readTextFile(file, io.cwd, 'descriptor file');
   const found = candidates(text, label);
-  const names = listed(found.map((c) => c.name));
+  const names = listedNames(
+    found.map((c) => c.name),
+    20,
+  );
   let picked: Candidate | undefined;
   if (name !== undefined) {
     picked = found.find((c) => c.name === name);

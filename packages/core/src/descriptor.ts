@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { describeThrown } from './errors.js';
 import { type Json, valueTypeFromEngine, valueTypeToEngine } from './json.js';
 import {
+  cut,
   MAX_ARGUMENTS,
   MAX_BODY_LENGTH,
   MAX_LANGUAGE_LENGTH,
@@ -203,10 +204,7 @@ export function parseExternalFn(input: unknown): ExternalFn {
     labelOf(record),
     result.error.issues.map((issue) => ({
       path: formatPath(issue.path),
-      message:
-        issue.message.length > ISSUE_MESSAGE_MAX
-          ? `${issue.message.slice(0, ISSUE_MESSAGE_MAX)}… (${issue.message.length} characters)`
-          : issue.message,
+      message: cut(issue.message, ISSUE_MESSAGE_MAX),
     })),
   );
 }

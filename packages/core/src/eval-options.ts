@@ -4,7 +4,7 @@
  * an ExtFnError naming the bad option instead of a RangeError from deep inside.
  */
 import { ExtFnError } from './errors.js';
-import { quoted } from './limits.js';
+import { cut, quoted } from './limits.js';
 
 /** Node's timers hold at most 2^31 - 1 ms (about 24.8 days). */
 export const MAX_TIMEOUT_MS = 2_147_483_647;
@@ -18,14 +18,8 @@ const TIMEOUT_RANGE = `a number of milliseconds in (0, ${MAX_TIMEOUT_MS}]`;
 const MODES = ['warm', 'oneShot'];
 
 function bad(functionName: string, option: string, wanted: string, got: unknown): ExtFnError {
-  const text = typeof got === 'string' ? undefined : String(got);
   // a string quoted, anything else as String gives it; either cut to 100 characters
-  const shown =
-    text === undefined
-      ? quoted(got as string, 100)
-      : text.length > 100
-        ? `${text.slice(0, 100)}… (${text.length} characters)`
-        : text;
+  const shown = typeof got === 'string' ? quoted(got, 100) : cut(String(got), 100);
   return ExtFnError.runtime(functionName, `option ${option} must be ${wanted}, got ${shown}`, {
     got: shown,
   });

@@ -11,6 +11,7 @@ export * from './errors.js';
 export * from './json.js';
 export * from './language-runner.js';
 export {
+  listedNames,
   MAX_ARGUMENTS,
   MAX_BODY_LENGTH,
   MAX_LANGUAGE_LENGTH,

@@ -42,8 +42,24 @@ const SHOWN_NAME_CHARACTERS = 100;
  * an ellipsis and its length: `xxxx… (1048576 characters)`.
  */
 export function shownName(name: string): string {
-  if (typeof name !== 'string' || name.length <= MAX_NAME_LENGTH) return name;
-  return `${cutAt(name, SHOWN_NAME_CHARACTERS)}… (${name.length} characters)`;
+  return typeof name === 'string' ? cut(name, MAX_NAME_LENGTH, SHOWN_NAME_CHARACTERS) : name;
+}
+
+/**
+ * Names as a message lists them: the first `max`, each as `shownName` shows
+ * it, then `and N more`.
+ */
+export function listedNames(names: readonly string[], max: number): string {
+  const head = names.slice(0, max).map(shownName).join(', ');
+  return names.length > max ? `${head} and ${names.length - max} more` : head;
+}
+
+/**
+ * `text` itself up to `max` characters; a longer one as its first `keep`, an
+ * ellipsis and its length: `xxxx… (1048576 characters)`.
+ */
+export function cut(text: string, max: number, keep = max): string {
+  return text.length <= max ? text : `${cutAt(text, keep)}… (${text.length} characters)`;
 }
 
 /**

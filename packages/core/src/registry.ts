@@ -32,7 +32,7 @@ import {
   type RowResult,
   type RunnerProbe,
 } from './language-runner.js';
-import { quoted, shownName } from './limits.js';
+import { listedNames, quoted, shownName } from './limits.js';
 import { RunnerHandle } from './runner-handle.js';
 import {
   type Column,
@@ -809,9 +809,7 @@ function unreadableInput(error: unknown, name: unknown): ExtFnError {
 
 /** Who a warm-up's option errors name: its functions, the first three of a longer list. */
 function warmUpLabel(names: readonly string[]): string {
-  if (names.length === 0) return 'warmUp';
-  const head = names.slice(0, 3).map(shownName).join(', ');
-  return names.length > 3 ? `${head} and ${names.length - 3} more` : head;
+  return names.length === 0 ? 'warmUp' : listedNames(names, 3);
 }
 
 /** A function name that is not a string: NotFound, saying what was given. */

@@ -1,9 +1,13 @@
 /** Shared by the interpreter tests: the fixture driver on /usr/bin/python3, the strongest sandbox that works here, registries and process checks. */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import type { ValueType } from '@improv/extfn-core';
 import { registryOf } from '@improv/extfn-core/testing';
 import { probeSandbox } from '@improv/extfn-sandbox';
-import { createInterpreterRunner, type InterpreterRunnerOptions } from '../src/index.js';
+import {
+  createInterpreterRunner,
+  type InterpreterRunnerOptions,
+  type InterpreterSpec,
+} from '../src/index.js';
 
 export const PYTHON = '/usr/bin/python3';
 export const hasPython = existsSync(PYTHON);
@@ -33,7 +37,11 @@ export const FIXTURE_DRIVER = readFileSync(
   'utf8',
 );
 
-export function fixtureRunner(options: InterpreterRunnerOptions = {}) {
+/** The fixture driver's runner; `spec` overrides its spec's fields (e.g. `startupTimeoutMs`). */
+export function fixtureRunner(
+  options: InterpreterRunnerOptions = {},
+  spec: Partial<InterpreterSpec> = {},
+) {
   return createInterpreterRunner(
     {
       language: 'fixture',
@@ -41,6 +49,7 @@ export function fixtureRunner(options: InterpreterRunnerOptions = {}) {
       resolveInterpreter: async () => (hasPython ? { path: PYTHON } : undefined),
       args: ['-s', '-S', '-c', BOOTSTRAP],
       driverSource: FIXTURE_DRIVER,
+      ...spec,
     },
     { policy, ...options },
   );
@@ -56,3 +65,18 @@ export function fixtureRegistry(
 
 /** The kit's helpers, shared by every package's tests. */
 export { alive, rejection as failure, waitFor } from '@improv/extfn-core/testing';
+
+/** The processes `pid` started that are still there, from any of its threads (a spawner's trees). */
+export function childrenOf(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
+      readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean)
+        .map(Number),
+    );
+  } catch {
+    return [];
+  }
+}

@@ -6,41 +6,15 @@
  * this test process's spawner. (A startup deadline longer than the 3 s the
  * spawner gets: spawner-stall.test.ts.)
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { ExtFnError, Registry, Value } from '@improv/extfn-core';
 import { spawnerPid, spawnerReady } from '@improv/extfn-sandbox';
 import { describe, expect, test } from 'vitest';
-import { createInterpreterRunner } from '../src/index.js';
-import { BOOTSTRAP, FIXTURE_DRIVER, hasPython, PYTHON, policy, waitFor } from './helpers.js';
-
-/** The processes `pid` started that are still there (the spawner's trees). */
-function childrenOf(pid: number): string[] {
-  try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
-      readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
-        .trim()
-        .split(/\s+/)
-        .filter(Boolean),
-    );
-  } catch {
-    return [];
-  }
-}
+import { childrenOf, fixtureRunner, hasPython, waitFor } from './helpers.js';
 
 const STARTUP_MS = 1_500;
 
 function setUp() {
-  const runner = createInterpreterRunner(
-    {
-      language: 'fixture',
-      packageName: '@improv/extfn-fixture',
-      resolveInterpreter: async () => ({ path: PYTHON }),
-      args: ['-s', '-S', '-c', BOOTSTRAP],
-      driverSource: FIXTURE_DRIVER,
-      startupTimeoutMs: STARTUP_MS,
-    },
-    { policy, maxWorkers: 2 },
-  );
+  const runner = fixtureRunner({ maxWorkers: 2 }, { startupTimeoutMs: STARTUP_MS });
   const registry = new Registry({ runners: [runner], timeoutMs: 5_000 });
   for (const name of ['before', 'during', 'after']) {
     registry.register({

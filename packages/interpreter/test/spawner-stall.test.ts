@@ -7,27 +7,11 @@
  * process's spawner (outside-signals.test.ts: a startup deadline shorter
  * than that).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { Registry, Value } from '@improv/extfn-core';
 import { spawnerPid, spawnerReady } from '@improv/extfn-sandbox';
 import { describe, expect, test } from 'vitest';
-import { createInterpreterRunner } from '../src/index.js';
-import { BOOTSTRAP, FIXTURE_DRIVER, hasPython, PYTHON, policy, waitFor } from './helpers.js';
-
-/** The processes `pid` started that are still there (the spawner's trees). */
-function childrenOf(pid: number): number[] {
-  try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
-      readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
-        .trim()
-        .split(/\s+/)
-        .filter(Boolean)
-        .map(Number),
-    );
-  } catch {
-    return [];
-  }
-}
+import { childrenOf, fixtureRunner, hasPython, waitFor } from './helpers.js';
 
 const parentOf = (pid: number) => {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -40,17 +24,7 @@ const noSpawner = process.env.IMPROV_EXTFN_SPAWNER === '0' || !hasPython;
 
 describe.skipIf(noSpawner)('a start through a spawner stopped from outside', () => {
   test('goes on without it within seconds, and later starts do not wait for it', async () => {
-    const runner = createInterpreterRunner(
-      {
-        language: 'fixture',
-        packageName: '@improv/extfn-fixture',
-        resolveInterpreter: async () => ({ path: PYTHON }),
-        args: ['-s', '-S', '-c', BOOTSTRAP],
-        driverSource: FIXTURE_DRIVER,
-        startupTimeoutMs: STARTUP_MS,
-      },
-      { policy, maxWorkers: 4 },
-    );
+    const runner = fixtureRunner({ maxWorkers: 4 }, { startupTimeoutMs: STARTUP_MS });
     const registry = new Registry({ runners: [runner], timeoutMs: 20_000 });
     /** Calls a new function; the pid of the worker started for it. */
     const callNew = async (name: string) => {

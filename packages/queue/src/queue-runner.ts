@@ -212,8 +212,10 @@ class QueueRunner implements LanguageRunner {
     // call with `lost the queue at …` and the fix, as a batch's rows, before core's bound would
     // end it with a Timeout that names no cause. Counted from the first request Redis left
     // unanswered, so the call says so whenever Redis stops answering within its deadline.
-    drive.connectionTimeoutMs = Math.min(drive.connectionTimeoutMs, graceMs);
-    const [result] = await this.#rows(fn, [args], drive);
+    const [result] = await this.#rows(fn, [args], {
+      ...drive,
+      connectionTimeoutMs: Math.min(drive.connectionTimeoutMs, graceMs),
+    });
     if (
       ExtFnError.isInstance(result) &&
       result.aborted &&

@@ -17,6 +17,7 @@ import {
   WIRE_VERSION,
 } from '../src/index.js';
 import {
+  DOUBLE,
   freshQueueName,
   hasRedis,
   noRedis,
@@ -25,15 +26,6 @@ import {
   type WorkerProcess,
   waitFor,
 } from './helpers.js';
-
-const DOUBLE = {
-  name: 'double',
-  language: 'wasm',
-  body: 'wat:(module (func (export "improv_call") (param f64) (result f64) local.get 0 local.get 0 f64.add))',
-  argTypes: ['number' as const],
-  returnType: 'number' as const,
-  pure: false,
-};
 
 const NOT_JSON = /improv-extfn worker refused the job: its data in Redis is not JSON/;
 

@@ -9,9 +9,20 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ExternalFn } from '@improv/extfn-core';
 import { waitFor as waitForCheck } from '@improv/extfn-core/testing';
 import { probeSandbox, readProcessTree } from '@improv/extfn-sandbox';
 import { execa, type ResultPromise } from 'execa';
+
+/** `x + x` in WebAssembly: a function any worker host runs, no interpreter needed. */
+export const DOUBLE: ExternalFn = {
+  name: 'double',
+  language: 'wasm',
+  body: 'wat:(module (func (export "improv_call") (param f64) (result f64) local.get 0 local.get 0 f64.add))',
+  argTypes: ['number'],
+  returnType: 'number',
+  pure: false,
+};
 
 export const REDIS_SERVER = '/usr/bin/redis-server';
 export const PYTHON = '/usr/bin/python3';

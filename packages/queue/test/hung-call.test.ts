@@ -13,6 +13,7 @@ import { ExtFnError, Registry, Value } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { queue } from '../src/index.js';
 import {
+  DOUBLE,
   freshQueueName,
   hasRedisServer,
   noRedisServer,
@@ -20,15 +21,6 @@ import {
   TestRedis,
   type WorkerProcess,
 } from './helpers.js';
-
-const DOUBLE = {
-  name: 'double',
-  language: 'wasm',
-  body: 'wat:(module (func (export "improv_call") (param f64) (result f64) local.get 0 local.get 0 f64.add))',
-  argTypes: ['number' as const],
-  returnType: 'number' as const,
-  pure: false,
-};
 
 /** What `eval` settled with, and when (ms after it was called). */
 async function timed(call: Promise<unknown>): Promise<{ error: unknown; ms: number }> {

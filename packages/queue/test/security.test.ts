@@ -21,6 +21,7 @@ import {
   WIRE_VERSION,
 } from '../src/index.js';
 import {
+  DOUBLE,
   freshQueueName,
   hasRedis,
   noRedis,
@@ -31,15 +32,6 @@ import {
   startWorkers,
   type WorkerProcess,
 } from './helpers.js';
-
-const DOUBLE: ExternalFn = {
-  name: 'double',
-  language: 'wasm',
-  body: 'wat:(module (func (export "improv_call") (param f64) (result f64) local.get 0 local.get 0 f64.add))',
-  argTypes: ['number'],
-  returnType: 'number',
-  pure: false,
-};
 
 describe.skipIf(!hasRedis)(
   `a worker validates every job (${hasRedis ? 'wasm worker' : noRedis})`,

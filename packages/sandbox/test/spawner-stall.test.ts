@@ -6,25 +6,10 @@
  * deadline starts once the tree runs). Its own file: it stops this test
  * process's spawner.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { runSandboxed, spawnerPid, spawnerReady } from '../src/index.js';
+import { childrenOf } from '../src/proc.js';
 import { hasPython, linux, PYTHON } from './helpers.js';
-
-/** The processes `pid` started that are still there (the spawner's trees). */
-function childrenOf(pid: number): number[] {
-  try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
-      readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
-        .trim()
-        .split(/\s+/)
-        .filter(Boolean)
-        .map(Number),
-    );
-  } catch {
-    return [];
-  }
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -12,28 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExtFnError } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
-import { probeSandbox } from '../src/index.js';
-import { seccompArch, seccompProgram } from '../src/seccomp.js';
+import { seccompProgram } from '../src/seccomp.js';
 import { hostIsRoot } from '../src/uid-pool.js';
 import { sweepDeadHosts, Zygote } from '../src/zygote.js';
-import { hasBwrap, hasPython, linux, PYTHON } from './helpers.js';
-
-const probe =
-  linux && hasBwrap && hasPython ? await probeSandbox({ policy: 'restricted' }) : undefined;
-const available = probe?.ok === true && seccompArch() !== undefined;
-const why = `skipped: no restricted sandbox with seccomp here (${probe?.problem ?? 'no bwrap/python3'})`;
-
-/** Reads `N\n` and N bytes of program from stdin, as Python's bootstrap does, and runs it. */
-const BOOT = [
-  'import os, sys',
-  "n = b''",
-  "while not n.endswith(b'\\n'):",
-  '    n += os.read(0, 1)',
-  "p = b''",
-  'while len(p) < int(n):',
-  '    p += os.read(0, int(n) - len(p))',
-  'exec(p)',
-].join('\n');
+import { PYTHON } from './helpers.js';
+import { available, BOOT, why } from './zygote-stand-in.js';
 
 function start(program: string, startupMs = 10_000) {
   return Zygote.start({
