@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { describeThrown } from './errors.js';
 import { type Json, valueTypeFromEngine, valueTypeToEngine } from './json.js';
 import {
+  BAD_NAME_CHARACTER,
   cut,
   MAX_ARGUMENTS,
   MAX_BODY_LENGTH,
@@ -77,15 +78,6 @@ const language = z
     (s) => /^[a-z][a-z0-9_-]*$/.test(s),
     'must be a language id such as python, r, julia, pure or wasm',
   );
-
-/**
- * What a name must not hold: control characters (C0, DEL, C1: a C1 CSI
- * rewrites a terminal that shows an error naming the function), line and
- * paragraph separators, and unpaired surrogates (no UTF-8 for them: two
- * names could reach a driver as one).
- */
-const BAD_NAME_CHARACTER =
-  /[\u0000-\u001f\u007f-\u009f\u2028\u2029]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 const name = z
   .string()

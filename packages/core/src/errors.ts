@@ -3,7 +3,7 @@
  * fail, structured fields, a fix, and a `Symbol.for` marker so `isInstance`
  * works across two copies of the package.
  */
-import { MAX_NAME_LENGTH, shownName } from './limits.js';
+import { MAX_NAME_LENGTH, nameSpelling, quoted, shownName } from './limits.js';
 import type { ValueType } from './value.js';
 
 /** Why a call failed. Every failure the runtime reports is one of these. */
@@ -106,9 +106,26 @@ export class ExtFnError extends Error {
    * `name` is not registered. A name longer than MAX_NAME_LENGTH, which no
    * function can have, is shown cut (`shownName`), in the message and in
    * `functionName`, with a fix saying so: the message stays short whatever
-   * the caller passed.
+   * the caller passed. One spelt as no registered name can be (empty,
+   * surrounding spaces, control characters: `nameSpelling`) is shown as a
+   * JSON string, so a newline or a terminal's escape in it reaches a log or
+   * a terminal escaped.
    */
   static notFound(name: string, registered: readonly string[]): ExtFnError {
+    const fix = (what: string) =>
+      `pass the name the function was registered under (${what}), e.g. registry.names[0]`;
+    if (!nameSpelling(name)) {
+      const shown = quoted(name, 100);
+      return new ExtFnError(
+        'NotFound',
+        `function ${shown} is not registered: no function name is empty or has surrounding spaces or control characters (registered: ${listed(registered)})`,
+        {
+          functionName: shown,
+          available: registered,
+          fix: fix('no surrounding spaces or control characters'),
+        },
+      );
+    }
     const shown = shownName(name);
     const tooLong = shown !== name;
     return new ExtFnError(
@@ -119,11 +136,7 @@ export class ExtFnError extends Error {
       {
         functionName: shown,
         available: registered,
-        ...(tooLong
-          ? {
-              fix: `pass the name the function was registered under (at most ${MAX_NAME_LENGTH} characters), e.g. registry.names[0]`,
-            }
-          : {}),
+        ...(tooLong ? { fix: fix(`at most ${MAX_NAME_LENGTH} characters`) } : {}),
       },
     );
   }

@@ -33,6 +33,23 @@ export const MAX_ARGUMENTS = 1_000;
  */
 export const MAX_BODY_LENGTH = 64 * 1024 * 1024;
 
+/**
+ * What a name must not hold: control characters (C0, DEL, C1: a C1 CSI
+ * rewrites a terminal that shows an error naming the function), line and
+ * paragraph separators, and unpaired surrogates (no UTF-8 for them: two
+ * names could reach a driver as one).
+ */
+export const BAD_NAME_CHARACTER =
+  /[\u0000-\u001f\u007f-\u009f\u2028\u2029]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * Whether `name` is spelt as a registered name can be: not empty, no
+ * surrounding spaces, no BAD_NAME_CHARACTER (its length aside).
+ */
+export function nameSpelling(name: string): boolean {
+  return name.length > 0 && name.trim() === name && !BAD_NAME_CHARACTER.test(name);
+}
+
 /** Characters of an over-long name a message shows. */
 const SHOWN_NAME_CHARACTERS = 100;
 
@@ -65,10 +82,19 @@ export function cut(text: string, max: number, keep = max): string {
 /**
  * `text` as a JSON string for a message, cut to `max` characters with an
  * ellipsis and its length when longer: `"nope…" (1048576 characters)`.
+ * Escaped beyond what JSON asks too (DEL, C1 controls, line and paragraph
+ * separators), so nothing in it acts on a terminal or splits a log line.
  */
 export function quoted(text: string, max = 60): string {
-  if (text.length <= max) return JSON.stringify(text);
-  return `${JSON.stringify(`${cutAt(text, max)}…`)} (${text.length} characters)`;
+  if (text.length <= max) return jsonString(text);
+  return `${jsonString(`${cutAt(text, max)}…`)} (${text.length} characters)`;
+}
+
+function jsonString(text: string): string {
+  return JSON.stringify(text).replace(
+    /[\u007f-\u009f\u2028\u2029]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /** The first `n` UTF-16 code units of `text`, not splitting a surrogate pair. */

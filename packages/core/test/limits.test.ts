@@ -213,6 +213,44 @@ describe('a name too long for any function, given to a call', () => {
   });
 });
 
+describe('a name spelt as no function can be, given to a call', () => {
+  test('its control characters, line separators and surrounding spaces reach the message escaped, as a JSON string', async () => {
+    const r = new Registry({ runners: [fakeRunner().runner] });
+    r.register({ ...base, name: 'f0' });
+    const names = [
+      'f0\n[ERROR] host compromised', // a forged log line
+      '\u001b[2J\u001b[Hf0', // a terminal cleared
+      '\u009b31mf0', // a C1 CSI
+      'f0\u2028x',
+      ' f0',
+      '',
+      `${'\u0007'.repeat(300)}`, // too long as well: cut, and escaped
+    ];
+    for (const name of names) {
+      for (const error of [
+        await failure(r.eval(name, [V.number(1)])),
+        await failure(r.evalColumns(name, [Float64Array.of(1)])),
+        await failure(r.warmUp([name])),
+      ]) {
+        expect(error.kind).toBe('NotFound');
+        expect(error.message).toMatch(
+          /^function ".*"( \(\d+ characters\))? is not registered: no function name is empty or has surrounding spaces or control characters \(registered: f0\)$/,
+        );
+        // nothing a terminal or a line-based log acts on
+        expect(error.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/);
+        expect(error.functionName).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/);
+        expect(error.functionName!.startsWith('"')).toBe(true);
+        expect(error.fix).toMatch(
+          /registered under \(no surrounding spaces or control characters\)/,
+        );
+        expect(error.message.length).toBeLessThan(1_000);
+      }
+    }
+    const first = await failure(r.eval(names[0]!, [V.number(1)]));
+    expect(first.functionName).toBe(JSON.stringify(names[0]));
+  });
+});
+
 describe('a function with 1000 arguments', () => {
   test('its errors list a few types, not all 1000', async () => {
     const { runner } = fakeRunner();
