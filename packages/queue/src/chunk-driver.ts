@@ -8,6 +8,7 @@
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { describeConnection } from './connection.js';
 import { type QueueClient, RedisUnreachableError } from './queue-client.js';
+import { type RedisRefusal, redisRefusal } from './redis-reply.js';
 import {
   type ChunkResult,
   chunkResultSchema,
@@ -344,6 +345,15 @@ export async function driveChunks(
     }
     giveUp();
   };
+  /** Fails the unfinished rows at once: Redis answered with an error reply, which waiting does not end. */
+  const refuse = ({ reply, fix: refusalFix }: RedisRefusal) => {
+    const message = `Redis at ${where} refused ${step}: ${reply}; ${refusalFix}`;
+    for (const state of states) {
+      if (state.settled) continue;
+      if (!state.unsent) abortedIds.push(state.id); // withdrawn, as far as Redis lets us
+      fail(state, message, { fix: refusalFix });
+    }
+  };
   // Armed while Redis is silent: a round trip's own bound (requestTimeoutMs) may be longer than
   // connectionTimeoutMs (a call's is its deadline), and an answer to another request puts it back.
   let silenceTimer: NodeJS.Timeout | undefined;
@@ -395,6 +405,11 @@ export async function driveChunks(
           for (const state of states) {
             if (!state.settled) fail(state, 'the queue runner was closed during the call');
           }
+          break;
+        }
+        const refusal = redisRefusal(error, where, client.options.prefix);
+        if (refusal) {
+          refuse(refusal);
           break;
         }
         lastWhy = error instanceof RedisUnreachableError ? error.message : String(error);

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { ExternalFn } from '@improv/extfn-core';
 import { type JobsOptions, Queue, QueueEvents } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
+import { isErrorReply } from './redis-reply.js';
 import {
   cancelChannel,
   descriptorDigest,
@@ -60,6 +61,8 @@ interface Lane {
   queue: Queue;
   events: QueueEvents;
   ready: Promise<unknown>;
+  /** The last error reply the lane's connections heard (NOAUTH, WRONGPASS): why it is not ready. */
+  refusal?: Error;
 }
 
 export interface QueueClientOptions {
@@ -121,14 +124,23 @@ export class QueueClient {
 
   lane(language: string): Lane {
     if (this.#closed) throw new Error('the queue client is closed');
-    let lane = this.#lanes.get(language);
+    const lane = this.#lanes.get(language);
     if (lane) return lane;
     const name = languageQueueName(this.options.queueName, language);
     const common = { connection: this.#connectionOptions(), prefix: this.options.prefix };
     const queue = new Queue(name, common);
     const events = new QueueEvents(name, common);
-    queue.on('error', () => {});
-    events.on('error', () => {});
+    const created: Lane = {
+      queue,
+      events,
+      ready: Promise.all([queue.waitUntilReady(), events.waitUntilReady()]),
+    };
+    created.ready.catch(() => {});
+    const heard = (error: Error) => {
+      if (isErrorReply(error)) created.refusal = error;
+    };
+    queue.on('error', heard);
+    events.on('error', heard);
     events.on('completed', ({ jobId, returnvalue }) =>
       this.#listeners.get(jobId)?.completed(returnvalue),
     );
@@ -136,10 +148,21 @@ export class QueueClient {
     events.on('progress', ({ jobId, data }) => {
       if (typeof data === 'number') this.#listeners.get(jobId)?.progress(data);
     });
-    lane = { queue, events, ready: Promise.all([queue.waitUntilReady(), events.waitUntilReady()]) };
-    lane.ready.catch(() => {});
-    this.#lanes.set(language, lane);
-    return lane;
+    this.#lanes.set(language, created);
+    return created;
+  }
+
+  /**
+   * Waits for the lane to be ready. Settled once, then at once every time: not an
+   * answer from Redis. A connection Redis refuses (NOAUTH) never gets ready and
+   * only retries: its error reply, not a timeout, says why.
+   */
+  async #ready(lane: Lane): Promise<void> {
+    await within(lane.ready, this.options.requestTimeoutMs, 'connecting the queue').catch(
+      (error: unknown) => {
+        throw lane.refusal ?? error;
+      },
+    );
   }
 
   /** Stores the descriptor under its digest (idempotent) and returns the digest. */
@@ -221,8 +244,7 @@ export class QueueClient {
   /** Adds jobs (ids chosen by the caller) once the lane's event stream is being read. */
   async add(language: string, jobs: readonly { id: string; data: JobData }[]): Promise<void> {
     const lane = this.lane(language);
-    // Settled once, then at once every time: not an answer from Redis.
-    await within(lane.ready, this.options.requestTimeoutMs, 'connecting the queue');
+    await this.#ready(lane);
     const opts: JobsOptions = {
       // Per-row errors are results; a job fails only when the worker could not run it
       // (a Redis hiccup): retried at once, a bounded number of times.
@@ -292,8 +314,7 @@ export class QueueClient {
   /** How many workers are connected to the language's queue, or undefined when Redis cannot say. */
   async workerCount(language: string): Promise<number> {
     const lane = this.lane(language);
-    // Settled once, then at once every time: not an answer from Redis.
-    await within(lane.ready, this.options.requestTimeoutMs, 'connecting the queue');
+    await this.#ready(lane);
     return this.#within(lane.queue.getWorkersCount(), 'listing workers');
   }
 

@@ -27,6 +27,7 @@ import {
 } from './columns.js';
 import { type ConnectionInput, describeConnection, resolveConnection } from './connection.js';
 import { QueueClient } from './queue-client.js';
+import { redisRefusal } from './redis-reply.js';
 import { DEFAULT_QUEUE_NAME, errorFromWire, MAX_CHUNK_ROWS } from './wire.js';
 
 /** How long a warm-up waits for the hosts' answers when the registry gives no deadline. */
@@ -147,11 +148,14 @@ class QueueRunner implements LanguageRunner {
             }),
       };
     } catch (error) {
+      const refusal = redisRefusal(error, where, this.#shared.client.options.prefix);
       return {
         language: this.language,
         available: false,
-        detail: `cannot reach Redis at ${where}: ${(error as Error).message}`,
-        fix: 'start Redis, or point connection / IMPROV_EXTFN_REDIS_URL at it',
+        detail: refusal
+          ? `Redis at ${where} refused listing workers: ${refusal.reply}`
+          : `cannot reach Redis at ${where}: ${(error as Error).message}`,
+        fix: refusal?.fix ?? 'start Redis, or point connection / IMPROV_EXTFN_REDIS_URL at it',
       };
     }
   }
@@ -168,7 +172,18 @@ class QueueRunner implements LanguageRunner {
     const { client } = this.#shared;
     const queue = `queue ${client.options.queueName}`;
     const waitMs = options.timeoutMs ?? WARM_UP_WAIT_MS;
-    const { listeners, answers } = await client.warmUp(fn, waitMs, options.mode);
+    const { listeners, answers } = await client
+      .warmUp(fn, waitMs, options.mode)
+      .catch((error: unknown) => {
+        const where = describeConnection(client.options.connection);
+        const refusal = redisRefusal(error, where, client.options.prefix);
+        if (!refusal) throw error;
+        throw ExtFnError.runtime(
+          fn.name,
+          `Redis at ${where} refused the warm-up: ${refusal.reply}; ${refusal.fix}`,
+          { fix: refusal.fix },
+        );
+      });
     const failed = answers.find((a) => a.outcome === 'error' && a.error);
     if (failed) throw errorFromWire(failed.error!, fn.name);
     if (answers.some((a) => a.outcome === 'warm')) return undefined;
