@@ -6,12 +6,12 @@ import { z } from 'zod';
 import { describeThrown } from './errors.js';
 import { type Json, valueTypeFromEngine, valueTypeToEngine } from './json.js';
 import {
-  BAD_NAME_CHARACTER,
   cut,
   MAX_ARGUMENTS,
   MAX_BODY_LENGTH,
   MAX_LANGUAGE_LENGTH,
   MAX_NAME_LENGTH,
+  nameSpelling,
   quoted,
 } from './limits.js';
 import { VALUE_TYPES, type ValueType } from './value.js';
@@ -87,7 +87,7 @@ const name = z
   )
   .min(1, 'must not be empty')
   .refine(
-    (s) => s.trim() === s && !BAD_NAME_CHARACTER.test(s),
+    (s) => s === '' || nameSpelling(s), // an empty one has its own issue (min)
     'must have no surrounding spaces, control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, or unpaired surrogates',
   );
 

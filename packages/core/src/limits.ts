@@ -39,12 +39,13 @@ export const MAX_BODY_LENGTH = 64 * 1024 * 1024;
  * paragraph separators, and unpaired surrogates (no UTF-8 for them: two
  * names could reach a driver as one).
  */
-export const BAD_NAME_CHARACTER =
+const BAD_NAME_CHARACTER =
   /[\u0000-\u001f\u007f-\u009f\u2028\u2029]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
- * Whether `name` is spelt as a registered name can be: not empty, no
- * surrounding spaces, no BAD_NAME_CHARACTER (its length aside).
+ * Whether `name` is spelt as a registered name can be (its length aside):
+ * not empty, no surrounding spaces, no BAD_NAME_CHARACTER. The descriptor's
+ * check and NotFound's quoting both ask this.
  */
 export function nameSpelling(name: string): boolean {
   return name.length > 0 && name.trim() === name && !BAD_NAME_CHARACTER.test(name);

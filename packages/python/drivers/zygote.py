@@ -462,8 +462,9 @@ def _warm_up():
     2-core VM. And a body of the driver's own compiled and dropped: the
     first body a fork compiles pays ~90 copy-on-write faults in the parser
     and compiler (3-6 ms of its CPU here; the next body 0.3 ms), which a
-    start on a spare would otherwise pay before its first row. Runs our code only, after every step of the sandbox; a failure here
-    only leaves the worker colder."""
+    start on a spare would otherwise pay before its first row. Runs our
+    code only, after every step of the sandbox; a failure here only leaves
+    the worker colder."""
     try:
         floats = list(map(float, range(_WARM_ROWS)))
         packed = array.array('d', floats).tobytes()

@@ -63,6 +63,12 @@ function children(pid: number): number[] {
   return text ? text.split(/\s+/).map(Number) : [];
 }
 
+/** A process's minor page faults so far (/proc/PID/stat, field 10). */
+function minorFaults(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
+}
+
 /** Fields of /proc/PID/status. */
 function status(pid: number): Record<string, string> {
   const out: Record<string, string> = {};
@@ -506,16 +512,12 @@ describe.skipIf(!restrictedOk)(
         );
         expect(runner.stats().spareStarts).toBe((spareStarts ?? 0) + (spares ? 1 : 0));
         const pid = runner.workerPids().find((p) => !before.has(p))!;
-        const faults = () => {
-          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-          return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
-        };
-        const faults0 = faults();
+        const faults0 = minorFaults(pid);
         const { values, errors } = await registry.evalColumns('new', columns);
         expect(errors.size).toBe(0);
         expect(values[rows - 1]).toBe(rows - 1 + 0.5);
         expect(runner.workerPids()).toContain(pid); // the same worker served it
-        const delta = faults() - faults0;
+        const delta = minorFaults(pid) - faults0;
         await registry.close(); // its zygote idles, then closeIdleZygotes ends it
         return delta;
       };
@@ -555,10 +557,6 @@ describe.skipIf(!restrictedOk)(
         expect(await waitFor(() => (runner.stats().spares ?? 0) >= 1, 15_000)).toBe(true);
         const bwrap = Number(/pid (\d+)/.exec(runner.stats().zygote ?? '')?.[1]);
         const zygotePid = children(bwrap)[0]!;
-        const minorFaults = (pid: number) => {
-          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-          return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
-        };
         // each spare's count once every warm-up is over (they then wait on their pipes)
         let spares = new Map<number, number>();
         expect(

@@ -346,12 +346,12 @@ export async function driveChunks(
     giveUp();
   };
   /** Fails the unfinished rows at once: Redis answered with an error reply, which waiting does not end. */
-  const refuse = ({ reply, fix: refusalFix }: RedisRefusal) => {
-    const message = `Redis at ${where} refused ${step}: ${reply}; ${refusalFix}`;
+  const refuse = (refusal: RedisRefusal) => {
+    const message = `${refusal.said(step)}; ${refusal.fix}`;
     for (const state of states) {
       if (state.settled) continue;
       if (!state.unsent) abortedIds.push(state.id); // withdrawn, as far as Redis lets us
-      fail(state, message, { fix: refusalFix });
+      fail(state, message, { fix: refusal.fix });
     }
   };
   // Armed while Redis is silent: a round trip's own bound (requestTimeoutMs) may be longer than

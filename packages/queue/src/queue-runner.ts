@@ -153,7 +153,7 @@ class QueueRunner implements LanguageRunner {
         language: this.language,
         available: false,
         detail: refusal
-          ? `Redis at ${where} refused listing workers: ${refusal.reply}`
+          ? refusal.said('listing workers')
           : `cannot reach Redis at ${where}: ${(error as Error).message}`,
         fix: refusal?.fix ?? 'start Redis, or point connection / IMPROV_EXTFN_REDIS_URL at it',
       };
@@ -178,11 +178,9 @@ class QueueRunner implements LanguageRunner {
         const where = describeConnection(client.options.connection);
         const refusal = redisRefusal(error, where, client.options.prefix);
         if (!refusal) throw error;
-        throw ExtFnError.runtime(
-          fn.name,
-          `Redis at ${where} refused the warm-up: ${refusal.reply}; ${refusal.fix}`,
-          { fix: refusal.fix },
-        );
+        throw ExtFnError.runtime(fn.name, `${refusal.said('the warm-up')}; ${refusal.fix}`, {
+          fix: refusal.fix,
+        });
       });
     const failed = answers.find((a) => a.outcome === 'error' && a.error);
     if (failed) throw errorFromWire(failed.error!, fn.name);

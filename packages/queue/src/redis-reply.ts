@@ -13,6 +13,8 @@ export interface RedisRefusal {
   /** What Redis said, e.g. `OOM command not allowed when used memory > 'maxmemory'.` */
   reply: string;
   fix: string;
+  /** `Redis at <where> refused <step>: <reply>`, as every caller's message says it. */
+  said(step: string): string;
 }
 
 /** Whether `error` is a Redis error reply: ioredis gives every one, also from a pipeline or a BullMQ script, as a ReplyError. */
@@ -46,6 +48,7 @@ export function redisRefusal(
   };
   return {
     reply,
+    said: (step) => `Redis at ${where} refused ${step}: ${reply}`,
     fix:
       fixes[code] ??
       `fix what Redis at ${where} reported (it must accept BullMQ's commands and Lua scripts), ${then}`,
