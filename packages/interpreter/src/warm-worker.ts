@@ -53,6 +53,8 @@ export function driverPreamble(driverSource: string): Buffer {
 
 interface Waiting {
   id: number | undefined;
+  /** Whether it runs the function's body on rows (a call, not `ready` or `load`). */
+  body: boolean;
   resolve(frame: Frame): void;
   reject(error: WorkerFailure): void;
   /** When (performance.now()) it must be answered by. */
@@ -84,8 +86,20 @@ export interface RequestOptions {
   payloadInto?: Uint8Array | undefined;
 }
 
+/**
+ * Added to "the interpreter exited with code N" when it ended while a call
+ * ran: what the function's author reads on the row, naming the cause and the fix.
+ */
+export const BODY_ENDED =
+  " while running this row: the function's body ended its interpreter (an exit, an abort, " +
+  "a signal to its own process, the driver's connections closed) or crashed it; a body must " +
+  'return its result, or raise an error to fail its row';
+
 /** How often stderr is looked at while a request runs (it is drained to a bounded tail meanwhile). */
 const OUTPUT_POLL_MS = 50;
+
+/** The requests that run the function's body (docs/protocol.md, "Requests"). */
+const BODY_OPS: ReadonlySet<string> = new Set(['call', 'callf64', 'callcols']);
 
 /** CPU an idle tree may use (clock ticks are 10 ms) before it counts as working. */
 const IDLE_CPU_SECONDS = 0.05;
@@ -172,8 +186,14 @@ export class WarmWorker {
           const how = info.signal
             ? `was killed by ${info.signal}`
             : `exited with code ${info.exitCode}`;
+          // While the body ran, and no limit explains it: the body did it (or crashed R or
+          // CPython in native code). The row it fails is its own: a batch runs the rows of a
+          // failed request again one per request.
+          const during = this.#waiting?.body && !info.limit ? BODY_ENDED : '';
           const stderr = this.process.stderrTail();
-          this.#fail(new WorkerFailure('exited', `the interpreter ${how}`, stderr, info.limit));
+          this.#fail(
+            new WorkerFailure('exited', `the interpreter ${how}${during}`, stderr, info.limit),
+          );
         },
         (error: unknown) => {
           const failure = new WorkerFailure(
@@ -348,9 +368,10 @@ export class WarmWorker {
       : undefined;
     if (region && !this.#shared!.writePayload(payload!, region.at)) region = undefined;
     if (!queued) this.#running = region;
+    const body = BODY_OPS.has(header.op as string);
     const reply = queued
-      ? this.#queue(id, options, timing, region)
-      : this.#await(id, options, 'timeout');
+      ? this.#queue(id, options, timing, region, body)
+      : this.#await(id, options, 'timeout', body);
     // Header and payload parts as separate writes (no copy of a large payload into
     // one buffer), corked so they leave as one writev: a syscall costs 15–30 µs here.
     if (region) {
@@ -396,6 +417,7 @@ export class WarmWorker {
     options: RequestOptions,
     timing: { started: number },
     region: SharedRegion | undefined,
+    body: boolean,
   ): Promise<Frame> {
     return new Promise<Frame>((resolve, reject) => {
       const { signal } = options;
@@ -409,7 +431,7 @@ export class WarmWorker {
           signal?.removeEventListener('abort', onAbort);
           this.#running = region;
           timing.started = performance.now();
-          this.#await(id, options, 'timeout').then(resolve, reject);
+          this.#await(id, options, 'timeout', body).then(resolve, reject);
         },
         reject: (error) => {
           signal?.removeEventListener('abort', onAbort);
@@ -532,6 +554,7 @@ export class WarmWorker {
     id: number | undefined,
     options: RequestOptions,
     onDeadline: 'timeout' | 'startup',
+    body = false,
   ): Promise<Frame> {
     return new Promise<Frame>((resolve, reject) => {
       if (this.#failure) {
@@ -586,6 +609,7 @@ export class WarmWorker {
       this.#reader.payloadTarget = options.payloadInto;
       this.#waiting = {
         id,
+        body,
         resolve: (frame) => {
           if (overOutput()) {
             this.#fail(this.#outputFailure(), true); // rejects through #waiting

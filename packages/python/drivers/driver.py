@@ -597,6 +597,10 @@ class _Body(object):
         return namespace.get('result', _UNSET)
 
 
+_EXIT_FIX = ('a body must return a value (set result), or raise an exception such as ValueError '
+             'to fail its row')
+
+
 def _error(e, filename, output=''):
     """A row's exception as the protocol's error object."""
     if isinstance(e, _OutputTooLarge):
@@ -619,6 +623,17 @@ def _error(e, filename, output=''):
         message = str(e)
     except BaseException:
         message = '<unprintable %s>' % (t.__name__,)
+    # The two that would end the interpreter outside a row: say so, and what to do.
+    if isinstance(e, SystemExit):
+        try:
+            code = '' if e.code is None else repr(e.code)[:80]
+        except BaseException:
+            code = '…'
+        message = ('the body raised SystemExit(%s) (sys.exit()), which would end the interpreter: '
+                   '%s' % (code, _EXIT_FIX))
+    elif isinstance(e, KeyboardInterrupt):
+        message = ('the body raised KeyboardInterrupt (or sent SIGINT to its own process), which '
+                   'would end the interpreter: %s' % (_EXIT_FIX,))
     text = ''.join(traceback.format_exception(t, e, tb))
     out = {'type': name, 'message': message, 'traceback': (output + text)[-16384:]}
     # Guest-reported, like the sandbox's stderr reading: a body can pick the label

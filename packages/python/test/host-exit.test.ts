@@ -54,7 +54,11 @@ describe.skipIf(!restrictedOk)(
         // exit code 13 is Node's for a top-level await that never settled: the batch was lost
         expect(code).toBe(0);
         expect(JSON.parse(out)).toEqual(
-          Array(3).fill('function quit: the interpreter exited with code 3'),
+          Array(3).fill(
+            "function quit: the interpreter exited with code 3 while running this row: the function's body " +
+              "ended its interpreter (an exit, an abort, a signal to its own process, the driver's connections " +
+              'closed) or crashed it; a body must return its result, or raise an error to fail its row',
+          ),
         );
       }, 30_000);
     }

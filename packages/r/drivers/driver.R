@@ -511,22 +511,29 @@ function(con, precompiled = NULL) eval(
   # take as that row's QuitError; R goes on, and the row's state is put back
   # as after any failed row. Outside a row (no handler) they quit as base's
   # do. So does tools::pskill() aimed at R's own process with a signal that
-  # would end it (patched when the tools namespace loads). What still ends R
-  # (.Internal(quit()), the "abort" restart, closeAllConnections(), which
-  # closes the protocol channel) reads as the host sees it. The driver's own
-  # exits call .Internal(quit()).
+  # would end it (patched when the tools namespace loads), and
+  # closeAllConnections(), which would close the driver's own connections
+  # (the request stream, the protocol channel, the output capture). The
+  # "abort" restart, which ends a non-interactive R, is the driver's own
+  # while rows run (guard_abort). What still ends R (.Internal(quit()), a
+  # connection closed one by one) is answered, where the request had one
+  # row, by an exit finalizer (session_gone). The driver's own exits call
+  # .Internal(quit()).
+  quit_condition <- function(message, call = NULL) {
+    structure(class = c("QuitError", "error", "condition"), list(message = message, call = call))
+  }
+  # What a body that ends R is told to do instead.
+  quit_fix <- "a body must return a value (set result), or call stop() to fail its row"
+  close_fix <- "a body must close only the connections it opened (close(con)), and return a value (set result) or call stop() to fail its row"
+  body_ended <- function(call, message) {
+    condition <- quit_condition(message, call)
+    .Internal(.signalCondition(structure(class = "extfnQuit", list(condition = condition)), message, call))
+  }
   session_ended <- function(call, what, instead) {
-    condition <- structure(
-      class = c("QuitError", "error", "condition"),
-      list(
-        message = paste0(
-          "the body ended the R session with ", what,
-          ": a body must return a value (set result), not ", instead
-        ),
-        call = call
-      )
-    )
-    .Internal(.signalCondition(structure(class = "extfnQuit", list(condition = condition)), condition$message, call))
+    body_ended(call, paste0(
+      "the body ended the R session with ", what,
+      ": a body must return a value (set result), not ", instead
+    ))
   }
   replace_binding <- function(name, value, env) {
     locked <- bindingIsLocked(name, env)
@@ -543,6 +550,74 @@ function(con, precompiled = NULL) eval(
   }
   replace_binding("quit", quit_as("quit"), baseenv())
   replace_binding("q", quit_as("q"), baseenv())
+  close_all <- get("closeAllConnections", envir = baseenv())
+  replace_binding("closeAllConnections", function() {
+    body_ended(sys.call(), paste0(
+      "the body closed the driver's connections with closeAllConnections(), which would end R: ",
+      close_fix
+    ))
+    close_all()
+  }, baseenv())
+  # The "abort" restart (invokeRestart("abort")) jumps to R's top level,
+  # which ends a non-interactive R. While rows run, the innermost "abort"
+  # is this one: guard_abort(expr) returns list(value = expr), or list()
+  # when the body invoked it (the frame's environment is the restart's exit).
+  abort_restart <- structure(class = "restart", list(
+    name = "abort", exit = NULL, handler = function(...) NULL,
+    description = "", test = function(c) TRUE, interactive = FALSE
+  ))
+  guard_abort <- function(expr) {
+    restart <- abort_restart
+    restart$exit <- environment()
+    .Internal(.addRestart(restart))
+    list(value = expr)
+  }
+  aborted <- quit_condition(paste0(
+    'the body jumped out of its call with invokeRestart("abort"), which would end R: ', quit_fix,
+    ", not invoke the abort restart"
+  ))
+
+  # What ends R all the same (.Internal(quit()), a jump to the top level
+  # past guard_abort, a driver connection the body closed by itself) runs
+  # R's exit finalizers on the way out. While a request's rows run, the
+  # driver notes its id and row count (`pending`, "in_rows" while the body
+  # may run); when it had one row, the finalizer answers it with that row's
+  # QuitError, so the caller reads what the body did instead of "the
+  # interpreter exited". A request of several rows is left to the host,
+  # which runs its rows again one per request (docs/protocol.md).
+  pending <- NULL
+  in_rows <- FALSE
+  connection_ok <- function(x) is.null(x) || isTRUE(tryCatch(isOpen(x), error = function(e) FALSE))
+  session_gone <- function(e) {
+    p <- pending
+    pending <<- NULL
+    if (is.null(p) || p$rows != 1L) return(invisible())
+    # con: the request stream
+    closed <- !(connection_ok(con) && connection_ok(out) && connection_ok(capture) && connection_ok(shared))
+    message <- if (closed) {
+      paste0(
+        "the body closed the driver's connections, which ends R: ",
+        close_fix
+      )
+    } else if (in_rows && sys.nframe() > 2L) {
+      paste0("the body ended the R session with .Internal(quit()): ", quit_fix, ", not end R")
+    } else if (in_rows) {
+      paste0("the body jumped out of its call to R's top level, which ends R: ", quit_fix)
+    }
+    if (is.null(message)) return(invisible())
+    # the connection the frames went on, or a new one on the same pipe if the body closed it
+    tryCatch(
+      {
+        while (.Internal(sink.number(TRUE)) > 0L) .Internal(sink(-1L, FALSE, FALSE, FALSE))
+        to <- if (!connection_ok(out)) file("/proc/self/fd/1", "wb", raw = TRUE) else out
+        writeLines(paste0('{"id":', p$id, ',"values":[null],"errors":{"0":', json_error("QuitError", message), "}}"), to, useBytes = TRUE)
+        flush(to)
+      },
+      error = function(e) NULL
+    )
+    invisible()
+  }
+  reg.finalizer(environment(), session_gone, onexit = TRUE)
   # Signals (Linux numbers) that leave R running: none (0, a check), SIGINT
   # (an interrupt), and those that stop, continue or are ignored by default.
   signals_kept <- c(0L, 2L, 17L, 18L, 19L, 20L, 21L, 22L, 23L, 28L)
@@ -799,6 +874,7 @@ function(con, precompiled = NULL) eval(
       )
       if (!gone) {
         cat("the global environment cannot be restored after a row (locked?): the worker exits\n", file = err)
+        pending <<- NULL
         .Internal(quit("no", 70L, FALSE))
       }
     }
@@ -814,6 +890,7 @@ function(con, precompiled = NULL) eval(
     )
     if (!fixed) {
       cat("the global environment cannot be restored after a row (locked?): the worker exits\n", file = err)
+      pending <<- NULL
       .Internal(quit("no", 70L, FALSE))
     }
     kept <- list()
@@ -1081,7 +1158,8 @@ function(con, precompiled = NULL) eval(
       while (i <= last) {
         tryCatch(
           withCallingHandlers(
-            while (i <= last) {
+            # list() when the body invoked the "abort" restart: row i fails
+            if (!length(guard_abort(while (i <= last) {
               if (skip && !ok[i]) {
                 i <- i + 1L
                 next
@@ -1102,7 +1180,7 @@ function(con, precompiled = NULL) eval(
                 values[i] <- convert(r)
               }
               i <- i + 1L
-            },
+            }))) failed(aborted),
             warning = function(w) {
               cat("Warning: ", conditionMessage(w), "\n", sep = "", file = err)
               invokeRestart("muffleWarning")
@@ -1243,9 +1321,11 @@ function(con, precompiled = NULL) eval(
             env <- new.env(parent = genv)
             # every row: the columns themselves, no copy
             env$args <- if (length(at) == n) columns else lapply(columns, function(column) column[at])
-            run_body(env)
-            if (!exists("result", envir = env, inherits = FALSE)) stop(no_result)
-            list(result = env$result)
+            # list() when the body invoked the "abort" restart
+            ran <- guard_abort(run_body(env))
+            if (!length(ran)) list(error = aborted)
+            else if (!exists("result", envir = env, inherits = FALSE)) stop(no_result)
+            else list(result = env$result)
           },
           warning = function(w) {
             cat("Warning: ", conditionMessage(w), "\n", sep = "", file = err)
@@ -1633,6 +1713,8 @@ function(con, precompiled = NULL) eval(
 
   repeat {
     line <- readLines(con, n = 1L, warn = FALSE)
+    pending <- NULL
+    in_rows <- FALSE
     if (!length(line)) break
     if (!nzchar(line)) next
     began <- as.numeric(Sys.time())
@@ -1649,8 +1731,11 @@ function(con, precompiled = NULL) eval(
           parsed <- call_rows(tokens)
           request <- parsed$header
           warm_up(length(parsed$problems))
+          pending <- list(id = id_text(request$id), rows = length(parsed$problems))
+          in_rows <- TRUE
           result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
           else run_vectorized(parsed$columns, parsed$problems)
+          in_rows <- FALSE
           list(op = "call", result = result)
         } else if (op == '"callcols"') {
           # String values stay tokens: cells are read as call arguments are.
@@ -1703,8 +1788,11 @@ function(con, precompiled = NULL) eval(
           column
         })
         warm_up(n_rows)
+        pending <- list(id = id, rows = n_rows)
+        in_rows <- TRUE
         result <- if (isTRUE(fn$vectorized)) run_vectorized(columns, NULL)
         else run_rows(.mapply(list, columns, NULL), rep(NA_character_, n_rows))
+        in_rows <- FALSE
         respond_f64(id, result, shm)
         if (isTRUE(fn$vectorized)) {
           rm(columns, result)
@@ -1730,8 +1818,11 @@ function(con, precompiled = NULL) eval(
         frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", conditionMessage(parsed)), "}"))
       } else {
         warm_up(n_rows)
+        pending <- list(id = id, rows = n_rows)
+        in_rows <- TRUE
         result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
         else run_vectorized(parsed$columns, parsed$problems)
+        in_rows <- FALSE
         respond_cols(id, result)
         if (!is.null(parsed$columns)) {
           rm(parsed, result)
@@ -1750,6 +1841,7 @@ function(con, precompiled = NULL) eval(
       frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", message), "}"))
     }
   }
+  pending <- NULL
   if (!is.null(capture)) close(capture)
   .Internal(quit("no", 0L, FALSE))
 }))

@@ -6,7 +6,6 @@
  * typed error; a body that ends R, recurses without end, or raises a huge or
  * non-UTF-8 message costs at most its own row and worker.
  */
-import { existsSync } from 'node:fs';
 import { ExtFnError, Value as V, type Value } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
 import { failure, restrictedOk, scopedRegistry, skipReason } from './helpers.js';
@@ -17,12 +16,6 @@ const shown = (cells: (Value | ExtFnError)[]) =>
 /** One worker, one request per batch: rows after a row share its R session and its block. */
 const oneWorker = { maxWorkers: 1, chunkMs: 60_000 };
 const VEC = { vectorized: true };
-/** Where libc may be (the crash test's abort()). */
-const LIBC = [
-  '/lib/x86_64-linux-gnu/libc.so.6',
-  '/lib/aarch64-linux-gnu/libc.so.6',
-  '/lib64/libc.so.6',
-];
 // Some 10-50 ms of R code: R looks at its time limits every so many evaluations.
 const busy = 'x <- 0\nfor (i in 1:50000) x <- x + 1';
 
@@ -243,47 +236,8 @@ describe.skipIf(!restrictedOk)(
       expect(await registry.eval('probe', [])).toEqual(n(1));
     });
 
-    test('what still ends R (.Internal(quit), the abort restart, closeAllConnections) or crashes it fails its own row only, as the host sees it', async () => {
-      const enders = {
-        internal: '.Internal(quit("no", 0L, FALSE))',
-        abort: 'invokeRestart("abort")',
-        connections: 'closeAllConnections()',
-      };
-      const fns = Object.fromEntries(
-        Object.entries(enders).map(([name, call]) => [
-          name,
-          [`if (args[[1]] == 2) ${call}\nresult <- args[[1]]`, ['number'], 'number'],
-        ]),
-      ) as Parameters<typeof scopedRegistry>[0];
-      // A real crash: libc's abort() (R is the sandbox's pid 1, so it ends as a SIGSEGV).
-      const libc = LIBC.find((path) => existsSync(path));
-      if (libc) {
-        fns.crash = [
-          `if (args[[1]] == 2) { dyn.load("${libc}"); .C("abort") }\nresult <- args[[1]]`,
-          ['number'],
-          'number',
-        ];
-      }
-      const { registry } = scopedRegistry(fns);
-      const rows = [1, 2, 3].map((x) => [n(x)]);
-      for (const name of Object.keys(fns)) {
-        const batch = await registry.evalBatch(name, rows);
-        expect([name, batch[0], batch[2]]).toEqual([name, n(1), n(3)]);
-        const row = batch[1] as ExtFnError;
-        expect([name, row.kind, row.message]).toEqual([
-          name,
-          'Runtime',
-          expect.stringMatching(
-            new RegExp(
-              name === 'crash'
-                ? `^function ${name}: the interpreter was killed by SIG[A-Z]+$`
-                : `^function ${name}: the interpreter exited with code \\d+$`,
-            ),
-          ),
-        ]);
-        expect(await registry.eval(name, [n(4)])).toEqual(n(4));
-      }
-    });
+    // What ends R past quit()'s replacement (.Internal(quit()), the abort restart,
+    // closeAllConnections(), a crash): body-ends-r.test.ts.
 
     test('endless recursion, a huge or non-UTF-8 stop() message, and on.exit() past the deadline are typed errors', async () => {
       const { registry } = scopedRegistry({
