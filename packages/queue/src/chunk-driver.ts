@@ -8,7 +8,7 @@
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { describeConnection } from './connection.js';
 import { type QueueClient, RedisUnreachableError } from './queue-client.js';
-import { type RedisRefusal, redisRefusal } from './redis-reply.js';
+import { type RedisDelay, type RedisRefusal, redisDelay, redisRefusal } from './redis-reply.js';
 import {
   type ChunkResult,
   chunkResultSchema,
@@ -95,6 +95,8 @@ export async function driveChunks(
   let silentSince: number | undefined;
   /** Why the last round failed, while Redis stays silent. */
   let lastWhy: string | undefined;
+  /** The last round's reply that passes on its own (LOADING, BUSY…), and its step: named if it outlasts the wait. */
+  let lastDelay: { delay: RedisDelay; step: string } | undefined;
   /** What the round under way waits on Redis for (for the message when it never answers). */
   let step = 'connecting';
   let wake: (() => void) | undefined;
@@ -201,7 +203,7 @@ export async function driveChunks(
    * unfinished rows fail saying so and their chunks are withdrawn.
    */
   const fleet = async (waiting: ChunkState[]) => {
-    let workers: number;
+    let workers: number | undefined;
     step = 'listing workers';
     try {
       workers = await client.workerCount(fn.language);
@@ -209,6 +211,8 @@ export async function driveChunks(
       // Unknown (CLIENT LIST refused by an ACL, a slow answer): neither a sign of life nor of death.
       return;
     }
+    // Unknown too (no CLIENT LIST): no sign of life, so core's bound still ends a wait for no worker.
+    if (workers === undefined) return;
     const now = performance.now();
     if (workers > 0) {
       noWorkerSince = undefined;
@@ -337,11 +341,17 @@ export async function driveChunks(
       roundStarted !== undefined || lastWhy === undefined
         ? `Redis did not answer ${step}`
         : lastWhy;
+    // Redis answering only "wait" (LOADING, BUSY…) all along is no silence: say what it answered.
+    const said = lastDelay && {
+      message: `${lastDelay.delay.said(lastDelay.step, silentMs)}; ${lastDelay.delay.fix}`,
+      fix: lastDelay.delay.fix,
+    };
     const message = client.closed
       ? 'the queue runner was closed during the call'
-      : `lost the queue at ${where}: no answer for ${silentMs} ms (${why}); ${fix}`;
+      : (said?.message ??
+        `lost the queue at ${where}: no answer for ${silentMs} ms (${why}); ${fix}`);
     for (const state of states) {
-      if (!state.settled) fail(state, message, client.closed ? {} : { fix });
+      if (!state.settled) fail(state, message, client.closed ? {} : { fix: said?.fix ?? fix });
     }
     giveUp();
   };
@@ -398,6 +408,7 @@ export async function driveChunks(
         if (silentSince === started || client.answeredAt >= started) {
           silentSince = undefined;
           lastWhy = undefined;
+          lastDelay = undefined;
           watchSilence();
         }
       } catch (error) {
@@ -412,6 +423,8 @@ export async function driveChunks(
           refuse(refusal);
           break;
         }
+        const delay = redisDelay(error, where);
+        lastDelay = delay && { delay, step };
         lastWhy = error instanceof RedisUnreachableError ? error.message : String(error);
         roundStarted = undefined;
         watchSilence();

@@ -31,6 +31,9 @@ export interface JobListener {
   progress(done: number): void;
 }
 
+/** The one worker BullMQ lists when Redis has no CLIENT LIST (its `baseGetClients`). */
+const NO_CLIENT_LIST = 'GCP does not support client list';
+
 /** One job as the poll sees it in Redis. */
 export type JobSnapshot =
   | { state: 'missing' }
@@ -267,6 +270,10 @@ export class QueueClient {
    * The state of jobs, read straight from their hashes in one pipeline
    * (BullMQ keeps a job at `<prefix>:<queue>:<id>`). A missing hash means the
    * job was lost: Redis restarted without persistence, or was flushed.
+   * The pipeline ends with a write that changes nothing (DEL of a key no one
+   * sets): a Redis turned read-only replica by a failover refuses it, and so
+   * says so at the next poll. Reads alone pass there, while the workers'
+   * results are refused: the batch would wait for ever.
    */
   async snapshot(language: string, ids: readonly string[]): Promise<JobSnapshot[]> {
     const lane = this.lane(language);
@@ -280,7 +287,10 @@ export class QueueClient {
         'failedReason',
       );
     }
+    pipeline.del(`${this.options.prefix}:${this.options.queueName}:writable`);
     const replies = (await this.#within(pipeline.exec(), 'reading job states')) ?? [];
+    const writable = replies.pop();
+    if (writable?.[0]) throw writable[0];
     return replies.map(([error, reply]) => {
       if (error) throw error;
       const [timestamp, finishedOn, returnValue, failedReason] = reply as (string | null)[];
@@ -311,11 +321,18 @@ export class QueueClient {
     );
   }
 
-  /** How many workers are connected to the language's queue, or undefined when Redis cannot say. */
-  async workerCount(language: string): Promise<number> {
+  /**
+   * How many workers are connected to the language's queue, or undefined when
+   * Redis cannot say: it has no CLIENT LIST (renamed or disabled, as on some
+   * managed services), where BullMQ would count one made-up worker. Rejects
+   * when Redis does not answer or refuses (NOAUTH, NOPERM…): the callers
+   * report why (probe) or count it as unknown (the driver).
+   */
+  async workerCount(language: string): Promise<number | undefined> {
     const lane = this.lane(language);
     await this.#ready(lane);
-    return this.#within(lane.queue.getWorkersCount(), 'listing workers');
+    const workers = await this.#within(lane.queue.getWorkers(), 'listing workers');
+    return workers.some((w) => w.name === NO_CLIENT_LIST) ? undefined : workers.length;
   }
 
   async close(): Promise<void> {

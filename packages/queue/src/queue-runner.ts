@@ -27,7 +27,7 @@ import {
 } from './columns.js';
 import { type ConnectionInput, describeConnection, resolveConnection } from './connection.js';
 import { QueueClient } from './queue-client.js';
-import { redisRefusal } from './redis-reply.js';
+import { redisDelay, redisRefusal } from './redis-reply.js';
 import { DEFAULT_QUEUE_NAME, errorFromWire, MAX_CHUNK_ROWS } from './wire.js';
 
 /** How long a warm-up waits for the hosts' answers when the registry gives no deadline. */
@@ -136,6 +136,15 @@ class QueueRunner implements LanguageRunner {
     const queue = `${this.#shared.client.options.queueName}-${this.language}`;
     try {
       const workers = await this.#shared.client.workerCount(this.language);
+      if (workers === undefined) {
+        // Redis answered, so calls can be sent; whether a worker takes them cannot be known here.
+        return {
+          language: this.language,
+          available: true,
+          detail: `the workers serving ${this.language} on queue ${queue} cannot be counted: Redis at ${where} does not list its clients (no CLIENT LIST); a batch no worker takes ends at core's bound, with a Timeout`,
+          protection: "the workers' own sandbox policy",
+        };
+      }
       return {
         language: this.language,
         available: workers > 0,
@@ -148,14 +157,15 @@ class QueueRunner implements LanguageRunner {
             }),
       };
     } catch (error) {
-      const refusal = redisRefusal(error, where, this.#shared.client.options.prefix);
+      const said =
+        redisRefusal(error, where, this.#shared.client.options.prefix) ?? redisDelay(error, where);
       return {
         language: this.language,
         available: false,
-        detail: refusal
-          ? refusal.said('listing workers')
+        detail: said
+          ? said.said('listing workers')
           : `cannot reach Redis at ${where}: ${(error as Error).message}`,
-        fix: refusal?.fix ?? 'start Redis, or point connection / IMPROV_EXTFN_REDIS_URL at it',
+        fix: said?.fix ?? 'start Redis, or point connection / IMPROV_EXTFN_REDIS_URL at it',
       };
     }
   }
@@ -176,10 +186,10 @@ class QueueRunner implements LanguageRunner {
       .warmUp(fn, waitMs, options.mode)
       .catch((error: unknown) => {
         const where = describeConnection(client.options.connection);
-        const refusal = redisRefusal(error, where, client.options.prefix);
-        if (!refusal) throw error;
-        throw ExtFnError.runtime(fn.name, `${refusal.said('the warm-up')}; ${refusal.fix}`, {
-          fix: refusal.fix,
+        const said = redisRefusal(error, where, client.options.prefix) ?? redisDelay(error, where);
+        if (!said) throw error;
+        throw ExtFnError.runtime(fn.name, `${said.said('the warm-up')}; ${said.fix}`, {
+          fix: said.fix,
         });
       });
     const failed = answers.find((a) => a.outcome === 'error' && a.error);

@@ -6,10 +6,28 @@
  * said and what to do about it.
  */
 
-/** Replies that end on their own (Redis loading its data, busy with a script): waited out like silence. */
-const TRANSIENT = new Set(['LOADING', 'BUSY', 'TRYAGAIN', 'MASTERDOWN']);
+/** Replies that end on their own, waited out like silence; each with what to do when one outlasts the wait. */
+const TRANSIENT: Record<string, (where: string) => string> = {
+  LOADING: (where) =>
+    `wait until Redis at ${where} has loaded its data from disk (redis-cli -u ${where} info persistence shows loading:0)`,
+  BUSY: (where) =>
+    `wait for the script running on Redis at ${where} to end, or end it (redis-cli -u ${where} script kill, or function kill)`,
+  TRYAGAIN: (where) =>
+    `wait until the Redis cluster at ${where} has finished moving the queue's keys between its nodes`,
+  MASTERDOWN: (where) =>
+    `point connection / IMPROV_EXTFN_REDIS_URL at the primary (redis-cli -u ${where} role names it), or wait until the replica at ${where} reaches it again`,
+};
+
+/** The reply's code: its first word (`OOM`, `LOADING`), `ERR` when it has none. */
+const codeOf = (reply: string) => /^[A-Z]+/.exec(reply)?.[0] ?? 'ERR';
+
+/** What Redis said, without where in a BullMQ script (` script: <sha>, on @user_script:27.`): the same refusal reads the same. */
+const replyOf = (error: Error) =>
+  error.message.replace(/ script: \w+, on @user_script:\d+\.?$/, '');
 
 export interface RedisRefusal {
+  /** The reply's first word: `OOM`, `NOAUTH`… */
+  code: string;
   /** What Redis said, e.g. `OOM command not allowed when used memory > 'maxmemory'.` */
   reply: string;
   fix: string;
@@ -25,18 +43,19 @@ export function isErrorReply(error: unknown): error is Error {
 /**
  * The refusal in `error` when it is a Redis error reply that will not pass by
  * waiting, else undefined. `where` is the address (describeConnection),
- * `prefix` the queue's key prefix, for the fix.
+ * `prefix` the queue's key prefix, and `then` what follows the fix (an
+ * engine refreshes again; a worker host carries on).
  */
 export function redisRefusal(
   error: unknown,
   where: string,
   prefix: string,
+  then = 'then refresh again',
 ): RedisRefusal | undefined {
   if (!isErrorReply(error)) return undefined;
-  const reply = error.message;
-  const code = /^[A-Z]+/.exec(reply)?.[0] ?? 'ERR';
-  if (TRANSIENT.has(code)) return undefined;
-  const then = 'then refresh again';
+  const reply = replyOf(error);
+  const code = codeOf(reply);
+  if (code in TRANSIENT) return undefined;
   const fixes: Record<string, string> = {
     OOM: `raise maxmemory or free memory on the Redis at ${where} (redis-cli -u ${where} info memory shows used_memory and maxmemory), ${then}`,
     READONLY: `point connection / IMPROV_EXTFN_REDIS_URL at the primary, not a read-only replica (redis-cli -u ${where} role says which it is), ${then}`,
@@ -47,10 +66,41 @@ export function redisRefusal(
     MISCONF: `Redis at ${where} refuses writes because it cannot save to disk: fix its disk or persistence settings (see its log), ${then}`,
   };
   return {
+    code,
     reply,
     said: (step) => `Redis at ${where} refused ${step}: ${reply}`,
     fix:
       fixes[code] ??
       `fix what Redis at ${where} reported (it must accept BullMQ's commands and Lua scripts), ${then}`,
+  };
+}
+
+export interface RedisDelay {
+  /** What Redis said, e.g. `BUSY Redis is busy running a script. …` */
+  reply: string;
+  fix: string;
+  /** `Redis at <where> answered <step> only with <code> for <ms> ms: <reply>` (without ms: `… with <code>: …`). */
+  said(step: string, ms?: number): string;
+}
+
+/**
+ * The delay in `error` when it is one of the replies that pass on their own
+ * (LOADING, BUSY, TRYAGAIN, MASTERDOWN), else undefined: waited out like
+ * silence, but when it outlasts the wait, the caller says what Redis kept
+ * answering rather than that it did not answer.
+ */
+export function redisDelay(error: unknown, where: string): RedisDelay | undefined {
+  if (!isErrorReply(error)) return undefined;
+  const reply = replyOf(error);
+  const code = codeOf(reply);
+  const fix = TRANSIENT[code]?.(where);
+  if (fix === undefined) return undefined;
+  return {
+    reply,
+    fix: `${fix}, or raise connectionTimeoutMs (a queue() option) past how long that takes; then refresh again`,
+    said: (step, ms) =>
+      ms === undefined
+        ? `Redis at ${where} answered ${step} with ${code}: ${reply}`
+        : `Redis at ${where} answered ${step} only with ${code} for ${ms} ms: ${reply}`,
   };
 }

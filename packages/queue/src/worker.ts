@@ -17,6 +17,7 @@ import { type Job, type JobJsonRaw, UnrecoverableError, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { type ConnectionInput, describeConnection, resolveConnection } from './connection.js';
 import { evaluateChunk } from './evaluate-chunk.js';
+import { redisRefusal } from './redis-reply.js';
 import {
   type ChunkResult,
   cancelChannel,
@@ -116,6 +117,11 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
 const TEARDOWN_MS = 2_000;
 /** Ids of cancelled jobs remembered, oldest forgotten first. */
 const MAX_REMEMBERED_CANCELS = 10_000;
+/** What follows the fix for a Redis refusal in a worker host's log. */
+const WORKER_THEN =
+  'then the worker host carries on by itself (restart it if you changed its address or password)';
+/** Refusals that no retry of the start ends: the host's own credentials. */
+const REFUSED_START = new Set(['NOAUTH', 'WRONGPASS']);
 
 function refuse(message: string): UnrecoverableError {
   return new UnrecoverableError(`improv-extfn worker refused the job: ${message}`);
@@ -138,6 +144,27 @@ const JSON_FIELDS = { data: '{}', opts: '{}', progress: '0', parent: '' } as con
  * good with the reason (a refused job), so it ends, and the engine hears why.
  */
 class ChunkWorker extends Worker {
+  /** Makes an error of handing in a chunk's result readable (and reports it); undefined to keep it. */
+  handInFailed?: (job: Job, error: Error) => Error | undefined;
+
+  /**
+   * BullMQ only emits a failed hand-in (Redis refusing the write: READONLY
+   * after a failover, NOAUTH…) as a bare reply: say which chunk's result was
+   * refused, and what to do.
+   */
+  protected override async handleCompleted(
+    result: unknown,
+    job: Job,
+    token: string,
+    ...rest: unknown[]
+  ): Promise<Job> {
+    try {
+      return await super.handleCompleted(result, job, token, ...(rest as []));
+    } catch (error) {
+      throw this.handInFailed?.(job, error as Error) ?? error;
+    }
+  }
+
   protected override createJob(raw: JobJsonRaw, jobId: string): Job {
     try {
       return super.createJob(raw, jobId);
@@ -200,10 +227,32 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     );
   }
   options.signal?.throwIfAborted();
+  const where = describeConnection(connection);
   let lastError: Error | undefined;
+  /** Set while starting: a refusal of the host's credentials ends the start at once. */
+  let refusedStart: ((error: Error) => void) | undefined;
+  /** A Redis refusal as a sentence with its fix (the bare reply names no host, no cause); other errors as they are. */
+  const readable = (error: Error, step: string): Error => {
+    const refusal = redisRefusal(error, where, prefix, WORKER_THEN);
+    if (!refusal) return error;
+    return Object.assign(new Error(`${refusal.said(step)}; ${refusal.fix}`, { cause: error }), {
+      fix: refusal.fix,
+    });
+  };
+  /** A refusal that ended the start, as the start's error: LanguageUnavailable, with the fix. */
+  const startRefused = (error: unknown): ExtFnError | undefined => {
+    const refusal = redisRefusal(error, where, prefix, 'then start the worker host again');
+    if (!refusal) return undefined;
+    const message = `startQueueWorker: ${refusal.said("the worker host's connection")}; ${refusal.fix}`;
+    return new ExtFnError('LanguageUnavailable', message, { fix: refusal.fix });
+  };
   const onError = (error: Error) => {
-    lastError = error;
-    options.onError?.(error);
+    const said = readable(error, 'a request of this worker host');
+    lastError = said;
+    options.onError?.(said);
+    const code = redisRefusal(error, where, prefix)?.code;
+    if (refusedStart && code !== undefined && REFUSED_START.has(code))
+      refusedStart(startRefused(error)!);
   };
   const redis = new Redis(connection);
   redis.on('error', onError);
@@ -216,7 +265,12 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     let found = descriptors.get(digest);
     if (!found) {
       found = (async () => {
-        const json = await redis.hget(descriptorKey(prefix, queueName), digest);
+        const json = await redis.hget(descriptorKey(prefix, queueName), digest).catch((error) => {
+          // A refusal (WRONGTYPE: the key holds something else) fails the chunk for good, saying so;
+          // BullMQ would retry it to the same end and the engine hear a bare reply.
+          const said = readable(error as Error, 'reading the descriptor');
+          throw said === error ? error : refuse(said.message);
+        });
         if (json === null) throw new UnrecoverableError(`${DESCRIPTOR_MISSING}: ${digest}`);
         let fn: ExternalFn;
         try {
@@ -325,6 +379,13 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
         autorun: false,
       },
     );
+    worker.handInFailed = (job, error) => {
+      const said = readable(error, `handing in the result of chunk ${job.id ?? '?'}`);
+      if (said === error) return undefined;
+      // Not sent: the engine's rows fail with the same refusal (its poll writes too), not a hang.
+      options.onChunk?.({ phase: 'failed', jobId: job.id ?? '?', language, reason: said.message });
+      return said;
+    };
     worker.on('error', onError);
     worker.on('failed', (job, error) => {
       if (job && !/^cancelled/.test(error.message)) {
@@ -411,9 +472,14 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
       await worker.waitUntilReady();
     }
   };
+  const refused = new Promise<never>((_, reject) => {
+    refusedStart = reject;
+  });
   try {
-    await startWithin(start(), connectTimeoutMs, options.signal, () => {
-      const where = describeConnection(connection);
+    const started = start().catch((error: unknown) => {
+      throw startRefused(error) ?? error;
+    });
+    await startWithin(Promise.race([started, refused]), connectTimeoutMs, options.signal, () => {
       const last = lastError ? ` (${lastError.message})` : '';
       const fix = 'start Redis there, or point connection / IMPROV_EXTFN_REDIS_URL at it';
       return new ExtFnError(
@@ -435,6 +501,8 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     subscriber.disconnect();
     redis.disconnect();
     throw error;
+  } finally {
+    refusedStart = undefined;
   }
 
   let closing: Promise<void> | undefined;

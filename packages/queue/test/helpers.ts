@@ -55,15 +55,18 @@ async function freePort(): Promise<number> {
 export class TestRedis {
   readonly port: number;
   readonly dir: string;
+  /** More redis-server arguments (e.g. `--rename-command CLIENT ""`, as managed Redis services do). */
+  readonly args: readonly string[];
   #process: ResultPromise | undefined;
 
-  private constructor(port: number) {
+  private constructor(port: number, args: readonly string[]) {
     this.port = port;
+    this.args = args;
     this.dir = mkdtempSync(join(tmpdir(), 'extfn-queue-redis-'));
   }
 
-  static async start(): Promise<TestRedis> {
-    const redis = new TestRedis(await freePort());
+  static async start(args: readonly string[] = []): Promise<TestRedis> {
+    const redis = new TestRedis(await freePort(), args);
     await redis.up();
     return redis;
   }
@@ -86,6 +89,7 @@ export class TestRedis {
         'no',
         '--dir',
         this.dir,
+        ...this.args,
       ],
       { reject: false, stdout: 'pipe', stderr: 'pipe' },
     );
@@ -137,7 +141,7 @@ export async function redisForTest(): Promise<{ url: string; stop: () => Promise
 }
 
 export interface WorkerEvent {
-  event: 'booted' | 'ready' | 'chunk' | 'warm';
+  event: 'booted' | 'ready' | 'chunk' | 'warm' | 'error';
   pid: number;
   phase?: string;
   jobId?: string;
