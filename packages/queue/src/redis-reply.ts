@@ -21,9 +21,17 @@ const TRANSIENT: Record<string, (where: string) => string> = {
 /** The reply's code: its first word (`OOM`, `LOADING`), `ERR` when it has none. */
 const codeOf = (reply: string) => /^[A-Z]+/.exec(reply)?.[0] ?? 'ERR';
 
-/** What Redis said, without where in a BullMQ script (` script: <sha>, on @user_script:27.`): the same refusal reads the same. */
-const replyOf = (error: Error) =>
-  error.message.replace(/ script: \w+, on @user_script:\d+\.?$/, '');
+/**
+ * What Redis said, without where in a BullMQ script (` script: <sha>, on
+ * @user_script:27.`): the same refusal reads the same. For a transaction
+ * Redis discarded (`EXECABORT`), the refusal of the command that caused it
+ * (ioredis keeps it in `previousErrors`): that one names the cause and the fix.
+ */
+const replyOf = (error: Error): string => {
+  const cause = (error as { previousErrors?: unknown[] }).previousErrors?.[0];
+  const said = /^EXECABORT/.test(error.message) && cause instanceof Error ? cause : error;
+  return said.message.replace(/ script: \w+, on @user_script:\d+\.?$/, '');
+};
 
 export interface RedisRefusal {
   /** The reply's first word: `OOM`, `NOAUTH`… */
@@ -59,6 +67,8 @@ export function redisRefusal(
   const fixes: Record<string, string> = {
     OOM: `raise maxmemory or free memory on the Redis at ${where} (redis-cli -u ${where} info memory shows used_memory and maxmemory), ${then}`,
     READONLY: `point connection / IMPROV_EXTFN_REDIS_URL at the primary, not a read-only replica (redis-cli -u ${where} role says which it is), ${then}`,
+    // a blocking read cut short when the node became a replica (a failover)
+    UNBLOCKED: `point connection / IMPROV_EXTFN_REDIS_URL at the primary, not a read-only replica (redis-cli -u ${where} role says which it is), ${then}`,
     NOAUTH: `give the Redis password (redis://:password@host:port, or IMPROV_EXTFN_REDIS_PASSWORD), ${then}`,
     WRONGPASS: `give the right Redis user and password (redis://:password@host:port, or IMPROV_EXTFN_REDIS_PASSWORD), ${then}`,
     NOPERM: `let the Redis user run BullMQ's commands and scripts on the keys ${prefix}:*, ${then}`,

@@ -246,8 +246,8 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     const message = `startQueueWorker: ${refusal.said("the worker host's connection")}; ${refusal.fix}`;
     return new ExtFnError('LanguageUnavailable', message, { fix: refusal.fix });
   };
-  const onError = (error: Error) => {
-    const said = readable(error, 'a request of this worker host');
+  const onError = (error: Error, step = 'a request of this worker host') => {
+    const said = readable(error, step);
     lastError = said;
     options.onError?.(said);
     const code = redisRefusal(error, where, prefix)?.code;
@@ -447,7 +447,12 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     });
     const key = warmReplyKey(prefix, queueName, request.id);
     // kept a minute at most: an engine that stopped waiting does not leave it behind
-    await redis.multi().rpush(key, JSON.stringify(answer)).expire(key, 60).exec().catch(onError);
+    await redis
+      .multi()
+      .rpush(key, JSON.stringify(answer))
+      .expire(key, 60)
+      .exec()
+      .catch((error: Error) => onError(error, 'answering a warm-up'));
   };
 
   // Engines publish the ids of jobs to stop; each worker cancels the ones it runs.

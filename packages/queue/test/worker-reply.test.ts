@@ -19,6 +19,7 @@ import {
   startQueueWorker,
   WIRE_VERSION,
 } from '../src/index.js';
+import { redisRefusal } from '../src/redis-reply.js';
 import {
   DOUBLE,
   freshQueueName,
@@ -145,8 +146,12 @@ describe.skipIf(!hasRedisServer)(
           ),
         );
         expect(failed!.reason).not.toMatch(/user_script/);
-        const errors = worker.events.filter((event) => event.event === 'error');
-        for (const event of errors.filter((event) => /READONLY/.test(event.reason ?? ''))) {
+        const errors = () => worker.events.filter((event) => event.event === 'error');
+        // the worker's blocking read, cut short when the node turned replica
+        await waitFor(() => errors().some((event) => /UNBLOCKED/.test(event.reason ?? '')));
+        for (const event of errors().filter((event) =>
+          /READONLY|UNBLOCKED/.test(event.reason ?? ''),
+        )) {
           expect(event.reason).toMatch(
             new RegExp(`^Redis at ${redis.url} refused .*; point connection`),
           );
@@ -160,6 +165,33 @@ describe.skipIf(!hasRedisServer)(
         await redis.stop();
       }
     }, 60_000);
+
+    test('a transaction Redis discards (EXECABORT, as for a warm-up answer under OOM) reads as the refusal that caused it', async () => {
+      const redis = await TestRedis.start();
+      const admin = new Redis(redis.url);
+      try {
+        await admin.config('SET', 'maxmemory-policy', 'noeviction');
+        await admin.config('SET', 'maxmemory', '1');
+        // what a worker host does to answer a warm-up (worker.ts)
+        const error = await admin
+          .multi()
+          .rpush('bull:q:warm:1', '{}')
+          .expire('bull:q:warm:1', 60)
+          .exec()
+          .catch((e: unknown) => e);
+        expect(String(error)).toMatch(/EXECABORT/);
+        const refusal = redisRefusal(error, redis.url, 'bull:q', 'then carry on');
+        expect(refusal?.code).toBe('OOM');
+        expect(refusal?.said('answering a warm-up')).toMatch(
+          new RegExp(`^Redis at ${redis.url} refused answering a warm-up: OOM command not allowed`),
+        );
+        expect(refusal?.fix).toContain('raise maxmemory');
+      } finally {
+        await admin.config('SET', 'maxmemory', '0').catch(() => {});
+        admin.disconnect();
+        await redis.stop();
+      }
+    });
 
     test('WRONGTYPE on the descriptors key someone else wrote: the chunk fails for good at once, saying what Redis refused and the fix', async () => {
       const redis = await TestRedis.start();
