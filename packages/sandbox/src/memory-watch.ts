@@ -129,10 +129,22 @@ export function watchTreeMemory(
 export function treeBytes(root: number, shared = false): number {
   let bytes = 0;
   for (const process of readProcessTree(root)?.processes ?? []) {
-    const resident = process.residentPages * pageSize();
-    bytes += (shared ? proportionalAnonymousBytesOf(process.pid) : undefined) ?? resident;
+    bytes += processBytes(process.pid, process.residentPages * pageSize(), shared);
   }
   return bytes;
+}
+
+/**
+ * What one process of a tree holds: `resident` bytes, or with `shared` its
+ * Pss_Anon where the kernel gives it. A process gone since the tree was
+ * listed holds nothing: its resident memory then counted the pages it
+ * shared with its parent in full, and three children exiting at once
+ * between the listing and the look made a tree within budget look 3× over it.
+ */
+export function processBytes(pid: number, resident: number, shared: boolean): number {
+  if (!shared) return resident;
+  const pss = proportionalAnonymousBytesOf(pid);
+  return pss === 'gone' ? 0 : (pss ?? resident);
 }
 
 /**
@@ -166,14 +178,20 @@ function pageSize(): number {
   return pageBytes;
 }
 
-/** Pss_Anon of one process; undefined where the kernel or access does not give it. */
-function proportionalAnonymousBytesOf(pid: number): number | undefined {
+/**
+ * Pss_Anon of one process; 'gone' when the process has exited (or is a
+ * zombie, whose smaps_rollup is empty); undefined where the kernel or
+ * access does not give it.
+ */
+function proportionalAnonymousBytesOf(pid: number): number | 'gone' | undefined {
+  let text: string;
   try {
-    const kib = /^Pss_Anon:\s+(\d+) kB/m.exec(
-      readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'),
-    )?.[1];
-    return kib === undefined ? undefined : Number(kib) * 1024;
-  } catch {
-    return undefined;
+    text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ESRCH' ? 'gone' : undefined;
   }
+  if (text === '') return 'gone';
+  const kib = /^Pss_Anon:\s+(\d+) kB/m.exec(text)?.[1];
+  return kib === undefined ? undefined : Number(kib) * 1024;
 }
