@@ -64,11 +64,12 @@ export function redisRefusal(
   const reply = replyOf(error);
   const code = codeOf(reply);
   if (code in TRANSIENT) return undefined;
+  const toPrimary = `point connection / IMPROV_EXTFN_REDIS_URL at the primary, not a read-only replica (redis-cli -u ${where} role says which it is), ${then}`;
   const fixes: Record<string, string> = {
     OOM: `raise maxmemory or free memory on the Redis at ${where} (redis-cli -u ${where} info memory shows used_memory and maxmemory), ${then}`,
-    READONLY: `point connection / IMPROV_EXTFN_REDIS_URL at the primary, not a read-only replica (redis-cli -u ${where} role says which it is), ${then}`,
+    READONLY: toPrimary,
     // a blocking read cut short when the node became a replica (a failover)
-    UNBLOCKED: `point connection / IMPROV_EXTFN_REDIS_URL at the primary, not a read-only replica (redis-cli -u ${where} role says which it is), ${then}`,
+    UNBLOCKED: toPrimary,
     NOAUTH: `give the Redis password (redis://:password@host:port, or IMPROV_EXTFN_REDIS_PASSWORD), ${then}`,
     WRONGPASS: `give the right Redis user and password (redis://:password@host:port, or IMPROV_EXTFN_REDIS_PASSWORD), ${then}`,
     NOPERM: `let the Redis user run BullMQ's commands and scripts on the keys ${prefix}:*, ${then}`,

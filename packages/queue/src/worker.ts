@@ -250,9 +250,9 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     const said = readable(error, step);
     lastError = said;
     options.onError?.(said);
+    if (!refusedStart) return; // started: the host carries on, whatever Redis refused
     const code = redisRefusal(error, where, prefix)?.code;
-    if (refusedStart && code !== undefined && REFUSED_START.has(code))
-      refusedStart(startRefused(error)!);
+    if (code !== undefined && REFUSED_START.has(code)) refusedStart(startRefused(error)!);
   };
   const redis = new Redis(connection);
   redis.on('error', onError);
