@@ -3,6 +3,8 @@ import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 for (const root of ['packages', 'examples']) {
-  for (const name of readdirSync(root))
+  for (const name of readdirSync(root)) {
     rmSync(join(root, name, 'test-results.json'), { force: true });
+    rmSync(join(root, name, 'test-errors.json'), { force: true });
+  }
 }
