@@ -7,6 +7,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { ClusterUnavailable, startCluster } from './cluster.mjs';
 import { functionStatements } from './functions.mjs';
 import { tableStatements } from './inputs.mjs';
+import { machineCosts } from './machine/costs.mjs';
 import { measureSides, TIMER_SQL } from './measure.mjs';
 import { loadAverage, printSkip, printWorkload } from './report.mjs';
 import { describeOurs } from './sides.mjs';
@@ -42,6 +43,8 @@ console.log(
   `peers benchmark: ${availableParallelism()} cores (${cpus()[0]?.model.trim()}), node ${process.version}, ` +
     `scale ${scale}, ${runs} runs per side, load average ${loadAverage()}`,
 );
+// What our side pays per chunk and a backend mostly does not: it varies by day on a VM.
+console.log(`machine: ${machineCosts()}`);
 
 let cluster;
 const cleanUp = () => cluster?.stop();
