@@ -1,7 +1,8 @@
 // A vitest reporter that writes what the JSON report leaves out: errors
-// outside any test (an unhandled rejection, a worker that died or would not
-// stop) and a run cut short. Any of these makes vitest exit 1 with every test
-// passed; scripts/test-summary.mjs reads this file so the summary names them.
+// outside any test (an unhandled rejection or exception, a test worker that
+// exited unexpectedly) and a run cut short. Any of these makes vitest exit 1
+// with every test passed; scripts/test-summary.mjs reads this file so the
+// summary names them.
 // Written to test-errors.json only when there is something to say.
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
