@@ -18,7 +18,7 @@
  * faster than that rate comes on top until its next look. In a pid namespace (restricted) a process whose parent exits is
  * adopted by the namespace's pid 1, so it stays in the sum.
  */
-import { readFileSync, statfsSync } from 'node:fs';
+import { readFileSync, statfsSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { readProcessTree } from './process-tree.js';
 
@@ -147,17 +147,44 @@ export function processBytes(pid: number, resident: number, shared: boolean): nu
   return pss === 'gone' ? 0 : (pss ?? resident);
 }
 
+/** statfs(2)'s f_type of a tmpfs. */
+const TMPFS_MAGIC = 0x01021994;
+
+/** The devices of this process's /tmp and /dev/shm (the host's): found once. */
+let hostDevices: Set<number> | undefined;
+function hostTmpDevices(): Set<number> {
+  if (hostDevices === undefined) {
+    hostDevices = new Set();
+    for (const dir of OWN_TMPFS) {
+      try {
+        hostDevices.add(statSync(dir).dev);
+      } catch {
+        // no such directory here: nothing of the host's to mistake for the tree's
+      }
+    }
+  }
+  return hostDevices;
+}
+
 /**
  * FILE_BYTES for every inode in use on the /tmp and /dev/shm that `root`
  * sees (through /proc/PID/root, in its mount namespace): files, directories
- * and links, each of which pins kernel memory. 0 where they cannot be read.
+ * and links, each of which pins kernel memory. 0 where they cannot be read,
+ * and for a directory that is not yet a tmpfs of the tree's own: until bwrap
+ * has mounted the tree's (it clones into a copy of the host's mounts first),
+ * the path is the host's /tmp, whose file system's inodes (half a million on
+ * a root file system is common) would have counted as the tree's and killed
+ * a small budget's worker while it started.
  */
 export function filesBytes(root: number): number {
   let inodes = 0;
+  const host = hostTmpDevices();
   for (const dir of OWN_TMPFS) {
+    const path = `/proc/${root}/root${dir}`;
     try {
-      const fs = statfsSync(`/proc/${root}/root${dir}`);
-      inodes += Math.max(0, fs.files - fs.ffree);
+      if (host.has(statSync(path).dev)) continue;
+      const fs = statfsSync(path);
+      if (fs.type === TMPFS_MAGIC) inodes += Math.max(0, fs.files - fs.ffree);
     } catch {
       // gone meanwhile, or not ours to look at
     }
