@@ -364,41 +364,52 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     };
 
   const name = `improv-extfn@${hostname()}:${globalThis.process.pid}`;
-  for (const [language, runner] of runners) {
-    const worker = new ChunkWorker(
-      languageQueueName(queueName, language),
-      process(language, runner),
-      {
-        connection,
-        prefix,
-        concurrency,
-        name,
-        lockDuration: options.lockDurationMs ?? 30_000,
-        stalledInterval: options.stalledIntervalMs ?? 30_000,
-        maxStalledCount: options.maxStalledCount ?? 2,
-        autorun: false,
-      },
-    );
-    worker.handInFailed = (job, error) => {
-      const said = readable(error, `handing in the result of chunk ${job.id ?? '?'}`);
-      if (said === error) return undefined;
-      // Not sent: the engine's rows fail with the same refusal (its poll writes too), not a hang.
-      options.onChunk?.({ phase: 'failed', jobId: job.id ?? '?', language, reason: said.message });
-      return said;
-    };
-    worker.on('error', onError);
-    worker.on('failed', (job, error) => {
-      if (job && !/^cancelled/.test(error.message)) {
+  // Made only once Redis has accepted this host's own connection (start()): a BullMQ
+  // connection still starting when its worker closes rethrows a late refusal (NOAUTH to
+  // its INFO) from an emitter whose listeners the close removed: an unhandled rejection
+  // in the host process, which a wrong password could crash.
+  const createWorkers = () => {
+    for (const [language, runner] of runners) {
+      const worker = new ChunkWorker(
+        languageQueueName(queueName, language),
+        process(language, runner),
+        {
+          connection,
+          prefix,
+          concurrency,
+          name,
+          lockDuration: options.lockDurationMs ?? 30_000,
+          stalledInterval: options.stalledIntervalMs ?? 30_000,
+          maxStalledCount: options.maxStalledCount ?? 2,
+          autorun: false,
+        },
+      );
+      worker.handInFailed = (job, error) => {
+        const said = readable(error, `handing in the result of chunk ${job.id ?? '?'}`);
+        if (said === error) return undefined;
+        // Not sent: the engine's rows fail with the same refusal (its poll writes too), not a hang.
         options.onChunk?.({
           phase: 'failed',
           jobId: job.id ?? '?',
           language,
-          reason: error.message,
+          reason: said.message,
         });
-      }
-    });
-    workers.push(worker);
-  }
+        return said;
+      };
+      worker.on('error', onError);
+      worker.on('failed', (job, error) => {
+        if (job && !/^cancelled/.test(error.message)) {
+          options.onChunk?.({
+            phase: 'failed',
+            jobId: job.id ?? '?',
+            language,
+            reason: error.message,
+          });
+        }
+      });
+      workers.push(worker);
+    }
+  };
 
   /** A host's answer to a warm-up request: its runner for the function's language warms it. */
   const warmAnswer = async (request: WarmRequest): Promise<[WarmAnswer, string | undefined]> => {
@@ -471,7 +482,9 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     cancelled.add(jobId);
   });
   const start = async (): Promise<void> => {
+    await redis.ping();
     await subscriber.subscribe(cancelChannel(prefix, queueName), warmOn);
+    createWorkers();
     for (const worker of workers) {
       void worker.run().catch(onError);
       await worker.waitUntilReady();
