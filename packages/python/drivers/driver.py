@@ -56,7 +56,8 @@ def _setup_io():
     """Binds the request stream to the driver and fd 0/1 away from the body.
     On fd 0/1/2 as they are now: at start in a worker tree, after its dup2s
     in a zygote's worker."""
-    global _proto_in, _proto_out_fd, _stdin
+    global _proto_in, _proto_out_fd, _stdin, _serving_pid
+    _serving_pid = os.getpid()  # the one process that answers (_write)
     # The bootstrap read exactly the driver's bytes from fd 0 (os.read, no
     # buffering), so everything after them is the request stream.
     _proto_in = open(os.dup(0), 'rb', buffering=1 << 16)  # what os.fdopen does
@@ -177,7 +178,17 @@ def _loads_frame(line):
     return json.loads(line)
 
 
+def _only_the_worker():
+    """Ends a process the body forked that came back into the driver (its
+    copy of the body returned or raised), before it writes a result: the
+    worker's own answer is the one the host gets, not whichever came first
+    (the second would also fail the worker as a frame nobody asked for)."""
+    if os.getpid() != _serving_pid:
+        os._exit(0)
+
+
 def _write(header, payload=None):
+    _only_the_worker()
     data = _dumps_frame(header).encode('ascii') + b'\n'
     if payload is not None and len(payload) < 1 << 16:
         data += payload
@@ -1428,6 +1439,7 @@ def _serve():
             if errors:
                 response['errors'] = errors
             if room is not None and len(data) <= len(room):
+                _only_the_worker()  # the shared file is the worker's answer too
                 room[:len(data)] = data  # the result goes where the host reads it
                 response['shm'] = len(data)
                 _write(response)

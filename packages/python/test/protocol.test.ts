@@ -6,6 +6,7 @@
  * written by hand: columns and cells in, a result column and cells out.
  */
 import { execFileSync } from 'node:child_process';
+import { Value } from '@improv/extfn-core';
 import { afterAll, describe, expect, test } from 'vitest';
 import { DRIVER_SOURCE, PYTHON_ARGS } from '../src/index.js';
 import { failure, hasPython, noRestricted, PYTHON, registryWith, restrictedOk } from './helpers.js';
@@ -67,6 +68,77 @@ describe.skipIf(!restrictedOk)(`a fork bomb${restrictedOk ? '' : ` (${noRestrict
     }
   });
 });
+
+// A body that forks and lets its child run on: the child's copy of the body
+// returns into its copy of the driver, which would answer the same request
+// as the worker does (whichever came first was taken, and the second failed
+// the worker as a frame nobody asked for). Only the worker answers.
+const FORK_RETURNS = [
+  'import os',
+  'pid = os.fork()',
+  'result = args[0] * 10 + (1 if pid == 0 else 0)  # the child would answer x*10 + 1',
+].join('\n');
+
+describe.skipIf(!restrictedOk)(
+  `a body whose forked child returns into the driver${restrictedOk ? '' : ` (${noRestricted})`}`,
+  () => {
+    test.each(['warm', 'oneShot'] as const)(
+      "gets the worker's own answer every time in %s mode",
+      async (mode) => {
+        // (a warm worker is then replaced: its child, exited, is a process left after the call)
+        const { registry } = registryWith('restricted', {
+          fork: [FORK_RETURNS, ['number'], 'number'],
+        });
+        try {
+          for (let x = 1; x <= 5; x++) {
+            expect(await registry.eval('fork', [Value.number(x)], { mode })).toEqual(
+              Value.number(x * 10),
+            );
+          }
+        } finally {
+          await registry.close();
+        }
+      },
+    );
+
+    test("in batches, on a tree worker and on a zygote's fork alike", async () => {
+      const { registry, runner } = registryWith('restricted', {
+        fork: [FORK_RETURNS, ['number'], 'number'],
+        fork2: [FORK_RETURNS, ['number'], 'number'],
+      });
+      try {
+        const rows = Array.from({ length: 8 }, (_, i) => [Value.number(i)]);
+        const want = rows.map(([x]) => Value.number((x as { value: number }).value * 10));
+        // two functions at once: the second start, at least, forks from the zygote
+        const [a, b] = await Promise.all([
+          registry.evalBatch('fork', rows),
+          registry.evalBatch('fork2', rows),
+        ]);
+        expect(a).toEqual(want);
+        expect(b).toEqual(want);
+        expect(runner.stats().zygoteStarts).toBeGreaterThanOrEqual(1);
+        expect(await registry.evalBatch('fork', rows)).toEqual(want);
+      } finally {
+        await registry.close();
+      }
+    });
+
+    test('a fork bomb whose children return is reported as the process limit', async () => {
+      const body = ['import os', 'while True:', '    os.fork()'].join('\n');
+      const { registry } = registryWith('restricted', { bomb: [body, [], 'number'] });
+      try {
+        for (const mode of ['warm', 'oneShot'] as const) {
+          const error = await failure(registry.eval('bomb', [], { mode, timeoutMs: 20_000 }));
+          expect(error.kind, mode).toBe('Runtime');
+          expect(error.message, mode).toMatch(/^function bomb: BlockingIOError/);
+          expect(error.limit, mode).toBe('processes');
+        }
+      } finally {
+        await registry.close();
+      }
+    });
+  },
+);
 
 describe.skipIf(!restrictedOk)(
   `binary f64 batches${restrictedOk ? '' : ` (${noRestricted})`}`,

@@ -71,9 +71,24 @@ function(con, precompiled = NULL) eval(
     .libPaths(if (nzchar(libs)) strsplit(libs, ":", fixed = TRUE)[[1L]] else character(0), include.site = FALSE)
   }
 
+  # A process the body forked (parallel's mcfork()) that came back into the
+  # driver, its copy of the body done, ends before it writes a result: the
+  # worker's own answer is the one the host gets, not whichever came first
+  # (the second would also fail the worker as a frame nobody asked for).
+  # parallel's mcexit() is _exit(): R's own exit would remove the temporary
+  # directory the child shares with the worker.
+  serving_pid <- Sys.getpid()
+  only_the_worker <- function() {
+    if (Sys.getpid() == serving_pid) return(invisible())
+    pending <<- NULL # so the exit finalizer (session_gone) answers nothing either
+    if (isNamespaceLoaded("parallel")) get("mcexit", envir = asNamespace("parallel"))(0L)
+    .Internal(quit("no", 0L, FALSE))
+  }
+
   # payload: f64 values, or a list of parts (doubles as f64, integers as
   # 32-bit, raw as is), written one after another.
   frame <- function(text, payload = NULL) {
+    only_the_worker()
     writeLines(text, out, useBytes = TRUE)
     if (is.double(payload)) writeBin(payload, out, size = 8L, endian = "little")
     for (part in if (is.list(payload)) payload) {
@@ -1628,6 +1643,7 @@ function(con, precompiled = NULL) eval(
     n <- length(result$ok)
     if (!is.null(shm) && 8 * n <= shm$room) {
       # the results where the host reads them, the header on the pipe
+      only_the_worker()
       seek(shared, shm$out, rw = "write")
       writeBin(result$values, shared, size = 8L, endian = "little")
       flush(shared)

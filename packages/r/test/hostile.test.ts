@@ -218,6 +218,46 @@ describe.skipIf(!restrictedOk)(
       expect(runner.stats().killed).toBe(0);
     });
 
+    test('a child the body forks (parallel) that returns into the driver never answers for the worker, nor removes its tempdir', async () => {
+      // Before: the child's copy of the driver answered the same request, and
+      // whichever answer came first was taken (row 2 read 21 as often as 20).
+      const fork = 'p <- parallel:::mcfork()\nchild <- inherits(p, "masterProcess")\n';
+      const { registry } = scopedRegistry({
+        number: [
+          `${fork}result <- if (child) args[[1]] * 10 + 1 else args[[1]] * 10`,
+          ['number'],
+          'number',
+        ],
+        text: [
+          `${fork}result <- if (child) "child" else paste("worker", args[[1]])`,
+          ['number'],
+          'text',
+        ],
+        // the worker looks once its child is gone: an exit through R's own would have removed it
+        tempdir: [
+          `${fork}result <- if (child) 0 else { Sys.sleep(0.5); as.numeric(dir.exists(tempdir(check = FALSE))) }`,
+          [],
+          'number',
+        ],
+      });
+      const rows = [1, 2, 3, 4].map((x) => [n(x)]);
+      for (const mode of ['warm', 'oneShot'] as const) {
+        expect([mode, await registry.eval('number', [n(2)], { mode })]).toEqual([mode, n(20)]);
+        expect([mode, await registry.eval('text', [n(2)], { mode })]).toEqual([
+          mode,
+          V.text('worker 2'),
+        ]);
+      }
+      // evalBatch: callf64 (through the shared file) and callcols
+      expect(await registry.evalBatch('number', rows)).toEqual(
+        rows.map(([x]) => n((x as { value: number }).value * 10)),
+      );
+      expect(await registry.evalBatch('text', rows)).toEqual(
+        rows.map(([x]) => V.text(`worker ${(x as { value: number }).value}`)),
+      );
+      expect(await registry.eval('tempdir', [])).toEqual(n(1));
+    });
+
     test('tools::pskill() on R itself is a QuitError too; a pskill that leaves R running is not', async () => {
       const { registry } = scopedRegistry({
         term: ['tools::pskill(Sys.getpid())\nresult <- 1', [], 'number'],
