@@ -2,7 +2,7 @@
 import { ExtFnError, type ExtFnErrorKind } from '@improv/extfn-core';
 import { CliError } from './cli-error.js';
 import { ExitCode } from './exit-codes.js';
-import { cliWording, limitFix } from './hints.js';
+import { cliFix, cliWording } from './hints.js';
 import type { CliIo } from './io.js';
 
 export function exitCodeForKind(kind: ExtFnErrorKind | string): ExitCode {
@@ -49,7 +49,7 @@ export function reportFailure(error: unknown, io: CliIo, json: boolean): ExitCod
       if (error.stderr?.trim()) text += `${indent(error.stderr)}\n`;
       if (error.fix && !error.message.includes(error.fix))
         text += `  fix: ${cliWording(error.fix)}\n`;
-      const raise = limitFix(error);
+      const raise = cliFix(error);
       if (raise) text += `  fix: ${raise}\n`;
       io.stderr.write(text);
     }

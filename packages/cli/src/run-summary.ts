@@ -1,6 +1,6 @@
 /** What `run` tells the person at the end: the first failures, counts by kind, wall time, and how to raise a limit that was hit. */
 import type { ExternalFn } from '@improv/extfn-core';
-import { cliWording, limitFix } from './hints.js';
+import { cliFix, cliWording } from './hints.js';
 import { errorText, isFailure, MALFORMED, type RowOutcome, type TableRow } from './table.js';
 
 export interface Summary {
@@ -40,7 +40,7 @@ export class Tally {
       const text = errorText(outcome, this.#fn);
       this.problems.push(outcome.kind === MALFORMED ? text : `line ${row.line}: ${text}`);
     }
-    const fix = limitFix(outcome);
+    const fix = cliFix(outcome);
     if (fix) this.fixes.add(fix);
   }
 

@@ -10,6 +10,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { isLanguageRunner, type LanguageRunner } from '@improv/extfn-core';
 import type { CliIo } from './io.js';
+import { type LibrariesFlag, librariesOption } from './libraries-flag.js';
 
 export interface RunnerPackage {
   readonly language: string;
@@ -41,13 +42,20 @@ export const RUNNERS_ENV = 'IMPROV_EXTFN_RUNNERS';
 export interface RunnerSettings {
   /** --memory: the address-space limit of a call's process (Wasm: its linear memory). */
   readonly memoryBytes?: number;
+  /** --libraries: what Python and R bodies may import besides their standard library. */
+  readonly libraries?: LibrariesFlag;
 }
 
 function factoryOptions(spec: RunnerPackage, settings: RunnerSettings): object | undefined {
-  if (spec.external || settings.memoryBytes === undefined) return undefined;
-  return spec.language === 'wasm'
-    ? { maxMemoryBytes: settings.memoryBytes }
-    : { limits: { memoryBytes: settings.memoryBytes } };
+  if (spec.external) return undefined;
+  const memory =
+    settings.memoryBytes === undefined
+      ? undefined
+      : spec.language === 'wasm'
+        ? { maxMemoryBytes: settings.memoryBytes }
+        : { limits: { memoryBytes: settings.memoryBytes } };
+  const libraries = settings.libraries && librariesOption(spec.language, settings.libraries);
+  return memory || libraries ? { ...memory, ...libraries } : undefined;
 }
 
 export type RunnerLoad =

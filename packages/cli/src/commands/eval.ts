@@ -6,6 +6,7 @@ import { readDescriptor } from '../descriptor-file.js';
 import { examplePath } from '../examples.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { type CliIo, interruptedExitCode } from '../io.js';
+import { checkLibrariesFlag, parseLibraries } from '../libraries-flag.js';
 import {
   ARGUMENT_UTF8_FIX,
   parseCommandLine,
@@ -35,6 +36,11 @@ Options:
   -n, --name NAME     the function to use when FN.json holds several
       --timeout TIME  wall-clock limit for the call: milliseconds, or seconds with s (default 5s)
       --memory SIZE   memory limit of the call: 512MiB, 2GiB (default 1GiB; Wasm 16MiB)
+      --libraries WHAT
+                      what a Python or R body may import besides the standard library:
+                      system (the interpreter's own packages; R's default), none,
+                      venv:PATH (a Python virtual environment) or DIR[:DIR...]
+                      (Python: the standard library only unless given)
       --runner PKG    load a third-party runner package (repeatable; see improv-extfn --help)
       --json          print {"ok":true,"result":{"type":...,"value":...}} or {"ok":false,"error":{...}}
   -h, --help          show this help
@@ -96,6 +102,7 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
         name: { type: 'string', short: 'n' },
         timeout: { type: 'string' },
         memory: { type: 'string' },
+        libraries: { type: 'string' },
         runner: { type: 'string', multiple: true },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -117,11 +124,18 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
     rejectNotUtf8('eval', line, (i) => (i === 0 ? 'the descriptor file name' : undefined));
     const timeoutMs = parseTimeout(values.timeout as string | undefined);
     const memoryBytes = parseSize(values.memory as string | undefined, '--memory');
+    const libraries = parseLibraries(values.libraries as string | undefined, io.cwd);
     const runners = await loadRunners((values.runner as string[] | undefined) ?? [], io, {
       ...(memoryBytes !== undefined ? { memoryBytes } : {}),
+      ...(libraries ? { libraries } : {}),
     });
     const fn = await readDescriptor(file, io, values.name as string | undefined, runners.languages);
     checkMemoryFlag(fn, runners, values.memory as string | undefined);
+    checkLibrariesFlag(
+      fn,
+      libraries,
+      runners.external.some((r) => r.language === fn.language),
+    );
     const args = parseArguments(
       fn,
       texts,

@@ -7,6 +7,7 @@ import { examplePath } from '../examples.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { openRows, type TextSource } from '../input.js';
 import { type CliIo, interruptedExitCode } from '../io.js';
+import { checkLibrariesFlag, parseLibraries } from '../libraries-flag.js';
 import {
   parseColumns,
   parseCommandLine,
@@ -69,6 +70,10 @@ Options:
   -n, --name NAME        the function to use when FN.json holds several
       --timeout TIME     wall-clock limit per row: milliseconds, or seconds with s (default 5s)
       --memory SIZE      memory limit of a call: 512MiB, 2GiB (default 1GiB; Wasm 16MiB)
+      --libraries WHAT   what a Python or R body may import besides the standard library:
+                         system (the interpreter's own packages; R's default), none,
+                         venv:PATH (a Python virtual environment) or DIR[:DIR...]
+                         (Python: the standard library only unless given)
       --runner PACKAGE   load a third-party runner package (repeatable; see improv-extfn --help)
       --keep-formulas    write CSV cells that start with = + - @ as they are (by default
                          a text cell starting so gets a leading ' so that spreadsheet
@@ -110,6 +115,7 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
         name: { type: 'string', short: 'n' },
         timeout: { type: 'string' },
         memory: { type: 'string' },
+        libraries: { type: 'string' },
         runner: { type: 'string', multiple: true },
         'keep-formulas': { type: 'boolean' },
         json: { type: 'boolean' },
@@ -162,8 +168,10 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
         'drop --header',
       );
     }
+    const libraries = parseLibraries(values.libraries as string | undefined, io.cwd);
     const runners = await loadRunners((values.runner as string[] | undefined) ?? [], io, {
       ...(memoryBytes !== undefined ? { memoryBytes } : {}),
+      ...(libraries ? { libraries } : {}),
     });
     const fn = await readDescriptor(
       fnFile,
@@ -172,6 +180,11 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
       runners.languages,
     );
     checkMemoryFlag(fn, runners, values.memory as string | undefined);
+    checkLibrariesFlag(
+      fn,
+      libraries,
+      runners.external.some((r) => r.language === fn.language),
+    );
     const tableOptions: TableOptions = {
       header: Boolean(values.header),
       file: rowsFile,

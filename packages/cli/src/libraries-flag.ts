@@ -1,0 +1,91 @@
+/**
+ * `--libraries`: what a Python or R body may import besides its language's
+ * own, the runner option an engine sets (python `packages`, r `libraries`)
+ * as a flag. Bodies never choose it: the person running the command does.
+ */
+import { resolve } from 'node:path';
+import type { ExternalFn } from '@improv/extfn-core';
+import { usage } from './cli-error.js';
+
+export type LibrariesFlag =
+  | { readonly kind: 'system' }
+  | { readonly kind: 'none' }
+  | { readonly kind: 'venv'; readonly path: string }
+  | { readonly kind: 'directories'; readonly paths: readonly string[] };
+
+/** The forms --libraries takes, for help and fixes. */
+export const LIBRARIES_FORMS =
+  "--libraries system (the interpreter's own packages), --libraries venv:PATH (a Python virtual environment) or --libraries DIR[:DIR...] (these directories)";
+
+/** Languages whose runners take it, and the option each calls it. */
+const OPTION: Record<string, 'packages' | 'libraries'> = { python: 'packages', r: 'libraries' };
+
+/**
+ * `system`, `none`, `venv:PATH`, or directories joined by `:`; relative paths
+ * are from `cwd` (the runners take absolute ones). A directory named
+ * `system` or `none` is written `./system`.
+ */
+export function parseLibraries(text: string | undefined, cwd: string): LibrariesFlag | undefined {
+  if (text === undefined) return undefined;
+  const value = text.trim();
+  if (value === 'system' || value === 'none') return { kind: value };
+  if (value.startsWith('venv:')) {
+    const path = value.slice('venv:'.length);
+    if (!path) {
+      throw usage(
+        '--libraries venv: names no virtual environment',
+        'write its directory after the colon: --libraries venv:/srv/model-venv',
+      );
+    }
+    return { kind: 'venv', path: resolve(cwd, path) };
+  }
+  const paths = value.split(':');
+  if (paths.some((p) => p === '')) {
+    throw usage(
+      `--libraries ${JSON.stringify(text)} ${value ? 'has an empty directory between its colons' : 'is empty'}`,
+      `write ${LIBRARIES_FORMS}; --libraries none allows nothing beyond the standard library`,
+    );
+  }
+  return { kind: 'directories', paths: paths.map((p) => resolve(cwd, p)) };
+}
+
+/** The runner option for `language` (`{ packages }` or `{ libraries }`), or undefined where it has none. */
+export function librariesOption(language: string, flag: LibrariesFlag): object | undefined {
+  const option = OPTION[language];
+  if (!option) return undefined;
+  switch (flag.kind) {
+    case 'system':
+      return { [option]: 'system' };
+    case 'none':
+      return { [option]: [] };
+    case 'venv':
+      return { [option]: { venv: flag.path } };
+    case 'directories':
+      return { [option]: [...flag.paths] };
+  }
+}
+
+/**
+ * --libraries against the function it is for, before its runner is made:
+ * only our Python and R runners take it (a third-party runner for the
+ * language gets no runner options from the command), and venv: is Python's.
+ */
+export function checkLibrariesFlag(
+  fn: ExternalFn,
+  flag: LibrariesFlag | undefined,
+  thirdParty: boolean,
+): void {
+  if (!flag) return;
+  if (!OPTION[fn.language] || thirdParty) {
+    throw usage(
+      `--libraries is for python and r functions; function ${fn.name} is ${fn.language}${thirdParty ? ' (a third-party runner)' : ''}`,
+      'drop --libraries',
+    );
+  }
+  if (flag.kind === 'venv' && fn.language !== 'python') {
+    throw usage(
+      `--libraries venv:PATH is a Python virtual environment; function ${fn.name} is ${fn.language}`,
+      'name R library directories instead: --libraries DIR[:DIR...], or --libraries system',
+    );
+  }
+}
