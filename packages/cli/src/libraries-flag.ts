@@ -18,7 +18,10 @@ export const LIBRARIES_FORMS =
   "--libraries system (the interpreter's own packages), --libraries venv:PATH (a Python virtual environment) or --libraries DIR[:DIR...] (these directories)";
 
 /** Languages whose runners take it, and the option each calls it. */
-const OPTION: Record<string, 'packages' | 'libraries'> = { python: 'packages', r: 'libraries' };
+export const OPTION: Record<string, 'packages' | 'libraries'> = {
+  python: 'packages',
+  r: 'libraries',
+};
 
 /**
  * `system`, `none`, `venv:PATH`, or directories joined by `:`; relative paths
@@ -58,8 +61,8 @@ export function librariesOption(language: string, flag: LibrariesFlag): object |
       return { [option]: 'system' };
     case 'none':
       return { [option]: [] };
-    case 'venv':
-      return { [option]: { venv: flag.path } };
+    case 'venv': // Python's: R keeps its own (eval and run refuse it for an R function)
+      return language === 'python' ? { [option]: { venv: flag.path } } : undefined;
     case 'directories':
       return { [option]: [...flag.paths] };
   }

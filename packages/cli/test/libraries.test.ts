@@ -1,15 +1,21 @@
 /**
  * `--libraries` on `eval` and `run`, through the real bin: what a Python or R
  * body may import besides its standard library (python `packages`, r
- * `libraries`), and the fix that names the flag when a body cannot import.
- * Flag errors need no interpreter; the rest skip, with the reason, where
- * Python, R, numpy or R's digest is missing.
+ * `libraries`), and the fix that names the flag when a body cannot import;
+ * and on `worker`, serving a refresh through Redis. Flag errors need no
+ * interpreter; the rest skip, with the reason, where Python, R, numpy, R's
+ * digest or redis-server is missing.
  */
 import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { ExtFnError, Registry, Value } from '@improv/extfn-core';
+import { queue } from '@improv/extfn-queue';
+import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { cli, languageStatus, scratch, skipNote, TEST_ENV } from './helpers.js';
+import { BIN, cli, languageStatus, scratch, skipNote, TEST_ENV } from './helpers.js';
 
 const python = await languageStatus('python');
 const r = await languageStatus('r');
@@ -201,6 +207,98 @@ describe.skipIf(!r.ready || !digest)(
       expect(none.stderr).toContain(
         "fix: an R body loads packages from R's site libraries (--libraries system, the default) or from the directories --libraries DIR[:DIR...] names; install digest there",
       );
+    });
+  },
+);
+
+const REDIS_SERVER = '/usr/bin/redis-server';
+const redisThere = existsSync(REDIS_SERVER);
+
+async function until(check: () => boolean, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe.skipIf(!python.ready || !redisThere)(
+  `worker --libraries${!python.ready ? skipNote(python) : redisThere ? '' : ` (skipped: no ${REDIS_SERVER})`}`,
+  () => {
+    let redis: ResultPromise | undefined;
+    let url = '';
+    beforeAll(async () => {
+      const port = await new Promise<number>((resolve) => {
+        const server = createServer().listen(0, '127.0.0.1', () => {
+          const { port } = server.address() as { port: number };
+          server.close(() => resolve(port));
+        });
+      });
+      url = `redis://127.0.0.1:${port}`;
+      redis = execa(
+        REDIS_SERVER,
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        {
+          reject: false,
+        },
+      );
+      let out = '';
+      redis.stdout!.on('data', (c: Buffer) => {
+        out += c.toString();
+      });
+      await until(() => out.includes('Ready to accept connections'), 10_000);
+    });
+    afterAll(async () => {
+      redis?.kill('SIGKILL');
+      await redis;
+    });
+
+    /** `mine` refreshed through the queue while a worker host with `args` serves python. */
+    async function throughWorker(args: string[]): Promise<(Value | ExtFnError)[]> {
+      const worker = execa(
+        process.execPath,
+        [BIN, 'worker', '--redis', url, '--runner', 'python', ...args],
+        {
+          reject: false,
+          cwd: tmp.dir,
+          env: { ...TEST_ENV },
+          extendEnv: true,
+          stdin: 'ignore',
+          timeout: 60_000,
+        },
+      );
+      let stderr = '';
+      worker.stderr!.on('data', (c: Buffer) => {
+        stderr += c.toString();
+      });
+      const registry = new Registry({ runners: queue({ connection: url, languages: ['python'] }) });
+      try {
+        await until(() => stderr.includes('serving python'), 30_000);
+        registry.register({
+          name: 'mine',
+          language: 'python',
+          body: 'import extfn_lib_probe\nresult = extfn_lib_probe.VALUE + args[0]',
+          argTypes: ['number'],
+          returnType: 'number',
+        });
+        return await registry.evalBatch('mine', [[Value.number(1)], [Value.number(2)]]);
+      } finally {
+        await registry.close();
+        worker.kill('SIGTERM');
+        await worker;
+      }
+    }
+
+    test('a worker host with --libraries DIR serves bodies that import from it; without, they cannot', async () => {
+      const without = await throughWorker([]);
+      expect(without.map((c) => (ExtFnError.isInstance(c) ? c.message : c))).toEqual([
+        expect.stringContaining("ModuleNotFoundError: No module named 'extfn_lib_probe'"),
+        expect.stringContaining("ModuleNotFoundError: No module named 'extfn_lib_probe'"),
+      ]);
+      expect(await throughWorker(['--libraries', 'pylib'])).toEqual([
+        Value.number(43),
+        Value.number(44),
+      ]);
     });
   },
 );

@@ -66,6 +66,57 @@ describe('where Redis is', () => {
   });
 });
 
+describe('--libraries', () => {
+  /** A worker io whose python and r factories record the options they were given. */
+  function recordingIo() {
+    const given: Record<string, unknown> = {};
+    const io = fakeIo({
+      '@improv/extfn-queue': queueModule,
+      '@improv/extfn-wasm': { wasm: () => fakeRunner() },
+      '@improv/extfn-python': {
+        python: (options: unknown) => {
+          given.python = options;
+          return fakeRunner('python');
+        },
+      },
+      '@improv/extfn-r': {
+        r: (options: unknown) => {
+          given.r = options;
+          return fakeRunner('r');
+        },
+      },
+    });
+    return { io, given };
+  }
+  // Redis is unreachable: the runners are made (and their options recorded) before it is looked for.
+  const worker = (args: string[], io: ReturnType<typeof recordingIo>['io']) =>
+    main(['worker', '--redis', UNREACHABLE, '--connect-timeout', '200ms', ...args], io);
+
+  test('reaches the python and r runners as their packages and libraries options', async () => {
+    let { io, given } = recordingIo();
+    expect(await worker(['--runner', 'python', '--runner', 'r', '--libraries', 'system'], io)).toBe(
+      ExitCode.Unavailable,
+    );
+    expect(given).toEqual({ python: { packages: 'system' }, r: { libraries: 'system' } });
+    ({ io, given } = recordingIo());
+    await worker(['--runner', 'python,r', '--libraries', 'venv:/srv/venv'], io);
+    // venv: is Python's; R keeps its own
+    expect(given).toEqual({ python: { packages: { venv: '/srv/venv' } }, r: undefined });
+    ({ io, given } = recordingIo());
+    await worker(['--runner', 'python', '--runner', 'r'], io);
+    expect(given).toEqual({ python: undefined, r: undefined });
+  });
+
+  test('refused for a worker that serves neither python nor r', async () => {
+    const { io } = recordingIo();
+    expect(await worker(['--runner', 'wasm', '--libraries', 'none'], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toBe(
+      'improv-extfn: worker: --libraries is for python and r; this worker serves wasm\n' +
+        '  fix: drop --libraries, or serve python or r (--runner python)\n',
+    );
+  });
+});
+
 describe('a Redis that cannot be reached', () => {
   test('is said once with its fix, and start-up gives up after --connect-timeout (exit 3)', async () => {
     const io = workerIo();

@@ -7,7 +7,9 @@
 import { ExtFnError, type LanguageRunner } from '@improv/extfn-core';
 import { CliError, usage } from '../cli-error.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
+import { cliWording } from '../hints.js';
 import { type CliIo, interruptedExitCode } from '../io.js';
+import { OPTION, parseLibraries } from '../libraries-flag.js';
 import { parseCommandLine, parseTimeout } from '../options.js';
 import {
   defaultImport,
@@ -16,6 +18,7 @@ import {
   messageOf,
   RUNNER_PACKAGES,
   type RunnerLoad,
+  type RunnerSettings,
   runnerPackageFor,
 } from '../runners.js';
 
@@ -37,6 +40,9 @@ Options:
       --runner LANG|PKG  serve this language (python, r, julia, pure, wasm) or load this
                          third-party runner package (repeatable; default: every language
                          this host can run)
+      --libraries WHAT   what Python and R bodies may import besides the standard library:
+                         system (the interpreter's own packages; R's default), none,
+                         venv:PATH (Python's; R keeps its site libraries) or DIR[:DIR...]
       --concurrency N    chunks evaluated at once per language (default: the host's cores)
       --connect-timeout TIME
                          how long to wait for Redis at start-up (default 30s)
@@ -99,7 +105,11 @@ async function loadQueue(io: CliIo): Promise<QueueModule> {
 }
 
 /** The runners asked for by name; each must load. */
-async function namedRunners(names: readonly string[], io: CliIo): Promise<LanguageRunner[]> {
+async function namedRunners(
+  names: readonly string[],
+  io: CliIo,
+  settings: RunnerSettings,
+): Promise<LanguageRunner[]> {
   const runners: LanguageRunner[] = [];
   for (const name of new Set(
     names
@@ -108,7 +118,9 @@ async function namedRunners(names: readonly string[], io: CliIo): Promise<Langua
       .filter(Boolean),
   )) {
     const spec = runnerPackageFor(name);
-    const load: RunnerLoad = spec ? await loadRunner(spec, io) : await loadExternalRunner(name, io);
+    const load: RunnerLoad = spec
+      ? await loadRunner(spec, io, settings)
+      : await loadExternalRunner(name, io);
     if (!load.ok) {
       await Promise.allSettled(runners.map((r) => r.close?.()));
       throw new CliError(
@@ -123,15 +135,33 @@ async function namedRunners(names: readonly string[], io: CliIo): Promise<Langua
   return runners;
 }
 
-/** Every one of our runners that loads and probes available here. */
-async function availableRunners(io: CliIo): Promise<LanguageRunner[]> {
+/**
+ * Every one of our runners that loads and probes available here. One that
+ * --libraries was given to and that then does not probe available stops the
+ * command: the setting was for it, so serving without it would surprise.
+ */
+async function availableRunners(io: CliIo, settings: RunnerSettings): Promise<LanguageRunner[]> {
   const runners: LanguageRunner[] = [];
   for (const spec of RUNNER_PACKAGES) {
-    const load = await loadRunner(spec, io);
+    const load = await loadRunner(spec, io, settings);
     if (!load.ok) continue;
-    const probe = await load.runner.probe().catch(() => ({ available: false }));
-    if (probe.available) runners.push(load.runner);
-    else await load.runner.close?.();
+    const probe: { available: boolean; detail?: string; fix?: string } = await load.runner
+      .probe()
+      .catch((error: unknown) => ({ available: false, detail: messageOf(error) }));
+    if (probe.available) {
+      runners.push(load.runner);
+      continue;
+    }
+    await load.runner.close?.();
+    if (settings.libraries && OPTION[spec.language] && probe.detail) {
+      await Promise.allSettled(runners.map((r) => r.close?.()));
+      throw new CliError(
+        'LanguageUnavailable',
+        `worker: ${spec.language} with --libraries: ${cliWording(probe.detail)}`,
+        probe.fix ? cliWording(probe.fix) : 'see improv-extfn worker --help for --libraries',
+        ExitCode.Unavailable,
+      );
+    }
   }
   return runners;
 }
@@ -322,6 +352,7 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
       queue: { type: 'string' },
       runner: { type: 'string', multiple: true },
       concurrency: { type: 'string' },
+      libraries: { type: 'string' },
       'connect-timeout': { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -342,7 +373,19 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
   const queue = await loadQueue(io);
   const redis = redisAddress(values.redis as string | undefined, io, queue);
   const names = (values.runner as string[] | undefined) ?? [];
-  const runners = names.length ? await namedRunners(names, io) : await availableRunners(io);
+  const libraries = parseLibraries(values.libraries as string | undefined, io.cwd);
+  const settings: RunnerSettings = libraries ? { libraries } : {};
+  const runners = names.length
+    ? await namedRunners(names, io, settings)
+    : await availableRunners(io, settings);
+  const ours = new Set(RUNNER_PACKAGES.map((p) => p.packageName));
+  if (libraries && !runners.some((r) => OPTION[r.language] && ours.has(r.packageName ?? ''))) {
+    await Promise.allSettled(runners.map((r) => r.close?.()));
+    throw usage(
+      `worker: --libraries is for python and r; this worker serves ${runners.map((r) => r.language).join(', ') || 'no language'}`,
+      'drop --libraries, or serve python or r (--runner python)',
+    );
+  }
   if (!runners.length) {
     throw new CliError(
       'LanguageUnavailable',
