@@ -1,5 +1,7 @@
 /** Shared test helpers: the real bin as a subprocess, in-process io, a fake runner. */
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +12,7 @@ import {
   type RowResult,
   type Value,
 } from '@improv/extfn-core';
-import { execa } from 'execa';
+import { execa, type ResultPromise } from 'execa';
 import type { CliIo } from '../src/io.js';
 import { loadRunner, RUNNER_PACKAGES } from '../src/runners.js';
 
@@ -252,4 +254,37 @@ export async function inTerminal(
     stdin: 'ignore',
   });
   return JSON.parse(result.stdout as string);
+}
+
+/** Polls `check` every 50 ms until it holds; throws after `ms`. */
+export async function until(check: () => boolean, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export const REDIS_SERVER = '/usr/bin/redis-server';
+export const hasRedis = existsSync(REDIS_SERVER);
+
+/** A redis-server of the test's own on a free port, without persistence, ready to use. */
+export async function startRedis(): Promise<{ url: string; port: number; process: ResultPromise }> {
+  const port = await new Promise<number>((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+  const redis = execa(
+    REDIS_SERVER,
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { reject: false },
+  );
+  let out = '';
+  redis.stdout!.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  await until(() => out.includes('Ready to accept connections'), 10_000);
+  return { url: `redis://127.0.0.1:${port}`, port, process: redis };
 }

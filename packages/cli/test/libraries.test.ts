@@ -7,15 +7,24 @@
  * digest or redis-server is missing.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { ExtFnError, Registry, Value } from '@improv/extfn-core';
 import { queue } from '@improv/extfn-queue';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { BIN, cli, languageStatus, scratch, skipNote, TEST_ENV } from './helpers.js';
+import {
+  BIN,
+  cli,
+  hasRedis,
+  languageStatus,
+  REDIS_SERVER,
+  scratch,
+  skipNote,
+  startRedis,
+  TEST_ENV,
+  until,
+} from './helpers.js';
 
 const python = await languageStatus('python');
 const r = await languageStatus('r');
@@ -211,42 +220,13 @@ describe.skipIf(!r.ready || !digest)(
   },
 );
 
-const REDIS_SERVER = '/usr/bin/redis-server';
-const redisThere = existsSync(REDIS_SERVER);
-
-async function until(check: () => boolean, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-describe.skipIf(!python.ready || !redisThere)(
-  `worker --libraries${!python.ready ? skipNote(python) : redisThere ? '' : ` (skipped: no ${REDIS_SERVER})`}`,
+describe.skipIf(!python.ready || !hasRedis)(
+  `worker --libraries${!python.ready ? skipNote(python) : hasRedis ? '' : ` (skipped: no ${REDIS_SERVER})`}`,
   () => {
     let redis: ResultPromise | undefined;
     let url = '';
     beforeAll(async () => {
-      const port = await new Promise<number>((resolve) => {
-        const server = createServer().listen(0, '127.0.0.1', () => {
-          const { port } = server.address() as { port: number };
-          server.close(() => resolve(port));
-        });
-      });
-      url = `redis://127.0.0.1:${port}`;
-      redis = execa(
-        REDIS_SERVER,
-        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-        {
-          reject: false,
-        },
-      );
-      let out = '';
-      redis.stdout!.on('data', (c: Buffer) => {
-        out += c.toString();
-      });
-      await until(() => out.includes('Ready to accept connections'), 10_000);
+      ({ url, process: redis } = await startRedis());
     });
     afterAll(async () => {
       redis?.kill('SIGKILL');

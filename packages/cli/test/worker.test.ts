@@ -4,8 +4,6 @@
  * ends the command after --connect-timeout; Ctrl-C and SIGTERM stop it at
  * once, during start-up as while serving.
  */
-import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import * as queueModule from '@improv/extfn-queue';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -13,7 +11,16 @@ import { ERROR_REPEAT_MS, ErrorLog } from '../src/commands/worker.js';
 import { ExitCode } from '../src/exit-codes.js';
 import { Interrupted } from '../src/io.js';
 import { main } from '../src/main.js';
-import { BIN, fakeIo, fakeRunner, TEST_ENV } from './helpers.js';
+import {
+  BIN,
+  fakeIo,
+  fakeRunner,
+  hasRedis,
+  REDIS_SERVER,
+  startRedis,
+  TEST_ENV,
+  until,
+} from './helpers.js';
 
 const UNREACHABLE = 'redis://127.0.0.1:1';
 
@@ -212,14 +219,6 @@ function spawnWorker(args: string[]): ResultPromise {
   });
 }
 
-async function until(check: () => boolean, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('the real command and signals', () => {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     test(`the first ${signal} stops a worker still waiting for Redis`, async () => {
@@ -237,30 +236,13 @@ describe('the real command and signals', () => {
     });
   }
 
-  const REDIS_SERVER = '/usr/bin/redis-server';
-  const hasRedis = existsSync(REDIS_SERVER);
   describe.skipIf(!hasRedis)(
     `serving (${hasRedis ? 'own redis-server' : `skipped: no ${REDIS_SERVER}`})`,
     () => {
       let redis: ResultPromise | undefined;
       let port = 0;
       beforeAll(async () => {
-        port = await new Promise<number>((resolve) => {
-          const server = createServer().listen(0, '127.0.0.1', () => {
-            const { port } = server.address() as { port: number };
-            server.close(() => resolve(port));
-          });
-        });
-        redis = execa(
-          REDIS_SERVER,
-          ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-          { reject: false },
-        );
-        let out = '';
-        redis.stdout!.on('data', (c: Buffer) => {
-          out += c.toString();
-        });
-        await until(() => out.includes('Ready to accept connections'), 10_000);
+        ({ port, process: redis } = await startRedis());
       });
       afterAll(async () => {
         redis?.kill('SIGKILL');
