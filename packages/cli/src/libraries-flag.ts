@@ -6,6 +6,7 @@
 import { resolve } from 'node:path';
 import type { ExternalFn } from '@improv/extfn-core';
 import { usage } from './cli-error.js';
+import type { Runners } from './session.js';
 
 export type LibrariesFlag =
   | { readonly kind: 'system' }
@@ -73,12 +74,10 @@ export function librariesOption(language: string, flag: LibrariesFlag): object |
  * only our Python and R runners take it (a third-party runner for the
  * language gets no runner options from the command), and venv: is Python's.
  */
-export function checkLibrariesFlag(
-  fn: ExternalFn,
-  flag: LibrariesFlag | undefined,
-  thirdParty: boolean,
-): void {
+export function checkLibrariesFlag(fn: ExternalFn, runners: Runners): void {
+  const flag = runners.settings.libraries;
   if (!flag) return;
+  const thirdParty = runners.external.some((r) => r.language === fn.language);
   if (!OPTION[fn.language] || thirdParty) {
     throw usage(
       `--libraries is for python and r functions; function ${fn.name} is ${fn.language}${thirdParty ? ' (a third-party runner)' : ''}`,

@@ -131,11 +131,7 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
     });
     const fn = await readDescriptor(file, io, values.name as string | undefined, runners.languages);
     checkMemoryFlag(fn, runners, values.memory as string | undefined);
-    checkLibrariesFlag(
-      fn,
-      libraries,
-      runners.external.some((r) => r.language === fn.language),
-    );
+    checkLibrariesFlag(fn, runners);
     const args = parseArguments(
       fn,
       texts,

@@ -180,11 +180,7 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
       runners.languages,
     );
     checkMemoryFlag(fn, runners, values.memory as string | undefined);
-    checkLibrariesFlag(
-      fn,
-      libraries,
-      runners.external.some((r) => r.language === fn.language),
-    );
+    checkLibrariesFlag(fn, runners);
     const tableOptions: TableOptions = {
       header: Boolean(values.header),
       file: rowsFile,
