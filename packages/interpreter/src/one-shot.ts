@@ -10,6 +10,7 @@ import type { DriverError, FrameHeader } from './frames.js';
 import { driverErrorToExtFnError, resultsFromJsonFrame } from './from-driver.js';
 import { callHeader } from './row-sources.js';
 import { type DriverRun, DriverRunError, runDriverOnce } from './run-once.js';
+import { BODY_ENDED } from './warm-worker.js';
 
 export interface OneShotOptions extends CallOptions {
   sandbox: Omit<SandboxOptions, 'timeoutMs'>;
@@ -48,8 +49,13 @@ export async function oneShotCall(
     throw driverErrorToExtFnError(fn, load.header.error as DriverError);
   if (!answer) {
     const { limit, stderr } = run;
-    const why = limit ? ` (${limit} limit)` : '';
-    throw ExtFnError.runtime(fn.name, `the interpreter ${run.exit} before answering${why}`, {
+    // Loaded and then silent: the body ended its interpreter, as on a warm worker.
+    const why = limit
+      ? ` before answering (${limit} limit)`
+      : load
+        ? BODY_ENDED
+        : ' before answering';
+    throw ExtFnError.runtime(fn.name, `the interpreter ${run.exit}${why}`, {
       stderr,
       ...(limit ? { limit } : {}),
     });

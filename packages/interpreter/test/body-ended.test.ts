@@ -4,6 +4,7 @@
  * row with a message that says the body ended its interpreter on this row
  * and what to do instead, not only "the interpreter exited with code N";
  * the other rows of the batch keep their values (warm-worker.ts, BODY_ENDED).
+ * A one-shot call whose function loaded reads the same (one-shot.ts).
  */
 import { ExtFnError, Value } from '@improv/extfn-core';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -54,6 +55,20 @@ describe.skipIf(!hasPython)(
         ]);
       }
       expect(await registry.eval('quit', [Value.number(4)])).toEqual(Value.number(4));
+    });
+
+    test('a one-shot call reads the same once the function loaded (run-once-load-error.test.ts: when it did not)', async () => {
+      const { registry } = make({
+        quit: ['if args[0] == 2:\n    os._exit(3)\nresult = args[0]', ['number'], 'number'],
+      });
+      const once = await failure(registry.eval('quit', [Value.number(2)], { mode: 'oneShot' }));
+      expect([once.kind, once.message]).toEqual([
+        'Runtime',
+        `function quit: the interpreter exited with code 3${BODY_ENDED}`,
+      ]);
+      expect(await registry.eval('quit', [Value.number(1)], { mode: 'oneShot' })).toEqual(
+        Value.number(1),
+      );
     });
   },
 );

@@ -34,6 +34,8 @@ while True:
     op, rid = request['op'], request.get('id')
     if op == 'load':
         text = request['fn']['body']
+        if text == 'exit at load':
+            os._exit(7)
         if text.startswith('syntax error'):
             failed = text
             write({'id': rid, 'error': {'type': 'SyntaxError', 'message': '<text>:2:0: unexpected end of input', 'traceback': '1: result <- (args[[1]] +'}})
@@ -163,4 +165,16 @@ describe.skipIf(!hasPython)(`one-shot runs whose load fails (${policy})`, () => 
       });
     },
   );
+
+  test('a one-shot run that ends before its load answers fails "before answering", not as the body', async () => {
+    const error = await failure(
+      loadErrorRunner({ mode: 'oneShot' }).call(fn('gone', 'exit at load'), [Value.number(3)], {
+        timeoutMs: 10_000,
+      }),
+    );
+    expect([error.kind, error.message]).toEqual([
+      'Runtime',
+      'function gone: the interpreter exited with code 7 before answering',
+    ]);
+  });
 });

@@ -6,6 +6,7 @@
  * which end the process before the driver can answer, read as the body
  * ending or crashing its interpreter on that row. The other rows of the
  * batch keep their values (the worker is replaced), with and without the zygote.
+ * A one-shot call (the CLI's eval) reads the same.
  */
 import { ExtFnError, Value as V, type Value } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
@@ -84,6 +85,17 @@ describe.skipIf(!restrictedOk)(
               name,
               [expect.stringMatching(want(name))],
             ]);
+            if (zygote === '1') {
+              // A one-shot call (the CLI's eval) reads the same: it loaded, then the body ran.
+              const once = await registry
+                .eval(name, [n(2)], { mode: 'oneShot' })
+                .catch((e: unknown) => e);
+              expect([name, 'oneShot', shown([once as ExtFnError])]).toEqual([
+                name,
+                'oneShot',
+                [expect.stringMatching(want(name))],
+              ]);
+            }
             const rows = [1, 2, 3].map((x) => [n(x)]);
             expect([name, shown(await registry.evalBatch(name, rows))]).toEqual([
               name,

@@ -203,7 +203,7 @@ describe.skipIf(!restrictedOk)(
       }
     });
 
-    test('virtual environments built here: a plain one serves its own packages only, --system-site-packages adds the system', async () => {
+    test(`virtual environments built here: a plain one serves its own packages only, --system-site-packages adds the system${hasNumpy ? '' : ' (that half skipped: no numpy to see through it)'}`, async () => {
       const plain = join(scratch(), 'venv');
       execFileSync(PYTHON, ['-m', 'venv', '--without-pip', plain]);
       const version = execFileSync(PYTHON, [

@@ -20,6 +20,7 @@ const LIBC = [
   '/lib/aarch64-linux-gnu/libc.so.6',
   '/lib64/libc.so.6',
 ];
+const libc = LIBC.find((path) => existsSync(path));
 
 const FIX = 'a body must return a value (set result), or call stop() to fail its row';
 const CLOSE_FIX =
@@ -106,28 +107,30 @@ describe.skipIf(!restrictedOk)(
       }
     }, 120_000);
 
-    test('a crash the driver cannot see reads as the body ending or crashing R on that row, with the fix', async () => {
-      const libc = LIBC.find((path) => existsSync(path));
-      if (!libc) return;
-      const { registry } = scopedRegistry({
-        crash: [
-          `if (args[[1]] == 2) { dyn.load("${libc}"); .C("abort") }\nresult <- args[[1]]`,
-          ['number'],
-          'number',
-        ],
-      });
-      const batch = await registry.evalBatch(
-        'crash',
-        [1, 2, 3].map((x) => [n(x)]),
-      );
-      expect([batch[0], batch[2]]).toEqual([n(1), n(3)]);
-      const row = batch[1] as ExtFnError;
-      expect([row.kind, row.message]).toEqual([
-        'Runtime',
-        expect.stringMatching(
+    test.skipIf(!libc)(
+      `a crash the driver cannot see reads as the body ending or crashing R on that row, with the fix, in a batch and in a one-shot call${libc ? '' : ` (skipped: no libc at ${LIBC.join(', ')})`}`,
+      async () => {
+        const { registry } = scopedRegistry({
+          crash: [
+            `if (args[[1]] == 2) { dyn.load("${libc}"); .C("abort") }\nresult <- args[[1]]`,
+            ['number'],
+            'number',
+          ],
+        });
+        const batch = await registry.evalBatch(
+          'crash',
+          [1, 2, 3].map((x) => [n(x)]),
+        );
+        expect([batch[0], batch[2]]).toEqual([n(1), n(3)]);
+        const crashed = expect.stringMatching(
           /^function crash: the interpreter was killed by SIG[A-Z]+ while running this row: the function's body ended its interpreter \(.*\) or crashed it; a body must return its result, or raise an error to fail its row$/,
-        ),
-      ]);
-    });
+        );
+        const row = batch[1] as ExtFnError;
+        expect([row.kind, row.message]).toEqual(['Runtime', crashed]);
+        // A one-shot call (the CLI's eval) loaded the function, so its silence is the body's too.
+        const once = await failure(registry.eval('crash', [n(2)], { mode: 'oneShot' }));
+        expect([once.kind, once.message]).toEqual(['Runtime', crashed]);
+      },
+    );
   },
 );
