@@ -338,8 +338,16 @@ const PROTO = Ref{IO}()
 const CAPTURE = Ref{Union{IOStream,Nothing}}(nothing)
 const CAPTURE_PATH = Ref("")
 const FORWARD_LIMIT = 65536
+# The process that took the protocol streams. A child the body forked
+# (ccall(:fork)) whose copy of the body returns would answer the same request;
+# it ends itself, without Julia's clean-up, before it writes anything
+# (docs/protocol.md, "Forks").
+const SERVING_PID = Ref{Int32}(0)
+
+only_the_worker() = getpid() == SERVING_PID[] || ccall(:_exit, Cvoid, (Cint,), 0)
 
 function setup_output!()
+    SERVING_PID[] = getpid()
     fd = ccall(:dup, Cint, (Cint,), 1)
     fd < 0 && error("cannot duplicate stdout")
     PROTO[] = Base.fdio(fd, true)
@@ -381,6 +389,7 @@ function forward_output!()
 end
 
 function frame(text::AbstractString)
+    only_the_worker()
     write(PROTO[], text, '\n')
     flush(PROTO[])
 end
@@ -565,6 +574,7 @@ function call_f64(f::Loaded, id, n::Int, payload::Vector{UInt8})
     errors = f.vectorized ? run_vectorized(f, collect(1:n), (k, j) -> columns[(j-1)*n+k], produce, failed) :
         run_rows(f, n, args_of, produce, failed)
     forward_output!()
+    only_the_worker()
     write(PROTO[], "{\"id\":$id,\"rows\":$n,\"bytes\":$(8n),\"errors\":" * errors_json(errors) * "}\n")
     write(PROTO[], htol.(results))
     flush(PROTO[])

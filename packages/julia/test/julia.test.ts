@@ -140,4 +140,27 @@ describe.skipIf(!juliaFound)(`julia specifics${juliaFound ? '' : ` (${noJulia})`
     });
     expect((await failure(registry.eval('unset', []))).message).toMatch(/did not set result/);
   });
+
+  // A body whose forked child returns: the child's copy of the driver would
+  // answer the same request (or write the batch's values first); only the
+  // worker answers (the driver's only_the_worker, docs/protocol.md "Forks").
+  test('a forked child that returns never answers for its worker: eval in each mode, and batches', async () => {
+    registry.register({
+      name: 'forks',
+      language: 'julia',
+      body: 'pid = ccall(:fork, Cint, ())\nresult = args[1] * 10 + (pid == 0 ? 1 : 0)',
+      argTypes: ['number'],
+      returnType: 'number',
+    });
+    for (const mode of ['warm', 'oneShot'] as const) {
+      for (const x of [1, 2, 3]) {
+        expect(await registry.eval('forks', [Value.number(x)], { mode, cache: false })).toEqual(
+          Value.number(x * 10),
+        );
+      }
+    }
+    const rows = Array.from({ length: 20 }, (_, i) => [Value.number(i)]);
+    const batch = await registry.evalBatch('forks', rows, { cache: false });
+    expect(batch).toEqual(rows.map(([x]) => Value.number(x!.value * 10)));
+  });
 });
