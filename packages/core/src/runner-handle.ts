@@ -122,6 +122,11 @@ function withGiveUp(options: BatchOptions): {
   return { options: { ...options, signal }, giveUp: (reason) => controller.abort(reason) };
 }
 
+/** Settles a columns batch that was cut off: its caller's catch fails every row with it. */
+const rejectWith = (error: ExtFnError): never => {
+  throw error;
+};
+
 /** `failure` for each of `rowCount` rows, by row index (one instance between them). */
 function everyRow(rowCount: number, failure: ExtFnError): Map<number, ExtFnError> {
   return new Map(Array.from({ length: rowCount }, (_, i) => [i, failure]));
@@ -307,17 +312,12 @@ export class RunnerHandle {
     if (aborted) return rows.map(() => aborted);
     if (this.runner.callBatch) {
       const callBatch = this.runner.callBatch.bind(this.runner);
-      const run = withGiveUp(options);
-      const every = (error: ExtFnError) => {
-        run.giveUp(error);
-        return rows.map(() => error);
-      };
       try {
-        const results = await withBackstop(
-          (alive) => callBatch(fn, rows, withAlive(run.options, alive)),
-          batchSilenceMs(options.timeoutMs),
-          () => every(ExtFnError.timeout(fn.name, options.timeoutMs)),
-          this.#batchCutOffs(fn, options, every),
+        const results = await this.#cutOffBatch(
+          fn,
+          options,
+          (guarded) => callBatch(fn, rows, guarded),
+          (error) => rows.map(() => error),
         );
         if (!Array.isArray(results) || results.length !== rows.length) {
           throw new Error(
@@ -351,17 +351,12 @@ export class RunnerHandle {
       return intoColumn(rowResultsToColumns(fn, await this.callBatch(fn, rows, options)), options);
     }
     const callColumns = this.runner.callColumns.bind(this.runner);
-    const run = withGiveUp(options);
-    const every = (error: ExtFnError): never => {
-      run.giveUp(error);
-      throw error;
-    };
     try {
-      const { values, errors } = await withBackstop(
-        (alive) => callColumns(fn, columns, withAlive(run.options, alive)),
-        batchSilenceMs(options.timeoutMs),
-        () => every(ExtFnError.timeout(fn.name, options.timeoutMs)),
-        this.#batchCutOffs(fn, options, every),
+      const { values, errors } = await this.#cutOffBatch(
+        fn,
+        options,
+        (guarded) => callColumns(fn, columns, guarded),
+        rejectWith,
       );
       if (
         !(values instanceof Float64Array) ||
@@ -396,17 +391,12 @@ export class RunnerHandle {
     const aborted = abortedAlready(fn, options);
     if (aborted) return failedTypedColumns(fn, rowCount, options, aborted);
     const callTypedColumns = this.runner.callTypedColumns!.bind(this.runner);
-    const run = withGiveUp(options);
-    const every = (error: ExtFnError): never => {
-      run.giveUp(error);
-      throw error;
-    };
     try {
-      const { values, errors } = await withBackstop(
-        (alive) => callTypedColumns(fn, columns, withAlive(run.options, alive)),
-        batchSilenceMs(options.timeoutMs),
-        () => every(ExtFnError.timeout(fn.name, options.timeoutMs)),
-        this.#batchCutOffs(fn, options, every),
+      const { values, errors } = await this.#cutOffBatch(
+        fn,
+        options,
+        (guarded) => callTypedColumns(fn, columns, guarded),
+        rejectWith,
       );
       const expected = newColumn(fn.returnType, 0).constructor;
       if (
@@ -430,17 +420,25 @@ export class RunnerHandle {
   }
 
   /**
-   * A batch's other cut-offs: the caller's abort and the registry closing,
-   * each ABORT_WAIT_MS later for the runner to answer with what it finished
-   * (every row aborted, or the closed error, then).
+   * A runner's own batch path under core's cut-offs: the backstop (no sign
+   * of life for batchSilenceMs), and the caller's abort and the registry
+   * closing, each ABORT_WAIT_MS later for the runner to answer with what it
+   * finished. When one fires the runner is told to give up (its signal
+   * aborts) and the batch settles as `settle` says for that error.
    */
-  #batchCutOffs<T>(
+  #cutOffBatch<T>(
     fn: ExternalFn,
     options: BatchOptions,
-    every: (error: ExtFnError) => T,
-  ): CutOffs<T> {
+    start: (guarded: BatchOptions) => Promise<T>,
+    settle: (error: ExtFnError) => T,
+  ): Promise<T> {
+    const run = withGiveUp(options);
+    const every = (error: ExtFnError): T => {
+      run.giveUp(error);
+      return settle(error);
+    };
     const { signal } = options;
-    return {
+    const cutOffs: CutOffs<T> = {
       signal,
       onAbort: () => every(ExtFnError.aborted(fn.name, signal?.reason)),
       abortWaitMs: ABORT_WAIT_MS,
@@ -448,6 +446,12 @@ export class RunnerHandle {
       onClose: () => every(closedError(fn.name)),
       closeWaitMs: ABORT_WAIT_MS,
     };
+    return withBackstop(
+      (alive) => start(withAlive(run.options, alive)),
+      batchSilenceMs(options.timeoutMs),
+      () => every(ExtFnError.timeout(fn.name, options.timeoutMs)),
+      cutOffs,
+    );
   }
 
   /**
