@@ -1,6 +1,6 @@
 /**
  * A bounded LRU cache of pure-function results. Keys are content hashes of
- * the function (language, body, types) plus the encoded arguments, so two
+ * the function (language, body, types, vectorized or not) plus the encoded arguments, so two
  * names with the same body share entries and any change to the body misses.
  */
 import { createHash } from 'node:crypto';
@@ -14,11 +14,15 @@ export interface CacheOptions {
   maxBytes?: number;
 }
 
-/** A digest of everything about a function that affects its result. */
+/**
+ * A digest of everything about a function that affects its result. A
+ * vectorized body is other code than the same text run per row (its args
+ * are whole columns), so it never shares a per-row body's entries.
+ */
 export function functionDigest(fn: ExternalFn): string {
-  return createHash('sha256')
-    .update(JSON.stringify([fn.language, fn.body, fn.argTypes, fn.returnType]))
-    .digest('base64url');
+  const what: unknown[] = [fn.language, fn.body, fn.argTypes, fn.returnType];
+  if (fn.vectorized === true) what.push('vectorized');
+  return createHash('sha256').update(JSON.stringify(what)).digest('base64url');
 }
 
 /** A row's key within one function: a number for the common one-number row, else a string. */

@@ -1,5 +1,6 @@
 /** The Registry (`registry.ts`, `runner-handle.ts`) with fake runners: validation before dispatch, typed failures, deadlines and abort, evalBatch = eval, close, spec versions, the pure-result cache. */
 import { describe, expect, test } from 'vitest';
+import { functionDigest } from '../src/cache.js';
 import {
   type Column,
   checkColumnArguments,
@@ -340,6 +341,29 @@ describe('pure-result cache', () => {
     await registry.eval('add', args, { cache: false }).catch(() => {});
     expect(calls).toHaveLength(7);
     expect(registry.cache!.hits).toBeGreaterThan(0);
+  });
+
+  test('a vectorized body never shares entries with the same text run per row (its args are columns)', async () => {
+    const fake = fakeRunner();
+    const runner = {
+      ...fake.runner,
+      capabilities: { ...fake.runner.capabilities, vectorized: true },
+    };
+    const registry = new Registry({ runners: [runner] });
+    registry.register(fn('row', 'echo', ['number'], 'number', true));
+    registry.register({ ...fn('columns', 'echo', ['number'], 'number', true), vectorized: true });
+    await registry.eval('row', [V.number(7)]);
+    await registry.eval('columns', [V.number(7)]);
+    await registry.eval('columns', [V.number(7)]);
+    await registry.eval('row', [V.number(7)]);
+    expect(fake.calls.map((c) => c.fn)).toEqual(['row', 'columns']);
+    expect(functionDigest(fn('a', 'echo', ['number'], 'number', true))).not.toBe(
+      functionDigest({ ...fn('a', 'echo', ['number'], 'number', true), vectorized: true }),
+    );
+    // a per-row function's digest is what it was before vectorized functions existed
+    expect(
+      functionDigest({ ...fn('a', 'echo', ['number'], 'number', true), vectorized: false }),
+    ).toBe(functionDigest(fn('a', 'echo', ['number'], 'number', true)));
   });
 
   test('impure functions are evaluated every time; errors are never cached', async () => {

@@ -59,11 +59,16 @@ export function warmReplyKey(prefix: string, queueName: string, id: string): str
   return `${prefix}:${queueName}:warm:${id}`;
 }
 
-/** Content address of a descriptor: the name is part of it, since row errors carry the name. */
+/**
+ * Content address of a descriptor: the name is part of it, since row errors
+ * carry the name, and so is `vectorized` (the same text run per row is other
+ * code), so neither can be stored over the other. A per-row descriptor's
+ * digest is what it was before vectorized functions.
+ */
 export function descriptorDigest(fn: ExternalFn): string {
-  return createHash('sha256')
-    .update(JSON.stringify([fn.name, fn.language, fn.body, fn.argTypes, fn.returnType]))
-    .digest('base64url');
+  const what: unknown[] = [fn.name, fn.language, fn.body, fn.argTypes, fn.returnType];
+  if (fn.vectorized === true) what.push('vectorized');
+  return createHash('sha256').update(JSON.stringify(what)).digest('base64url');
 }
 
 const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64');
