@@ -666,6 +666,9 @@ class _Loaded(object):
         self.arg_in = [_IN[t] for t in fn['argTypes']]
         self.out = _OUT[fn['returnType']]
         self.return_type = fn['returnType']
+        # A plain float result goes out as it is only for a number function:
+        # any other type takes its converter, which refuses a float.
+        self.floats_out = self.return_type == 'number'
         self.vectorized = fn.get('vectorized') is True
         if self.vectorized and not self.arg_in:
             raise ValueError('function %s: a vectorized function needs at least one argument '
@@ -764,6 +767,7 @@ def _rows(fn, rows, to_args, out, failed, floats_as_is):
     known = len(modules)
     generators = _generators()
     inf = _INF
+    floats_out = fn.floats_out
     i = -1
     for row in rows:
         i += 1
@@ -780,7 +784,7 @@ def _rows(fn, rows, to_args, out, failed, floats_as_is):
                 if capture.over:
                     raise _OutputTooLarge()
                 capture.take()
-            if type(r) is float and (floats_as_is or -inf < r < inf and r != 0.0):
+            if type(r) is float and floats_out and (floats_as_is or -inf < r < inf and r != 0.0):
                 append(r)
             elif r is _UNSET:
                 raise _not_set()
@@ -952,8 +956,9 @@ def _vector_once(fn, make_args, n, out, failed, floats_as_is, raw_ok):
     append = values.append
     errors = {}
     inf = _INF
+    floats_out = fn.floats_out
     for i, c in enumerate(cells):
-        if type(c) is float and (floats_as_is or -inf < c < inf and c != 0.0):
+        if type(c) is float and floats_out and (floats_as_is or -inf < c < inf and c != 0.0):
             append(c)
             continue
         try:
@@ -1240,9 +1245,10 @@ def _cols_fast(fn, cols, n, out, failed, floats_as_is):
     if kinds == {plain} or floats_as_is and kinds == {float}:
         return values, errors
     inf = _INF
+    floats_out = fn.floats_out
     for i, r in enumerate(values):
         t = type(r)
-        if t is plain or (t is float and (floats_as_is or -inf < r < inf and r != 0.0)):
+        if t is plain or (t is float and floats_out and (floats_as_is or -inf < r < inf and r != 0.0)):
             continue
         key = str(i)
         if key in errors:

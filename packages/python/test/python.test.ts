@@ -7,7 +7,7 @@
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { Value } from '@improv/extfn-core';
+import { ExtFnError, Value } from '@improv/extfn-core';
 import { afterEach, describe, expect, test } from 'vitest';
 import { python } from '../src/index.js';
 import {
@@ -427,6 +427,38 @@ describe.skipIf(!hasPython)(
       expect((await failure(registry.eval('text', []))).message).toMatch(
         /result expected enum, got str '3'/,
       );
+    });
+
+    test('a float result is refused for every type but number, on every path and for every value (0.0 and 3.0 alike)', async () => {
+      const fns: Parameters<typeof trusted>[0] = {};
+      for (const type of ['enum', 'boolean', 'text', 'datetime'] as const) {
+        fns[type] = ['result = args[0] * 1.0', ['number'], type];
+        fns[`${type}_vec`] = ['result = [x * 1.0 for x in args[0]]', ['number'], type];
+      }
+      const { registry } = trusted(fns);
+      for (const type of ['enum', 'boolean', 'text', 'datetime'] as const) {
+        registry.register({ ...registry.get(`${type}_vec`)!, vectorized: true });
+        for (const name of [type, `${type}_vec`]) {
+          const refused = (x: number) =>
+            `Runtime: function ${name}: result expected ${type}, got float ${x.toFixed(1)}`;
+          const rows = [0, 3, 2.5].map((x) => [Value.number(x)]);
+          const shown = (cells: readonly unknown[]) =>
+            cells.map((c) =>
+              ExtFnError.isInstance(c) ? `${c.kind}: ${c.message.split('\n')[0]}` : c,
+            );
+          expect([name, shown(await registry.evalBatch(name, rows))]).toEqual([
+            name,
+            [refused(0), refused(3), refused(2.5)],
+          ]);
+          const single = await failure(registry.eval(name, [Value.number(3)], { cache: false }));
+          expect([name, shown([single])]).toEqual([name, [refused(3)]]);
+          const { errors } = await registry.evalColumns(name, [new Float64Array([0, 3, 2.5])]);
+          expect([name, shown([...errors.values()])]).toEqual([
+            name,
+            [refused(0), refused(3), refused(2.5)],
+          ]);
+        }
+      }
     });
 
     test('arguments arrive as Python values of the declared types', async () => {
