@@ -823,30 +823,66 @@ function(con, precompiled = NULL) eval(
     shared_env <<- if (straight_line(exprs)) new.env(parent = genv) else NULL
   }
 
-  # Calls that can see or change the environment a row runs in, or run code
-  # named by a string: a body using one gets a fresh environment per row.
-  env_peekers <- c(
-    "<<-", "->>", "assign", "delayedAssign", "makeActiveBinding", "exists", "get", "get0", "mget",
-    "rm", "remove", "ls", "objects", "environment", "environment<-", "sys.function", "sys.call",
-    "sys.calls", "sys.frame", "sys.frames", "parent.frame", "parent.env", "local", "eval", "evalq",
-    "eval.parent", "with", "within", "missing", "on.exit", "function", "source", "sys.source",
-    "attach", "list2env", "as.environment", "do.call", "match.fun", "browser", "Recall", "match.arg"
+  # The calls a straight-line body may make and still share one environment
+  # between rows: base functions that neither look at nor change the
+  # environment they are called from, and call no function named by a string
+  # or passed to them. Any other call (a library's function, eval, get,
+  # dynGet, a formula, sapply and its FUN) gives the body a fresh environment
+  # per row: a denylist missed ways (dynGet("x"), a formula's environment, a
+  # library reading its caller's variables by name, as glue does).
+  shareable_calls <- c(
+    "(", "{", "if", "+", "-", "*", "/", "^", "%%", "%/%", "%in%", "==", "!=", "<", ">", "<=",
+    ">=", "!", "&", "&&", "|", "||", "xor", "[", "[[", "$", ":", "c", "list", "length", "names",
+    "unname", "sum", "prod", "min", "max", "pmin", "pmax", "range", "abs", "sign", "sqrt", "exp",
+    "log", "log10", "log2", "log1p", "expm1", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
+    "sinh", "cosh", "tanh", "floor", "ceiling", "trunc", "round", "signif", "choose", "factorial",
+    "gamma", "lgamma", "beta", "mean", "median", "var", "sd", "quantile", "cumsum", "cumprod",
+    "cummax", "cummin", "diff", "rev", "sort", "order", "unique", "which", "which.max", "which.min",
+    "any", "all", "ifelse", "is.na", "is.nan", "is.finite", "is.infinite", "is.null", "isTRUE",
+    "isFALSE", "identical", "is.numeric", "is.character", "is.logical", "seq", "seq_len",
+    "seq_along", "rep", "head", "tail", "nchar", "substr", "substring", "toupper", "tolower",
+    "trimws", "paste", "paste0", "sprintf", "format", "formatC", "sub", "gsub", "grepl", "regexpr",
+    "startsWith", "endsWith", "strsplit", "chartr", "strtoi", "utf8ToInt", "intToUtf8",
+    "as.numeric", "as.double", "as.integer", "as.character", "as.logical", "as.Date", "as.POSIXct",
+    "unlist", "numeric", "character", "logical", "integer", "julian", "weekdays", "months",
+    "difftime", "ISOdate", "ISOdatetime", "bitwAnd", "bitwOr", "bitwXor", "switch", "stop",
+    "warning", "invisible"
   )
+
+  # Whether `e` calls only shareable functions, each by its name, and reads
+  # no function as a value (one passed on could look at the environment):
+  # a name is a variable the body assigned before (`assigned`) or a global
+  # that is not a function.
+  shareable <- function(e, assigned) {
+    if (is.name(e)) {
+      name <- as.character(e)
+      return(!nzchar(name) || name %in% assigned || !exists(name, envir = genv, mode = "function"))
+    }
+    if (!is.call(e)) return(TRUE)
+    head <- e[[1L]]
+    if (!is.name(head) || !(as.character(head) %in% shareable_calls)) return(FALSE)
+    parts <- as.list(e)[-1L]
+    if (identical(head, as.name("$"))) parts <- parts[1L] # x$name: `name` is a field, not a read
+    for (k in seq_along(parts)) {
+      if (identical(parts[[k]], quote(expr = ))) next # x[, 1]
+      if (!shareable(parts[[k]], assigned)) return(FALSE)
+    }
+    TRUE
+  }
 
   # Whether rows may share one environment without any row seeing what an
   # earlier one left: every top-level statement assigns a name (`x <- ...`),
-  # `result` among them, and reads only `args`, names assigned by an earlier
-  # statement, or names the body never assigns (globals, functions); nothing
-  # assigns elsewhere or looks at the environment. A row then overwrites every
-  # name before reading it, so a fresh environment could not change its result.
+  # `result` among them, from an expression that calls only shareable
+  # functions and reads only `args`, names assigned by an earlier statement,
+  # or globals that are not functions. A row then overwrites every name
+  # before anything can read it, so a fresh environment could not change its
+  # result.
   straight_line <- function(exprs) {
     assigned <- "args"
     for (e in as.list(exprs)) {
       if (!is.call(e) || !(identical(e[[1L]], as.name("<-")) || identical(e[[1L]], as.name("="))) ||
           length(e) != 3L || !is.name(e[[2L]])) return(FALSE)
-      reads <- all.names(e[[3L]])
-      if (any(reads %in% env_peekers)) return(FALSE)
-      if (any(c("<-", "=", "->") %in% reads)) return(FALSE)
+      if (!shareable(e[[3L]], assigned)) return(FALSE)
       assigned <- c(assigned, as.character(e[[2L]]))
     }
     if (!"result" %in% assigned) return(FALSE)

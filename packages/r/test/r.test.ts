@@ -311,6 +311,19 @@ describe.skipIf(!restrictedOk)(
         straight: ['x <- args[[1]]\ny <- x * 2\nresult <- y + x', ['number'], 'number'],
         // Reads `y` before assigning it: a shared environment would hand row 2 row 1's y.
         early: ['result <- y\ny <- args[[1]]', ['number'], 'number'],
+        // Reads `keep` before assigning it, by a string or through a formula's
+        // environment: all.names() does not see the read, yet a shared
+        // environment would hand row 2 row 1's keep.
+        dynget: [
+          'prev <- dynGet("keep", ifnotfound = -1)\nkeep <- args[[1]]\nresult <- prev',
+          ['number'],
+          'number',
+        ],
+        formula: [
+          'prev <- c(attr(~0, ".Environment")[["keep"]], -1)[[1]]\nkeep <- args[[1]]\nresult <- prev',
+          ['number'],
+          'number',
+        ],
         // Conditional assignment at top level: not straight-line.
         maybe: [
           'if (args[[1]] > 0) z <- 1\nresult <- exists("z", inherits = FALSE)',
@@ -320,6 +333,16 @@ describe.skipIf(!restrictedOk)(
       });
       const rows = [1, 2, 3].map((x) => [Value.number(x)]);
       expect(await reg.evalBatch('straight', rows)).toEqual([3, 6, 9].map(Value.number));
+      for (const name of ['dynget', 'formula']) {
+        expect([name, await reg.evalBatch(name, rows)]).toEqual([
+          name,
+          rows.map(() => Value.number(-1)),
+        ]);
+        expect([name, await reg.eval(name, [Value.number(7)], { cache: false })]).toEqual([
+          name,
+          Value.number(-1),
+        ]);
+      }
       for (const r of await reg.evalBatch('early', rows)) {
         expect((r as ExtFnError).message).toMatch(/object 'y' not found/);
       }
@@ -347,7 +370,8 @@ describe.skipIf(!restrictedOk)(
         attached: check('attach(list(leaked = args[[1]]), name = "rows", warn.conflicts = FALSE)'),
         // A package a row attaches stays usable (it holds no row's values).
         library: check('library(tools)\nleaked <<- if (is.function(toTitleCase)) args[[1]]'),
-        // Straight-line (rows share one environment) and no name the driver looks for.
+        // Every statement an assignment, through functions got by name (a
+        // fresh environment per row, since they are not known to leave it alone).
         straight: [
           'before <- getExportedValue("base", "get0")("leaked", envir = globalenv(), ifnotfound = -1)',
           'x <- getExportedValue("base", "assign")("leaked", args[[1]], pos = 1)',
