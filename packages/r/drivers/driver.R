@@ -381,15 +381,27 @@ function(con, precompiled = NULL) eval(
       if (!validUTF8(s) && Encoding(s) == "unknown") wrong("text", r, "not valid UTF-8")
       s <- enc2utf8(s)
       if (!validUTF8(s)) wrong("text", r, "not valid UTF-8")
+      # Past the output cap the row fails here, as in every driver: left to
+      # the host's frame limit, it failed with its chunk, so whether it did
+      # hung on which rows shared that chunk.
+      if (nchar(s, type = "bytes") > max_output) too_large()
       return(s)
     }
     wrong("text", r)
+  }
+  too_large <- function() {
+    stop(structure(class = c("OutputLimit", "error", "condition"), list(message = "output too large", call = NULL)))
+  }
+  # A result converter's condition as the row's error object.
+  result_error <- function(e) {
+    if (inherits(e, "OutputLimit")) return(json_error("OutputLimit", "output too large", limit = "output"))
+    json_error("ResultTypeError", conditionMessage(e), got = e$got)
   }
   to_datetime <- function(r) {
     if (length(r) != 1L) wrong("datetime", r)
     secs <- if (inherits(r, "POSIXct")) unclass(r)[[1L]]
     else if (inherits(r, "POSIXlt")) unclass(as.POSIXct(r))[[1L]]
-    else if (inherits(r, "Date")) unclass(r)[[1L]] * 86400
+    else if (inherits(r, "Date")) floor(unclass(r)[[1L]]) * 86400 # its day, as R prints it
     else wrong("datetime", r)
     if (!is.double(secs) && !is.integer(secs) || !is.finite(secs)) wrong("datetime", r)
     # 0001-01-01 .. 9999-12-31: the documented range of every runner.
@@ -801,7 +813,9 @@ function(con, precompiled = NULL) eval(
     f <- request$fn
     if (!is.null(request$maxOutputBytes)) max_output <<- request$maxOutputBytes
     if (!is.null(f$maxOutputBytes)) max_output <<- f$maxOutputBytes
-    exprs <- parse(text = f$body, keep.source = FALSE, encoding = "UTF-8")
+    # R's parser takes only \n as a line break: a body saved with Windows
+    # (\r\n) or old Mac (\r) line ends parses as Python reads it, line for line.
+    exprs <- parse(text = gsub("\r\n?", "\n", f$body), keep.source = FALSE, encoding = "UTF-8")
     # before compiling, so the compiler sees the search path the body runs with
     if (tryCatch(needs_default_packages(exprs), error = function(e) TRUE)) attach_default_packages()
     block <- as.call(c(as.name("{"), as.list(exprs)))
@@ -1185,6 +1199,8 @@ function(con, precompiled = NULL) eval(
       if ((careful || state_careful) && state_changed()) restore_state()
       if (over) {
         cut_output()
+      } else if (inherits(e, "OutputLimit")) {
+        fail(i, result_error(e)) # a text result past the cap (to_text)
       } else {
         t <- error_text(e)
         if (identical(e$message, "")) t$message <- "error with an empty message"
@@ -1286,7 +1302,8 @@ function(con, precompiled = NULL) eval(
         fast <- !is.na(r)
       } else if (type == "text" && is.character(r)) {
         plain <- enc2utf8(r)
-        fast <- !is.na(plain) & validUTF8(plain) & (validUTF8(r) | Encoding(r) != "unknown")
+        fast <- !is.na(plain) & validUTF8(plain) & (validUTF8(r) | Encoding(r) != "unknown") &
+          nchar(plain, type = "bytes") <= max_output
       } else if (type == "enum" && (is.double(r) || is.integer(r))) {
         fast <- !is.na(r) & r == round(r) & r >= 0 & r <= 4294967295
       }
@@ -1301,7 +1318,7 @@ function(con, precompiled = NULL) eval(
     for (i in which(!fast)) {
       v <- tryCatch(convert(cell_of(r, i)), error = function(e) e)
       if (inherits(v, "condition")) {
-        errors[[as.character(i - 1L)]] <- json_error("ResultTypeError", conditionMessage(v), got = v$got)
+        errors[[as.character(i - 1L)]] <- result_error(v)
       } else {
         values[i] <- v
       }

@@ -265,6 +265,27 @@ describe.skipIf(!restrictedOk)(`R callcols (${restrictedOk ? 'Restricted' : skip
     expect(out[78]).toEqual(V.text('R78'));
   });
 
+  test('a text result past the output cap fails its own row on every path, whatever shares its chunk', async () => {
+    const { check } = pair(
+      {
+        long: ['result <- strrep("x", args[[1]])', ['number'], 'text'],
+        long_vec: ['result <- strrep("x", args[[1]])', ['number'], 'text', { vectorized: true }],
+      },
+      { maxOutputBytes: 2048 },
+    );
+    const lengths = [10, 2049, 2048, 5000, 5000, 3];
+    const rows = lengths.map((x) => [V.number(x)]);
+    for (const name of ['long', 'long_vec']) {
+      const out = await check(name, rows);
+      expect([
+        name,
+        out.map((c) =>
+          ExtFnError.isInstance(c) ? c.limit : (c as { value: string }).value.length,
+        ),
+      ]).toEqual([name, [10, 'output', 2048, 'output', 'output', 3]]);
+    }
+  });
+
   test('vectorized bodies get vectors of the right R type over callcols, and equal JSON and eval', async () => {
     const vec = { vectorized: true };
     const fns: Record<string, Signature> = {

@@ -38,6 +38,12 @@ const verbatim = [
     returnType: 'text' as const,
     expected: Value.text('\t'),
   },
+  {
+    name: 'Windows (CRLF) and old Mac (CR) line ends after code, in a block',
+    body: 'x <- 1\r\nif (x == 1) {\r\n  y <- "crlf"\r\n}\ry <- paste(y, "cr")\rresult <- y\r\n',
+    returnType: 'text' as const,
+    expected: Value.text('crlf cr'),
+  },
 ];
 
 // Without the interpreter every kit test is still listed, skipped with the reason in its name.

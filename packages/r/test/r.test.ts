@@ -184,6 +184,8 @@ describe.skipIf(!restrictedOk)(
         year: ['result <- as.numeric(format(args[[1]], "%Y"))', ['datetime'], 'number'],
         later: ['result <- args[[1]] + 0.25', ['datetime'], 'datetime'],
         date: ['result <- as.Date("2024-02-29")', [], 'datetime'],
+        // A Date with a fraction of a day is still its day (as R prints it), at midnight.
+        halfDay: ['result <- as.Date("2020-01-01") + args[[1]]', ['number'], 'datetime'],
         bigEnum: ['result <- args[[1]] - 1', ['enum'], 'enum'],
       });
       const kinds = await reg.eval('kinds', [
@@ -202,6 +204,10 @@ describe.skipIf(!restrictedOk)(
         Value.datetime('2025-04-01T00:00:00.125Z'),
       );
       expect(await reg.eval('date', [])).toEqual(Value.datetime('2024-02-29T00:00:00Z'));
+      expect(await reg.evalBatch('halfDay', [[Value.number(0.5)], [Value.number(-0.5)]])).toEqual([
+        Value.datetime('2020-01-01T00:00:00Z'),
+        Value.datetime('2019-12-31T00:00:00Z'),
+      ]);
       expect(await reg.eval('bigEnum', [Value.enum(4_294_967_295)])).toEqual(
         Value.enum(4_294_967_294),
       );
