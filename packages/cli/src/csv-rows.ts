@@ -9,6 +9,7 @@ import { badInput, usage } from './cli-error.js';
 import type { CsvRecord } from './csv.js';
 import {
   checkColumnCount,
+  columnZero,
   isColumnNumber,
   readArguments,
   type TableOptions,
@@ -26,6 +27,23 @@ function notUtf8(cells: readonly string[]): { column: number; what: string } | u
 }
 
 const LOOKS_LIKE_NAME = /^[A-Za-z_][\w .-]*$/;
+
+/**
+ * A line read as one cell that holds semicolons or tabs: a file separated by
+ * those (a spreadsheet's export in some locales), which CSV reads as one cell.
+ */
+function separatorHint(
+  cells: readonly string[],
+  file: string,
+): { short: string; fix: string } | undefined {
+  if (cells.length !== 1) return undefined;
+  const by = cells[0]!.includes(';') ? 'semicolons' : cells[0]!.includes('\t') ? 'tabs' : undefined;
+  if (!by) return undefined;
+  return {
+    short: `only commas separate cells, and this line has ${by}`,
+    fix: `only commas separate CSV cells, and ${file} looks separated by ${by}: convert it to commas (save it from the spreadsheet as CSV with a comma delimiter), or write the rows as JSON lines`,
+  };
+}
 
 /** At most this much of the cells left out of a too-long row is quoted in its problem. */
 const QUOTED_EXTRA = 80;
@@ -62,6 +80,16 @@ export class CsvRows {
       ? columns.map((column) => {
           const named = header?.indexOf(column) ?? -1;
           if (named >= 0) return named;
+          const zero = columnZero(columns);
+          if (zero) throw zero;
+          // Known before any row is read: a number past the header would fail every row.
+          if (isColumnNumber(column) && header && Number(column) > header.length) {
+            const separated = separatorHint(header, this.#fileName);
+            throw usage(
+              `--columns: column ${column} is beyond the header, which has ${header.length} column(s) (${header.join(', ')})`,
+              separated?.fix ?? `use header names or column numbers from 1 to ${header.length}`,
+            );
+          }
           if (isColumnNumber(column)) return Number(column) - 1;
           throw header
             ? usage(
@@ -141,9 +169,10 @@ export class CsvRows {
       return { line, cells: this.#fit(cells), problem: `line ${line}: ${record.problem}` };
     }
     this.#width ??= cells.length;
+    const separated = separatorHint(cells, this.#fileName);
     const wrong = this.#wrongWidth(record);
     if (wrong) {
-      const hint = first ? this.#layoutHint(line, cells) : undefined;
+      const hint = separated ?? (first ? this.#layoutHint(line, cells) : undefined);
       return {
         line,
         cells: this.#fit(cells),
@@ -152,10 +181,15 @@ export class CsvRows {
       };
     }
     if (cells.length < this.#needed) {
+      // Without --columns the arguments are the first cells: name the function, not a flag not given.
+      const needs = this.#options.columns
+        ? `--columns needs ${this.#needed}`
+        : `${this.#fn.name} takes ${this.#needed} argument(s) (${this.#fn.argTypes.join(', ')})`;
       return {
         line,
         cells,
-        problem: `line ${line}: ${cells.length} cell(s), but --columns needs ${this.#needed}`,
+        problem: `line ${line}: ${cells.length} cell(s), but ${needs}${separated ? ` (${separated.short})` : ''}`,
+        ...(separated ? { fix: separated.fix } : {}),
       };
     }
     const fn = this.#fn;
@@ -167,7 +201,7 @@ export class CsvRows {
     );
     if ('args' in result) return { line, cells, args: result.args };
     // A header that was not declared is the likeliest cause of a bad first row.
-    const hint = first ? this.#layoutHint(line, cells) : undefined;
+    const hint = separated ?? (first ? this.#layoutHint(line, cells) : undefined);
     return {
       line,
       cells,

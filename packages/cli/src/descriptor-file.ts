@@ -14,7 +14,7 @@ import {
 } from '@improv/extfn-core';
 import { badInput, usage } from './cli-error.js';
 import type { CliIo } from './io.js';
-import { describeJsonError, lineAndColumn } from './json-error.js';
+import { controlCharacterFix, describeJsonError, lineAndColumn } from './json-error.js';
 import { duplicateKey } from './json-keys.js';
 import { KNOWN_LANGUAGE_IDS } from './runners.js';
 import { decodeEscaped, EscapingDecoder, reencodeFix, utf8Problem } from './utf8.js';
@@ -110,7 +110,10 @@ function candidates(text: string, file: string): Candidate[] {
   try {
     json = JSON.parse(body);
   } catch (error) {
-    throw badInput(`${file} is not valid JSON: ${describeJsonError(error, body)}`, FORMAT_HINT);
+    throw badInput(
+      `${file} is not valid JSON: ${describeJsonError(error, body)}`,
+      controlCharacterFix(error, body) ?? FORMAT_HINT,
+    );
   }
   const twice = duplicateKey(body, json);
   if (twice) {
@@ -131,11 +134,19 @@ function candidates(text: string, file: string): Candidate[] {
     const engineModel = isObject(json.external_fns);
     const map = engineModel ? (json.external_fns as Record<string, unknown>) : json;
     const prefix = engineModel ? '.external_fns' : '';
-    found = Object.entries(map).map(([key, input]) => ({
-      where: ` ${prefix}["${key}"]`,
-      name: nameOf(input, key),
-      input,
-    }));
+    found = Object.entries(map).map(([key, input]) => {
+      const where = ` ${prefix}["${key}"]`;
+      // The map is keyed by function name (the engine writes it so): a key that says
+      // otherwise leaves --name to guess which of the two is meant.
+      const name = nameOf(input, key);
+      if (name !== key) {
+        throw badInput(
+          `${file}${where}: the key ${JSON.stringify(key)} and the function's name ${JSON.stringify(name)} differ`,
+          `make them the same: a map of functions is keyed by the function's name (rename the key to ${JSON.stringify(name)}, or the name to ${JSON.stringify(key)})`,
+        );
+      }
+      return { where, name, input };
+    });
   } else {
     throw badInput(
       `${file} holds ${json === null ? 'null' : typeof json}, not a descriptor`,
@@ -143,7 +154,21 @@ function candidates(text: string, file: string): Candidate[] {
     );
   }
   if (found.length === 0) throw badInput(`${file} holds no descriptors`, FORMAT_HINT);
+  rejectRepeatedNames(found, file);
   return found;
+}
+
+/** Two functions of one name: --name could pick only the first, and the engine would keep one of them. */
+function rejectRepeatedNames(found: readonly Candidate[], file: string): void {
+  const places = new Map<string, string[]>();
+  for (const c of found) places.set(c.name, [...(places.get(c.name) ?? []), c.where.trim()]);
+  for (const [name, where] of places) {
+    if (where.length < 2) continue;
+    throw badInput(
+      `${file}: ${where.length} functions are named ${JSON.stringify(name)} (${where.join(', ')})`,
+      'give each function its own name: --name picks a function by name',
+    );
+  }
 }
 
 function checkLanguage(fn: ExternalFn, file: string, known: readonly string[]): ExternalFn {

@@ -62,3 +62,24 @@ export function describeJsonError(error: unknown, text: string): string {
   const { line, column } = lineAndColumn(text, offset);
   return `line ${line}, column ${column}: ${bare}`;
 }
+
+/**
+ * The fix for a raw line break or tab inside a JSON string (a body pasted
+ * as it was written), naming the key whose value holds it; undefined for
+ * any other error.
+ */
+export function controlCharacterFix(error: unknown, text: string): string | undefined {
+  const message = error instanceof Error ? error.message : String(error);
+  if (!/Bad control character in string literal/.test(message)) return undefined;
+  const at = POSITION.exec(message);
+  const offset = at ? Number(at[1]) : text.length;
+  const key = /"((?:[^"\\]|\\.)*)"\s*:\s*"(?:[^"\\]|\\.)*$/.exec(text.slice(0, offset));
+  const where = key ? `the value of "${key[1]}"` : 'a string';
+  const code = text.charCodeAt(offset);
+  const named: Record<number, string> = { 9: 'a tab', 10: 'a line break', 13: 'a line break' };
+  if (named[code] !== undefined || Number.isNaN(code)) {
+    return `${where} holds ${named[code] ?? 'a line break or tab'} as it is, which JSON does not allow: inside a string write line breaks as \\n and tabs as \\t ("body": "x = 1\\nresult = x * 2")`;
+  }
+  const escaped = `\\u${code.toString(16).padStart(4, '0')}`;
+  return `${where} holds the control character U+${code.toString(16).toUpperCase().padStart(4, '0')} as it is, which JSON does not allow: inside a string write it as ${escaped} (line breaks as \\n, tabs as \\t)`;
+}

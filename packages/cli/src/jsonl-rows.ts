@@ -11,6 +11,7 @@ import { duplicateKey } from './json-keys.js';
 import type { Line } from './lines.js';
 import {
   checkColumnCount,
+  columnZero,
   isColumnNumber,
   readArguments,
   type TableOptions,
@@ -81,6 +82,8 @@ export class JsonLinesRows {
     const arity = fn.argTypes.length;
     const columns = this.#columns;
     if (Array.isArray(json)) {
+      const zero = first && columns ? columnZero(columns) : undefined;
+      if (zero) throw zero;
       if (columns && !columns.every(isColumnNumber)) {
         const message = `line ${line}: the row is a JSON array, but --columns names keys (${columns.join(', ')})`;
         if (first)

@@ -42,7 +42,11 @@ export function reportFailure(error: unknown, io: CliIo, json: boolean): ExitCod
       // The same wording as on stderr (flags, not API options); the other fields as they are.
       const fields = error.toJSON() as Record<string, unknown>;
       fields.message = cliWording(error.message);
-      if (error.fix !== undefined) fields.fix = cliWording(error.fix);
+      // Every fix stderr gives (the error's own, then the flag that raises a limit or allows a library), in one field.
+      const fixes = [error.fix === undefined ? undefined : cliWording(error.fix), cliFix(error)];
+      const fix = fixes.filter((f): f is string => Boolean(f)).join('; ');
+      if (fix) fields.fix = fix;
+      else delete fields.fix;
       io.stdout.write(`${JSON.stringify({ ok: false, error: fields })}\n`);
     } else {
       let text = `improv-extfn: ${error.kind}: ${cliWording(error.message)}\n`;

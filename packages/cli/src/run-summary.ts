@@ -12,6 +12,8 @@ export interface Summary {
   seconds: number;
   rowsPerSecond: number;
   output: string | null;
+  /** The fixes stderr ends with (a limit to raise, a library to allow, a file to re-encode), when there are any. */
+  fixes?: string[];
 }
 
 /** Problems listed on stderr before the summary; the output has them all. */
@@ -53,6 +55,7 @@ export class Tally {
       seconds: Number(seconds.toFixed(3)),
       rowsPerSecond: seconds > 0 ? Math.round(this.rows / seconds) : 0,
       output,
+      ...(this.fixes.size ? { fixes: [...this.fixes] } : {}),
     };
   }
 }

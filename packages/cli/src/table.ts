@@ -4,7 +4,7 @@
  */
 import { type ExternalFn, ExtFnError, type RowResult, type Value } from '@improv/extfn-core';
 import { argumentLabel, type CellResult } from './cells.js';
-import { usage } from './cli-error.js';
+import { type CliError, usage } from './cli-error.js';
 
 export type TableFormat = 'csv' | 'jsonl';
 
@@ -57,6 +57,18 @@ export function checkColumnCount(fn: ExternalFn, columns: readonly unknown[]): v
 }
 
 export const isColumnNumber = (column: string): boolean => /^[1-9]\d*$/.test(column);
+
+/** `--columns 0,1`: column numbers count from 1; the fix gives the list counted so. */
+export function columnZero(columns: readonly string[]): CliError | undefined {
+  if (!columns.some((c) => /^0+$/.test(c))) return undefined;
+  const shifted = columns.every((c) => /^\d+$/.test(c))
+    ? `: --columns ${columns.map((c) => Number(c) + 1).join(',')}`
+    : '';
+  return usage(
+    `--columns ${columns.join(',')}: column numbers start at 1, not 0`,
+    `number the columns from 1 (the first column is 1)${shifted}`,
+  );
+}
 
 /** Reads the arguments of one row from its cells; the first problem wins. */
 export function readArguments(

@@ -105,9 +105,26 @@ describe('parseDescriptorText', () => {
   });
 
   test('a bad entry of a map is named by its key', () => {
-    const error = failure(
-      JSON.stringify({ good: hypot, bad: { ...hypot, name: 'bad', returnType: 7 } }),
-    );
+    const error = failure(JSON.stringify({ hypot, bad: { ...hypot, name: 'bad', returnType: 7 } }));
     expect(error.message).toContain('fn.json ["bad"]: invalid descriptor "bad"');
+  });
+
+  test('two functions of one name are refused, naming the name and where they are', () => {
+    const error = failure(JSON.stringify([hypot, { ...hypot, body: 'result = 0' }, hypot]));
+    expect(error.kind).toBe('BadInput');
+    expect(error.exitCode).toBe(2);
+    expect(error.message).toBe('fn.json: 3 functions are named "hypot" ([0], [1], [2])');
+    expect(error.fix).toBe('give each function its own name: --name picks a function by name');
+  });
+
+  test("a map key that is not its function's name is refused, naming both", () => {
+    const error = failure(JSON.stringify({ foo: hypot }));
+    expect(error.kind).toBe('BadInput');
+    expect(error.message).toBe(
+      'fn.json ["foo"]: the key "foo" and the function\'s name "hypot" differ',
+    );
+    expect(error.fix).toContain('rename the key to "hypot", or the name to "foo"');
+    const model = failure(JSON.stringify({ external_fns: { foo: hypot } }));
+    expect(model.message).toContain('fn.json .external_fns["foo"]: the key "foo"');
   });
 });

@@ -57,6 +57,36 @@ describe('eval', () => {
     });
   });
 
+  test('Ctrl-C or SIGTERM during the call says so on stderr, or as an Interrupted error with --json', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      for (const json of [false, true]) {
+        const controller = new AbortController();
+        const runner = fakeRunner();
+        // A call that runs until it is cancelled, interrupted once it has started.
+        runner.call = (f, _args, options) =>
+          new Promise((_resolve, reject) => {
+            options?.signal?.addEventListener('abort', () => reject(ExtFnError.aborted(f.name)));
+            controller.abort(new Interrupted(signal));
+          });
+        const io = fakeIo(withRunner(runner), { signal: controller.signal });
+        const code = await main(['eval', fn, '1', '2', ...(json ? ['--json'] : [])], io);
+        expect(code).toBe(signal === 'SIGINT' ? ExitCode.Interrupted : ExitCode.Terminated);
+        const message = `interrupted (${signal}) before the call finished`;
+        if (json) {
+          expect(JSON.parse(io.out())).toEqual({
+            ok: false,
+            error: { kind: 'Interrupted', message, interrupted: signal },
+          });
+          expect(io.err()).toBe('');
+        } else {
+          expect(io.err()).toBe(`improv-extfn: ${message}\n`);
+          expect(io.out()).toBe('');
+        }
+      }
+    }
+  });
+
   test('a runner package whose factory throws makes the language unavailable (exit 3)', async () => {
     const fn = await tmp.file('add.json', JSON.stringify(add));
     const io = fakeIo({
@@ -316,6 +346,60 @@ describe('run', () => {
     expect(io.out()).toContain('1,2,3,\n');
   });
 
+  test('--columns numbers beyond the header, or from 0, are usage errors before any row runs', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const csv = await tmp.file('rows.csv', 'a,b,c\n1,2,3\n');
+    const runner = fakeRunner();
+    let io = fakeIo(withRunner(runner));
+    expect(await main(['run', fn, csv, '--header', '--columns', '2,99'], io)).toBe(
+      ExitCode.BadInput,
+    );
+    expect(io.err()).toBe(
+      'improv-extfn: --columns: column 99 is beyond the header, which has 3 column(s) (a, b, c)\n' +
+        '  fix: use header names or column numbers from 1 to 3\n',
+    );
+    expect(io.out()).toBe('');
+    expect(runner.rowsEvaluated).toBe(0);
+    const fixZero = '  fix: number the columns from 1 (the first column is 1): --columns 1,2\n';
+    for (const header of [['--header'], []]) {
+      io = fakeIo(withRunner());
+      expect(await main(['run', fn, csv, ...header, '--columns', '0,1'], io)).toBe(
+        ExitCode.BadInput,
+      );
+      expect(io.err()).toBe(
+        `improv-extfn: --columns 0,1: column numbers start at 1, not 0\n${fixZero}`,
+      );
+    }
+    const jsonl = await tmp.file('rows.jsonl', '[1,2]\n');
+    io = fakeIo(withRunner());
+    expect(await main(['run', fn, jsonl, '--columns', '0,1'], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toContain('column numbers start at 1, not 0\n');
+  });
+
+  test('a file separated by semicolons or tabs: the row says only commas separate cells, never a --columns not given', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const fix = (file: string, by: string) =>
+      `  fix: only commas separate CSV cells, and ${file} looks separated by ${by}: convert it to commas (save it from the spreadsheet as CSV with a comma delimiter), or write the rows as JSON lines\n`;
+    const semi = await tmp.file('semi.csv', 'x;y\n3;4\n');
+    let io = fakeIo(withRunner());
+    expect(await main(['run', fn, semi, '--header'], io)).toBe(ExitCode.FunctionError);
+    expect(io.out()).toBe(
+      'x;y,result,error\n3;4,,"MalformedRow: line 2: 1 cell(s), but add takes 2 argument(s) (number, number) (only commas separate cells, and this line has semicolons)"\n',
+    );
+    expect(io.err()).not.toContain('--columns');
+    expect(io.err()).toContain(fix(semi, 'semicolons'));
+    const tabs = await tmp.file('tabs.csv', '3\t4\n');
+    io = fakeIo(withRunner());
+    expect(await main(['run', fn, tabs], io)).toBe(ExitCode.FunctionError);
+    expect(io.out()).toContain('(only commas separate cells, and this line has tabs)');
+    expect(io.err()).toContain(fix(tabs, 'tabs'));
+    // With --columns given, the count it needs is still named.
+    const narrow = await tmp.file('narrow.csv', '5\n');
+    io = fakeIo(withRunner());
+    expect(await main(['run', fn, narrow, '--columns', '2,1'], io)).toBe(ExitCode.FunctionError);
+    expect(io.out()).toBe('5,,"MalformedRow: line 1: 1 cell(s), but --columns needs 2"\n');
+  });
+
   test('a progress bar is drawn on a terminal when the run is long, and cleared', async () => {
     const fn = await tmp.file('add.json', JSON.stringify(add));
     const rows = await tmp.file('rows.csv', '1,2\n'.repeat(30));
@@ -529,6 +613,44 @@ describe('run', () => {
     expect(await main(['eval', fn, '1', '2'], io)).toBe(ExitCode.FunctionError);
     expect(io.err()).toContain('raise the limit with --memory');
   });
+
+  test('--json gives the same limit and library fixes as stderr: eval in the error, run in the summary', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', '1,2\n3,4\n');
+    const runner = fakeRunner();
+    const failWith = (error: ExtFnError) => {
+      runner.call = async () => {
+        throw error;
+      };
+      runner.callBatch = async (_f, r) => r.map(() => error);
+    };
+    const cases: [ExtFnError, RegExp][] = [
+      [
+        ExtFnError.timeout('add', 1000),
+        /^if the function needs longer, raise the limit with --timeout/,
+      ],
+      [
+        ExtFnError.runtime('add', 'MemoryError', { limit: 'memory' }),
+        /^if the function needs more memory, raise the limit with --memory/,
+      ],
+      [
+        ExtFnError.runtime('add', "ModuleNotFoundError: No module named 'numpy'"),
+        /^a Python body imports the standard library and what --libraries allows: .*numpy must be installed there$/,
+      ],
+    ];
+    for (const [error, fix] of cases) {
+      failWith(error);
+      let io = fakeIo(withRunner(runner));
+      expect(await main(['eval', fn, '1', '2', '--json'], io)).toBe(ExitCode.FunctionError);
+      expect(JSON.parse(io.out()).error.fix).toMatch(fix);
+      io = fakeIo(withRunner(runner));
+      expect(await main(['run', fn, rows, '--json'], io)).toBe(ExitCode.FunctionError);
+      const summary = JSON.parse(io.err().trim().split('\n').at(-1)!);
+      expect(summary).toMatchObject({ rows: 2, failed: 2 });
+      expect(summary.fixes).toHaveLength(1);
+      expect(summary.fixes[0]).toMatch(fix);
+    }
+  });
 });
 
 describe('descriptor files', () => {
@@ -550,6 +672,22 @@ describe('descriptor files', () => {
     expect(picked.err()).not.toContain('invalid descriptor');
   });
 
+  test('functions that repeat a name: exit 2 naming the name and where, with or without --name', async () => {
+    const file = await tmp.file(
+      'two.json',
+      JSON.stringify([add, { ...add, body: 'args[0] - args[1]' }]),
+    );
+    for (const pick of [[], ['--name', 'add']]) {
+      const io = fakeIo(withRunner());
+      expect(await main(['eval', file, ...pick, '1', '2'], io)).toBe(ExitCode.BadInput);
+      expect(io.err()).toBe(
+        `improv-extfn: ${file}: 2 functions are named "add" ([0], [1])\n` +
+          '  fix: give each function its own name: --name picks a function by name\n',
+      );
+      expect(io.out()).toBe('');
+    }
+  });
+
   test('a descriptor from standard input (-)', async () => {
     const io = fakeIo(withRunner(), { stdin: JSON.stringify(add) });
     expect(await main(['eval', '-', '2', '3'], io)).toBe(ExitCode.Ok);
@@ -561,6 +699,26 @@ describe('descriptor files', () => {
     const io = fakeIo(withRunner());
     expect(await main(['eval', fn], io)).toBe(ExitCode.BadInput);
     expect(io.err()).toContain('bad.json is not valid JSON: line 3, column 11: Unexpected token');
+  });
+
+  test('a raw line break or tab in a body gets the fix to write it as \\n or \\t', async () => {
+    const file = await tmp.file(
+      'nl.json',
+      '{"name": "f", "language": "python", "body": "x = 1\nresult = x", "argTypes": [], "returnType": "number"}',
+    );
+    let io = fakeIo(withRunner());
+    expect(await main(['eval', file], io)).toBe(ExitCode.BadInput);
+    expect(io.err()).toBe(
+      `improv-extfn: ${file} is not valid JSON: line 1, column 51: Bad control character in string literal\n` +
+        '  fix: the value of "body" holds a line break as it is, which JSON does not allow: ' +
+        'inside a string write line breaks as \\n and tabs as \\t ("body": "x = 1\\nresult = x * 2")\n',
+    );
+    const tab = await tmp.file('tab.json', '{"name": "f", "body": "\tresult = 1"}');
+    io = fakeIo(withRunner(), {});
+    expect(await main(['eval', tab, '--json'], io)).toBe(ExitCode.BadInput);
+    expect(JSON.parse(io.out()).error.fix).toMatch(
+      /^the value of "body" holds a tab as it is, .*write line breaks as \\n and tabs as \\t/,
+    );
   });
 
   test('fix hints name environment variables, not API options', async () => {
@@ -634,7 +792,8 @@ describe('descriptor files', () => {
         functionName: 'add',
         ms: 5000,
         limit: 'wall-clock',
-        fix: 'raise --timeout',
+        // The error's own fix, then the one stderr adds for the limit.
+        fix: 'raise --timeout; if the function needs longer, raise the limit with --timeout (e.g. --timeout 30s; default 5s)',
       },
     });
   });

@@ -124,6 +124,55 @@ describe('--libraries', () => {
   });
 });
 
+describe('a runner named with --runner that cannot run here', () => {
+  /** A worker io whose julia runner loads but probes unavailable, the way a missing interpreter does. */
+  function unavailableIo(probe: () => Promise<unknown>) {
+    const julia = fakeRunner('julia');
+    julia.probe = probe as typeof julia.probe;
+    const wasm = fakeRunner();
+    const io = fakeIo({
+      '@improv/extfn-queue': queueModule,
+      '@improv/extfn-wasm': { wasm: () => wasm },
+      '@improv/extfn-julia': { julia: () => julia },
+    });
+    return { io, julia, wasm };
+  }
+
+  test('stops the worker before it serves (exit 3), with the reason and fix of its probe, said once', async () => {
+    const { io, julia, wasm } = unavailableIo(async () => ({
+      language: 'julia',
+      available: false,
+      detail: 'no julia found; install Julia, or set IMPROV_EXTFN_JULIA to its path',
+      fix: 'install Julia, or set IMPROV_EXTFN_JULIA to its path',
+    }));
+    const code = await main(
+      ['worker', '--redis', UNREACHABLE, '--runner', 'wasm', '--runner', 'julia'],
+      io,
+    );
+    expect(code).toBe(ExitCode.Unavailable);
+    expect(io.err()).toBe(
+      'improv-extfn: worker: runner julia cannot run here: no julia found\n' +
+        '  fix: install Julia, or set IMPROV_EXTFN_JULIA to its path\n',
+    );
+    expect(io.err()).not.toContain('serving');
+    // Neither runner is left running.
+    expect([julia.closed, wasm.closed]).toEqual([1, 1]);
+  });
+
+  test('a probe that throws is unavailable for its reason; --json says LanguageUnavailable', async () => {
+    const { io } = unavailableIo(async () => {
+      throw new Error('julia --version failed');
+    });
+    const code = await main(['worker', '--redis', UNREACHABLE, '--runner', 'julia', '--json'], io);
+    expect(code).toBe(ExitCode.Unavailable);
+    expect(JSON.parse(io.out()).error).toMatchObject({
+      kind: 'LanguageUnavailable',
+      message: 'worker: runner julia cannot run here: julia --version failed',
+      fix: expect.stringContaining('improv-extfn doctor'),
+    });
+  });
+});
+
 describe('a Redis that cannot be reached', () => {
   test('is said once with its fix, and start-up gives up after --connect-timeout (exit 3)', async () => {
     const io = workerIo();

@@ -160,7 +160,20 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
     }
     return ExitCode.Ok;
   } catch (error) {
-    if (io.signal?.aborted) return interruptedExitCode(io.signal);
+    if (io.signal?.aborted) return interrupted(io, json);
     return reportFailure(error, io, json);
   }
+}
+
+/** Ctrl-C or SIGTERM before the call finished: said as `run` says it, with the exit code of the signal. */
+function interrupted(io: CliIo, json: boolean): ExitCode {
+  const code = interruptedExitCode(io.signal);
+  const by = code === ExitCode.Terminated ? 'SIGTERM' : 'SIGINT';
+  const message = `interrupted (${by}) before the call finished`;
+  if (json) {
+    io.stdout.write(
+      `${JSON.stringify({ ok: false, error: { kind: 'Interrupted', message, interrupted: by } })}\n`,
+    );
+  } else io.stderr.write(`improv-extfn: ${message}\n`);
+  return code;
 }

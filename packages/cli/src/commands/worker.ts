@@ -104,7 +104,17 @@ async function loadQueue(io: CliIo): Promise<QueueModule> {
   }
 }
 
-/** The runners asked for by name; each must load. */
+/** A runner's probe; one that throws is unavailable for the reason it gives. */
+async function probeOf(
+  runner: LanguageRunner,
+): Promise<{ available: boolean; detail?: string; fix?: string }> {
+  return runner.probe().catch((error: unknown) => ({ available: false, detail: messageOf(error) }));
+}
+
+/**
+ * The runners asked for by name; each must load and probe available here: a
+ * worker that serves a language it cannot run would fail every chunk of it.
+ */
 async function namedRunners(
   names: readonly string[],
   io: CliIo,
@@ -130,6 +140,23 @@ async function namedRunners(
         ExitCode.Unavailable,
       );
     }
+    const probe = await probeOf(load.runner);
+    if (!probe.available) {
+      await Promise.allSettled([...runners, load.runner].map((r) => r.close?.()));
+      // Some probes end their detail with their fix: said once, on the fix line.
+      let reason = probe.detail ?? 'its probe says it is unavailable';
+      if (probe.fix && reason.endsWith(`; ${probe.fix}`)) {
+        reason = reason.slice(0, -probe.fix.length - 2);
+      }
+      throw new CliError(
+        'LanguageUnavailable',
+        `worker: runner ${name} cannot run here: ${cliWording(reason)}`,
+        probe.fix
+          ? cliWording(probe.fix)
+          : 'run improv-extfn doctor to see what is missing, or serve other languages with --runner',
+        ExitCode.Unavailable,
+      );
+    }
     runners.push(load.runner);
   }
   return runners;
@@ -145,9 +172,7 @@ async function availableRunners(io: CliIo, settings: RunnerSettings): Promise<La
   for (const spec of RUNNER_PACKAGES) {
     const load = await loadRunner(spec, io, settings);
     if (!load.ok) continue;
-    const probe: { available: boolean; detail?: string; fix?: string } = await load.runner
-      .probe()
-      .catch((error: unknown) => ({ available: false, detail: messageOf(error) }));
+    const probe = await probeOf(load.runner);
     if (probe.available) {
       runners.push(load.runner);
       continue;
