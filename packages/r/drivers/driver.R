@@ -1419,8 +1419,13 @@ function(con, precompiled = NULL) eval(
       r <- outcome$result
       m <- length(at)
       if (is.null(r) || !(is.atomic(r) || is.list(r)) || !is.null(dim(r))) {
-        got <- describe(r)
-        return(list(failure = chunk_error(paste0("a vectorized body returns one vector of ", m, " values, got ", got), got), rerun = FALSE))
+        shape <- dim(r)
+        got <- if (is.null(shape)) describe(r) else {
+          paste0("a ", paste(shape, collapse = "x"), if (length(shape) == 2L) " matrix" else " array", " of ", typeof(r))
+        }
+        # A matrix or array is refused even when its cells would do: say how to make it a vector.
+        why <- if (is.null(shape)) "" else " (as.vector(result) drops its dimensions)"
+        return(list(failure = chunk_error(paste0("a vectorized body returns one vector of ", m, " values, got ", got, why), got), rerun = FALSE))
       }
       if (length(r) != m) {
         return(list(
