@@ -156,12 +156,14 @@ export class CsvReader {
   /**
    * Reads the record at #pos into `out`; false when more text is needed. Until
    * the end, the last character is never consumed, so a look-ahead (CR LF,
-   * `""`) always has the next character to look at.
+   * `""`) always has the next character to look at; except a last LF, which
+   * needs none: a line that has come in whole is read now, not when the next
+   * text comes (a slow producer on stdin).
    */
   #next(out: CsvRecord[], final: boolean): boolean {
     const text = this.#buf;
     const n = text.length;
-    const end = final ? n : n - 1;
+    const end = final || text.charCodeAt(n - 1) === LF ? n : n - 1;
     const start = this.#pos;
     const startLine = this.#line;
     const loneCr = this.#loneCr;

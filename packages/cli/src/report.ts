@@ -22,9 +22,18 @@ export function exitCodeForKind(kind: ExtFnErrorKind | string): ExitCode {
 function indent(text: string, prefix = '  | '): string {
   return text
     .replace(/\s+$/, '')
-    .split('\n')
+    .split(/\r?\n/)
     .map((l) => prefix + l)
     .join('\n');
+}
+
+/**
+ * A message's lines after its first, indented like the body's own output: a
+ * row's error is model text, and a line break in it must not start a line at
+ * column 0, where ours (`improv-extfn: …`) start.
+ */
+function indentContinuations(text: string): string {
+  return text.replace(/\r?\n/g, '\n  | ');
 }
 
 /** Writes a failure and returns the exit code it means. */
@@ -49,10 +58,10 @@ export function reportFailure(error: unknown, io: CliIo, json: boolean): ExitCod
       else delete fields.fix;
       io.stdout.write(`${JSON.stringify({ ok: false, error: fields })}\n`);
     } else {
-      let text = `improv-extfn: ${error.kind}: ${cliWording(error.message)}\n`;
+      let text = `improv-extfn: ${error.kind}: ${indentContinuations(cliWording(error.message))}\n`;
       if (error.stderr?.trim()) text += `${indent(error.stderr)}\n`;
       if (error.fix && !error.message.includes(error.fix))
-        text += `  fix: ${cliWording(error.fix)}\n`;
+        text += `  fix: ${indentContinuations(cliWording(error.fix))}\n`;
       const raise = cliFix(error);
       if (raise) text += `  fix: ${raise}\n`;
       io.stderr.write(text);

@@ -1,6 +1,7 @@
 /**
  * The streaming core of `run`: rows are read, evaluated in batches through
- * `Registry.evalBatch` and written as each batch finishes, in input order.
+ * `Registry.evalBatch` and written as each batch finishes, in input order,
+ * also while the input is stalled.
  * At most two batches are in flight and the reader waits for them, so memory
  * depends on the batch size, never on the table's length. The first batch is
  * small so the first rows come out at once; later ones grow.
@@ -28,7 +29,7 @@ const LARGEST_BATCH = 8192;
 const IN_FLIGHT = 2;
 
 /** Kinds that say this machine cannot run the function at all: every other row would fail the same way. */
-const HOST_KINDS = new Set(['Sandbox', 'LanguageUnavailable']);
+export const HOST_KINDS: ReadonlySet<string> = new Set(['Sandbox', 'LanguageUnavailable']);
 
 /** The run stopped at its first row that failed for a reason of the host's, not the row's. */
 export class HostFailure extends Error {
@@ -63,6 +64,11 @@ export interface PipelineOptions {
   /** Written before the first row (the CSV header), read when the first output is due. */
   readonly header: () => string;
   readonly onProgress?: (rows: number, bytes: number) => void;
+  /**
+   * Whether a row's error stops the run as a host's does (the function cannot
+   * load, so every row would fail the same way), besides the host's kinds.
+   */
+  readonly stopsRun?: (error: ExtFnError) => boolean;
 }
 
 /** Evaluates and writes every row; resolves when done or stopped (check the signal). */
@@ -73,8 +79,11 @@ export async function runPipeline(
   const { registry, fn, sink, writer, tally, signal } = options;
   const inFlight: Batch[] = [];
   let pending: TableRow[] = [];
+  // Where the pending rows start and end in the input. A piece's rows share its
+  // bytes evenly: one read (up to 64 KiB) can be a small table's whole length, so
+  // the bytes read say nothing of how many of its rows are done.
   let pendingFrom = 0;
-  let bytesRead = 0;
+  let pendingTo = 0;
   let target = FIRST_BATCH;
   let finishedRows = 0;
   let headerWritten = false;
@@ -82,13 +91,13 @@ export async function runPipeline(
   const progress = () => {
     if (!options.onProgress) return;
     let rows = finishedRows;
-    for (const batch of inFlight) rows += batch.done;
-    // How far into the input the oldest batch has got: the rows before that point are done.
-    const oldest = inFlight[0];
-    const bytes = oldest
-      ? oldest.bytesBefore +
-        ((oldest.bytes - oldest.bytesBefore) * oldest.done) / Math.max(1, oldest.rows.length)
-      : bytesRead;
+    // The input's bytes the done rows stand for: those before the oldest batch, and
+    // each batch's share of its own (a later batch's rows count as they finish too).
+    let bytes = inFlight[0]?.bytesBefore ?? pendingFrom;
+    for (const batch of inFlight) {
+      rows += batch.done;
+      bytes += ((batch.bytes - batch.bytesBefore) * batch.done) / Math.max(1, batch.rows.length);
+    }
     options.onProgress(rows, bytes);
   };
 
@@ -101,7 +110,7 @@ export async function runPipeline(
     const batchAbort = new AbortController();
     const forward = () => batchAbort.abort(signal.reason);
     signal.addEventListener('abort', forward, { once: true });
-    const batch: Batch = { rows, bytesBefore: pendingFrom, bytes: bytesRead, done: 0 };
+    const batch: Batch = { rows, bytesBefore: pendingFrom, bytes: pendingTo, done: 0 };
     batch.result = registry
       .evalBatch(fn.name, args, {
         signal: batchAbort.signal,
@@ -117,7 +126,7 @@ export async function runPipeline(
       .finally(() => signal.removeEventListener('abort', forward));
     inFlight.push(batch);
     pending = [];
-    pendingFrom = bytesRead;
+    pendingFrom = pendingTo;
     target = Math.min(LARGEST_BATCH, target * 2);
   };
 
@@ -142,7 +151,10 @@ export async function runPipeline(
         : outcome.results[next++]!,
     );
     outcomes.forEach((result, i) => {
-      if (ExtFnError.isInstance(result) && HOST_KINDS.has(result.kind)) {
+      if (
+        ExtFnError.isInstance(result) &&
+        (HOST_KINDS.has(result.kind) || options.stopsRun?.(result))
+      ) {
         throw new HostFailure(result, batch.rows[i]!.line);
       }
     });
@@ -157,11 +169,28 @@ export async function runPipeline(
     progress();
   };
 
+  const iterator = pieces[Symbol.asyncIterator]();
   try {
-    for await (const piece of pieces) {
-      bytesRead = piece.bytes;
-      for (const row of piece.rows) {
-        pending.push(row);
+    for (;;) {
+      const next = iterator.next();
+      // Batches that finish while the next piece is awaited are written at once:
+      // a slow producer on stdin sees a row's result before it sends the next row.
+      while (inFlight.length > 0 && !signal.aborted) {
+        const first = await Promise.race([
+          inFlight[0]!.result!.then(() => 'batch' as const),
+          next.then(() => 'piece' as const),
+        ]);
+        if (first === 'piece') break;
+        await finishOldest();
+      }
+      if (signal.aborted) return;
+      const step = await next;
+      if (step.done) break;
+      const { rows, bytes } = step.value;
+      const from = pendingTo;
+      for (let i = 0; i < rows.length; i++) {
+        pending.push(rows[i]!);
+        pendingTo = from + ((bytes - from) * (i + 1)) / rows.length;
         if (pending.length >= target) {
           dispatch();
           while (inFlight.length >= IN_FLIGHT && !signal.aborted) await finishOldest();
@@ -183,6 +212,8 @@ export async function runPipeline(
     options.cancel();
     throw error;
   } finally {
+    // Not awaited: a read still pending ends when the signal aborts (every early exit aborts it).
+    void iterator.return?.().catch(() => {});
     // Stopped early: let the cancelled batches settle before the registry closes.
     await Promise.allSettled(inFlight.map((b) => b.result));
   }

@@ -66,7 +66,8 @@ export function formatSummary(summary: Summary, tally: Tally): string {
     .map(([kind, count]) => `${kind} ${n(count)}`)
     .join(', ');
   let text = '';
-  for (const problem of tally.problems) text += `  ${cliWording(problem.split('\n')[0]!)}\n`;
+  // The first line only (the output has the rest), without the CR of a CR LF.
+  for (const problem of tally.problems) text += `  ${cliWording(problem.split(/\r?\n/)[0]!)}\n`;
   if (summary.failed > tally.problems.length) {
     text += `  … and ${n(summary.failed - tally.problems.length)} more (see the output)\n`;
   }

@@ -249,6 +249,74 @@ describe('a machine that cannot run the function', () => {
   });
 });
 
+describe('a function that cannot load', () => {
+  test.skipIf(!wasm.ready)(
+    `a wasm body its runner refuses: the error once, the run stopped at line 1, the output untouched, exit 1${skipNote(wasm)}`,
+    async () => {
+      const fn = await tmp.file(
+        'unloadable.json',
+        JSON.stringify({
+          name: 'unloadable',
+          language: 'wasm',
+          argTypes: ['number'],
+          returnType: 'number',
+          body: '(module)',
+        }),
+      );
+      const rows = await tmp.file('unloadable.csv', '1\n'.repeat(20_000));
+      const out = await tmp.file('unloadable-out.csv', 'kept\n');
+      const result = await cli(['run', fn, rows, '-o', out]);
+      expect(result.exitCode).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toMatch(
+        /^improv-extfn: Runtime: function unloadable: a wasm body must start with "wat:"/,
+      );
+      expect(result.stderr).toContain(
+        'stopped at line 1: the function cannot load, so every row would fail the same way; ',
+      );
+      expect(result.stderr).not.toMatch(/row\(s\): 0 ok/);
+      expect(await readFile(out, 'utf8')).toBe('kept\n');
+    },
+  );
+
+  test.skipIf(!python.ready)(
+    `a Python syntax error: the traceback once and no rows; a body that fails only on some rows still runs them all${skipNote(python)}`,
+    async () => {
+      const bad = await tmp.file(
+        'syntax.json',
+        JSON.stringify({
+          name: 'syntax',
+          language: 'python',
+          argTypes: ['number'],
+          returnType: 'number',
+          body: 'result = (args[0] +',
+        }),
+      );
+      const rows = await tmp.file('syntax.csv', '1\n2\n3\n');
+      const result = await cli(['run', bad, rows]);
+      expect(result.exitCode).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr.match(/SyntaxError: '\(' was never closed\n/g)).toHaveLength(1);
+      expect(result.stderr).toContain('stopped at line 1: the function cannot load');
+      // Control: a body that loads and fails some rows is not stopped.
+      const some = await tmp.file(
+        'some.json',
+        JSON.stringify({
+          name: 'some',
+          language: 'python',
+          argTypes: ['number'],
+          returnType: 'number',
+          body: 'if args[0] == 2:\n    raise ValueError("two")\nresult = args[0]',
+        }),
+      );
+      const ran = await cli(['run', some, rows]);
+      expect(ran.exitCode).toBe(1);
+      expect(ran.stdout).toBe('1,1,\n2,,Runtime: ValueError: two\n3,3,\n');
+      expect(ran.stderr).not.toContain('stopped at line');
+    },
+  );
+});
+
 /** The names (comm) of the processes below `root`, as the host sees them. */
 /**
  * Names of the processes below `root` that are not its own children: a

@@ -1,4 +1,5 @@
 /** `improv-extfn run FN.json ROWS.(csv|jsonl) [-o OUT]`: one function over a table, streamed through the batch path. */
+import type { ExtFnError } from '@improv/extfn-core';
 import { usage } from '../cli-error.js';
 import { CsvReader } from '../csv.js';
 import { CsvRows } from '../csv-rows.js';
@@ -19,7 +20,7 @@ import {
 import { fileSink, type RowSink, streamSink } from '../output.js';
 import { ProgressBar } from '../progress.js';
 import { reportFailure } from '../report.js';
-import { HostFailure, runPipeline } from '../row-pipeline.js';
+import { HOST_KINDS, HostFailure, runPipeline } from '../row-pipeline.js';
 import { readPieces } from '../row-reader.js';
 import { csvRowWriter, jsonRowWriter } from '../row-writer.js';
 import { formatSummary, Tally } from '../run-summary.js';
@@ -215,8 +216,21 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
     sink.onClosed(() => stop.abort(new Error('the output was closed')));
     const signal = io.signal ? AbortSignal.any([io.signal, stop.signal]) : stop.signal;
     // The function's worker starts while the first rows are read (a slow pipe, a
-    // large file's first batch); a failure is reported by the rows themselves.
-    void registry.warmUp([fn.name], { signal }).catch(() => {});
+    // large file's first batch). A function that cannot load (a syntax error, a
+    // wasm body its runner refuses) fails its warm-up; a row that then fails the
+    // same way stops the run there, since every row would (not 200 000 failed rows).
+    let cannotLoad: ExtFnError | undefined;
+    void registry.warmUp([fn.name], { signal }).then(
+      ([outcome]) => {
+        const error = outcome?.error;
+        if (error && error.kind !== 'Timeout' && !error.aborted) cannotLoad = error;
+      },
+      () => {},
+    );
+    const stopsRun = (error: ExtFnError) =>
+      cannotLoad !== undefined &&
+      error.kind === cannotLoad.kind &&
+      error.message === cannotLoad.message;
     tally = new Tally(fn);
     const writer =
       format === 'csv'
@@ -235,6 +249,7 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
         signal,
         cancel: () => stop.abort(new Error('the run failed')),
         header: () => writer.header(csv?.rows.header),
+        stopsRun,
         ...(progress
           ? {
               onProgress: (rows: number, bytes: number) =>
@@ -275,7 +290,9 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
     if (sink) {
       await sink.discard();
       const where =
-        error instanceof HostFailure ? `stopped at line ${error.line}: every row needs this` : '';
+        error instanceof HostFailure
+          ? `stopped at line ${error.line}: ${HOST_KINDS.has(error.error.kind) ? 'every row needs this' : 'the function cannot load, so every row would fail the same way'}`
+          : '';
       const output =
         outFile !== undefined || tally?.rows
           ? unchanged(outFile, tally?.rows ?? 0, sink.direct)
