@@ -363,7 +363,7 @@ describe.skipIf(!restrictedOk)(
       expect(batch[1]).toEqual(Value.datetime('2000-01-01T00:00:00Z'));
       expect((batch[2] as ExtFnError).message).toMatch(/naive datetime/);
       expect((batch[3] as ExtFnError).message).toBe(
-        'function odd: result expected datetime, got number 1.5',
+        'function odd: result expected datetime, got float 1.5',
       );
       expect(batch[4]).toEqual(Value.datetime('2262-04-11T23:47:16.854776Z'));
       for (let i = 0; i < rows.length; i++) {
