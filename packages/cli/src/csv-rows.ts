@@ -76,11 +76,11 @@ export class CsvRows {
   #resolveColumns(header: string[] | undefined): void {
     const { columns } = this.#options;
     const arity = this.#fn.argTypes.length;
+    const zero = columns && columnZero(columns);
     this.#indexes = columns
       ? columns.map((column) => {
           const named = header?.indexOf(column) ?? -1;
           if (named >= 0) return named;
-          const zero = columnZero(columns);
           if (zero) throw zero;
           // Known before any row is read: a number past the header would fail every row.
           if (isColumnNumber(column) && header && Number(column) > header.length) {

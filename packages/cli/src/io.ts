@@ -91,8 +91,13 @@ export function processIo(signal?: AbortSignal): CliIo {
   };
 }
 
+/** The signal a command was interrupted by: SIGTERM when `bin.js` said so, else SIGINT. */
+export function interruptedBy(signal: AbortSignal | undefined): 'SIGINT' | 'SIGTERM' {
+  const reason = signal?.reason;
+  return reason instanceof Interrupted ? reason.signalName : 'SIGINT';
+}
+
 /** 143 for SIGTERM, else 130: what a shell reports for a command ended by that signal. */
 export function interruptedExitCode(signal: AbortSignal | undefined): 130 | 143 {
-  const reason = signal?.reason;
-  return reason instanceof Interrupted && reason.signalName === 'SIGTERM' ? 143 : 130;
+  return interruptedBy(signal) === 'SIGTERM' ? 143 : 130;
 }

@@ -5,7 +5,7 @@ import { badInput, usage } from '../cli-error.js';
 import { readDescriptor } from '../descriptor-file.js';
 import { examplePath } from '../examples.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
-import { type CliIo, interruptedExitCode } from '../io.js';
+import { type CliIo, interruptedBy, interruptedExitCode } from '../io.js';
 import { checkLibrariesFlag, parseLibraries } from '../libraries-flag.js';
 import {
   ARGUMENT_UTF8_FIX,
@@ -167,13 +167,12 @@ export async function evalCommand(argv: readonly string[], io: CliIo): Promise<E
 
 /** Ctrl-C or SIGTERM before the call finished: said as `run` says it, with the exit code of the signal. */
 function interrupted(io: CliIo, json: boolean): ExitCode {
-  const code = interruptedExitCode(io.signal);
-  const by = code === ExitCode.Terminated ? 'SIGTERM' : 'SIGINT';
+  const by = interruptedBy(io.signal);
   const message = `interrupted (${by}) before the call finished`;
   if (json) {
     io.stdout.write(
       `${JSON.stringify({ ok: false, error: { kind: 'Interrupted', message, interrupted: by } })}\n`,
     );
   } else io.stderr.write(`improv-extfn: ${message}\n`);
-  return code;
+  return interruptedExitCode(io.signal);
 }

@@ -7,7 +7,7 @@ import { readDescriptor } from '../descriptor-file.js';
 import { examplePath } from '../examples.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { openRows, type TextSource } from '../input.js';
-import { type CliIo, interruptedExitCode } from '../io.js';
+import { type CliIo, interruptedBy, interruptedExitCode } from '../io.js';
 import { checkLibrariesFlag, parseLibraries } from '../libraries-flag.js';
 import {
   parseColumns,
@@ -320,12 +320,11 @@ async function interrupted(
   json: boolean,
 ): Promise<ExitCode> {
   await sink.discard();
-  const code = interruptedExitCode(io.signal);
-  const by = code === ExitCode.Terminated ? 'SIGTERM' : 'SIGINT';
+  const by = interruptedBy(io.signal);
   io.stderr.write(
     json
       ? `${JSON.stringify({ interrupted: by, rows, output: outFile ?? null, outputChanged: Boolean(sink.direct && outFile !== undefined && rows > 0) })}\n`
       : `improv-extfn: interrupted (${by}) after ${rows.toLocaleString('en-US')} row(s); ${unchanged(outFile, rows, sink.direct)}\n`,
   );
-  return code;
+  return interruptedExitCode(io.signal);
 }

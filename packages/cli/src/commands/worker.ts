@@ -8,7 +8,7 @@ import { ExtFnError, type LanguageRunner } from '@improv/extfn-core';
 import { CliError, usage } from '../cli-error.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { cliWording } from '../hints.js';
-import { type CliIo, interruptedExitCode } from '../io.js';
+import { type CliIo, interruptedBy, interruptedExitCode } from '../io.js';
 import { OPTION, parseLibraries } from '../libraries-flag.js';
 import { parseCommandLine, parseTimeout } from '../options.js';
 import {
@@ -477,7 +477,7 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
   });
   const code = interruptedExitCode(io.signal);
   io.stderr.write(
-    `improv-extfn worker: stopping (${code === ExitCode.Terminated ? 'SIGTERM' : 'SIGINT'}): running chunks get up to ${CLOSE_GRACE_MS / 1000} s to finish; Ctrl-C again to exit at once\n`,
+    `improv-extfn worker: stopping (${interruptedBy(io.signal)}): running chunks get up to ${CLOSE_GRACE_MS / 1000} s to finish; Ctrl-C again to exit at once\n`,
   );
   const closed = await within(
     worker.close(CLOSE_GRACE_MS).then(() => true),
