@@ -32,7 +32,14 @@ const print = (...parts) => {
   printed += parts.join(' ').length + 1;
   if (printed > outputCap) { const e = new Error('output too large'); e.limit = 'output'; throw e; }
 };
+let script;
 try {
+  script = new vm.Script(body, { filename: 'body.js' });
+} catch (e) {
+  // does not parse: every call fails alike (the host marks it loadFailed)
+  parentPort.postMessage({ error: String(e && e.name ? e.name + ': ' + e.message : e), load: true });
+}
+if (script) try {
   // Math.random seeded the same for every call (mulberry32 from 0), so results are deterministic.
   let seed = 0;
   const random = () => {
@@ -43,7 +50,7 @@ try {
   };
   const SeededMath = Object.assign(Object.create(Math), { random });
   const context = vm.createContext({ args: args.map((v, i) => fromWire(v, argTypes[i])), result: undefined, print, Math: SeededMath, JSON });
-  vm.runInContext(body, context, { filename: 'body.js' });
+  script.runInContext(context);
   let r = context.result;
   if (r instanceof Date) r = r.toISOString();
   else if (typeof r === 'number' && !Number.isFinite(r)) r = String(r);
@@ -82,16 +89,17 @@ function runInWorker(
     );
     const onAbort = () => finish(() => reject(ExtFnError.aborted(fn.name, options.signal?.reason)));
     options.signal?.addEventListener('abort', onAbort, { once: true });
-    worker.once('message', (message: { ok?: unknown; error?: string; limit?: 'output' }) =>
+    type Reply = { ok?: unknown; error?: string; limit?: 'output'; load?: true };
+    worker.once('message', (message: Reply) =>
       finish(() =>
         message.error === undefined
           ? resolve(message.ok)
           : reject(
-              ExtFnError.runtime(
-                fn.name,
-                message.error,
-                message.limit ? { limit: message.limit } : {},
-              ),
+              ExtFnError.runtime(fn.name, message.error, {
+                ...(message.limit ? { limit: message.limit } : {}),
+                // a body that does not parse: an engine shows it once per function
+                ...(message.load ? { loadFailed: true } : {}),
+              }),
             ),
       ),
     );

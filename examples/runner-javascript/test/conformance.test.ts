@@ -10,6 +10,7 @@ runnerConformanceSuite(test, () => javascript(), {
     identity: 'result = args[0];',
     add: 'result = args[0] + args[1];',
     raise: 'throw new Error("nope");',
+    noLoad: 'result = (;',
     wrongReturn: 'result = "five";',
     loop: 'for (;;) {}',
     largeResult: 'result = "x".repeat(200000);',

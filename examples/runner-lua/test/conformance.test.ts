@@ -29,6 +29,7 @@ runnerConformanceSuite(
       identity: 'result = args[1]',
       add: 'result = args[1] + args[2]',
       raise: 'error("nope")',
+      noLoad: 'result = (',
       wrongReturn: 'result = "five"',
       loop: 'while true do end',
       largeResult: 'result = string.rep("x", 200000)',

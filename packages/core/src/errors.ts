@@ -58,6 +58,13 @@ export interface ExtFnErrorFields {
   limit?: ResourceLimit;
   /** Runtime: the call was cancelled through its AbortSignal. */
   aborted?: boolean;
+  /**
+   * Runtime: the function's body did not load (it does not parse or compile,
+   * or its runner refused it before any row ran), so every call of it fails
+   * alike until it is registered anew: an engine can show it once per
+   * function instead of once per cell.
+   */
+  loadFailed?: boolean;
   /** LanguageUnavailable: the language asked for. */
   language?: string;
   /** LanguageUnavailable / NotFound: what is available instead. */
@@ -84,6 +91,7 @@ export class ExtFnError extends Error {
   declare readonly stderr?: string;
   declare readonly limit?: ResourceLimit;
   declare readonly aborted?: boolean;
+  declare readonly loadFailed?: boolean;
   declare readonly language?: string;
   declare readonly available?: readonly string[];
   declare readonly fix?: string;
@@ -257,6 +265,7 @@ export class ExtFnError extends Error {
       'stderr',
       'limit',
       'aborted',
+      'loadFailed',
       'language',
       'available',
       'fix',

@@ -110,6 +110,11 @@ describe('the conformance kit', () => {
       /evalBatch row 0/,
     ],
     ['warm-up-fails', /warmUp\(\) readies a function/, /warmUp failed: .*could not start/],
+    [
+      'load-unmarked',
+      /a body that does not load fails every call alike, marked loadFailed/,
+      /not marked loadFailed: function broken: SyntaxError/,
+    ],
   ];
   test.each(defects)(
     'a runner with defect %s fails the kit where it should',

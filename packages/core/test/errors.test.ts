@@ -44,6 +44,22 @@ describe('ExtFnError', () => {
     });
   });
 
+  test('loadFailed: in toJSON and fields(), kept when re-addressed to another function', () => {
+    const error = ExtFnError.runtime('f', 'SyntaxError: unexpected EOF', { loadFailed: true });
+    expect(error.loadFailed).toBe(true);
+    expect(error.toJSON()).toEqual({
+      kind: 'Runtime',
+      message: 'function f: SyntaxError: unexpected EOF',
+      loadFailed: true,
+      functionName: 'f',
+    });
+    const moved = error.withFunctionName('g');
+    expect(moved.message).toBe('function g: SyntaxError: unexpected EOF');
+    expect(moved.loadFailed).toBe(true);
+    // set only when true: a row's error has no such key
+    expect(Object.keys(all[4]!)).not.toContain('loadFailed');
+  });
+
   test('isInstance works across copies of the package (Symbol.for marker)', () => {
     const foreign = Object.assign(new Error('x'), {
       [Symbol.for('@improv/extfn.error')]: true,

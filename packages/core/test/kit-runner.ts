@@ -29,7 +29,9 @@ export type Defect =
   /** A vectorized chunk the body raises for fails every row, instead of being re-run row by row. */
   | 'vectorized-no-fallback'
   /** warmUp rejects although the function's calls work. */
-  | 'warm-up-fails';
+  | 'warm-up-fails'
+  /** A body that does not load fails its calls without saying so (no `loadFailed`). */
+  | 'load-unmarked';
 
 /** A small seeded generator (mulberry32), standing in for a language's default one. */
 function generator(seed: number): () => number {
@@ -71,6 +73,12 @@ export function kitRunner(defect?: Defect): LanguageRunner {
         return Promise.resolve(V.number(x + num(args[1])));
       case 'raise':
         return Promise.reject(ExtFnError.runtime(fn.name, 'Error: nope'));
+      case 'unparsable':
+        return Promise.reject(
+          ExtFnError.runtime(fn.name, 'SyntaxError: unexpected end', {
+            ...(defect === 'load-unmarked' ? {} : { loadFailed: true }),
+          }),
+        );
       case 'wrong':
         return Promise.resolve(V.text('five'));
       case 'loop':
@@ -155,6 +163,7 @@ export const kitBodies = {
   identity: 'identity',
   add: 'add',
   raise: 'raise',
+  noLoad: 'unparsable',
   wrongReturn: 'wrong',
   loop: 'loop',
   largeResult: 'large',

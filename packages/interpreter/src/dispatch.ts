@@ -9,7 +9,7 @@
 import { type ExternalFn, ExtFnError } from '@improv/extfn-core';
 import { LoadFailure, WorkerFailure } from './failures.js';
 import { type Frame, type Payload, requestMs } from './frames.js';
-import { driverErrorToExtFnError, OUTPUT_FIX, ResponseShapeError } from './from-driver.js';
+import { loadErrorToExtFnError, OUTPUT_FIX, ResponseShapeError } from './from-driver.js';
 import type { Pool, PooledWorker } from './pool.js';
 import { responseForm, responseLimits } from './response-limits.js';
 import { CHECK_WINDOW_MS, type RequestOptions } from './warm-worker.js';
@@ -264,7 +264,7 @@ export function endLease(pool: Pool<DispatchWorker>, lease: Lease): void {
 /** A worker failure, load failure or anything else as the ExtFnError of `fn`. */
 export function toExtFnError(fn: ExternalFn, error: unknown, timeoutMs: number): ExtFnError {
   if (ExtFnError.isInstance(error)) return error.withFunctionName(fn.name);
-  if (error instanceof LoadFailure) return driverErrorToExtFnError(fn, error.error);
+  if (error instanceof LoadFailure) return loadErrorToExtFnError(fn, error.error);
   if (error instanceof WorkerFailure) {
     if (ExtFnError.isInstance(error.cause)) return error.cause.withFunctionName(fn.name);
     switch (error.reason) {

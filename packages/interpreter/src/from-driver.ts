@@ -25,6 +25,16 @@ import { CELL_BYTES, padded } from './to-driver.js';
 export const OUTPUT_FIX =
   'a row may print and return at most maxOutputBytes (a runner option, 1 MiB unless set): print less, return a smaller result, or raise maxOutputBytes';
 
+/**
+ * A driver's answer to `load` (the body does not parse, or the driver
+ * refused it) as the ExtFnError every call of the function gets: marked
+ * `loadFailed`, so an engine can show it once per function.
+ */
+export function loadErrorToExtFnError(fn: ExternalFn, raw: DriverError): ExtFnError {
+  const error = driverErrorToExtFnError(fn, raw);
+  return new ExtFnError(error.kind, error.message, { ...error.fields(), loadFailed: true });
+}
+
 /** A driver's row error as the ExtFnError that `eval` gives for it. */
 export function driverErrorToExtFnError(fn: ExternalFn, raw: DriverError): ExtFnError {
   const error = readDriverError(raw);

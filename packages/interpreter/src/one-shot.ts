@@ -7,7 +7,7 @@ import { type CallOptions, type ExternalFn, ExtFnError, type Value } from '@impr
 import type { SandboxOptions } from '@improv/extfn-sandbox';
 import { toExtFnError } from './dispatch.js';
 import type { DriverError, FrameHeader } from './frames.js';
-import { driverErrorToExtFnError, resultsFromJsonFrame } from './from-driver.js';
+import { loadErrorToExtFnError, resultsFromJsonFrame } from './from-driver.js';
 import { callHeader } from './row-sources.js';
 import { type DriverRun, DriverRunError, runDriverOnce } from './run-once.js';
 import { BODY_ENDED } from './warm-worker.js';
@@ -46,7 +46,7 @@ export async function oneShotCall(
   }
   const [load, answer] = run.responses;
   if (load?.header.error !== undefined)
-    throw driverErrorToExtFnError(fn, load.header.error as DriverError);
+    throw loadErrorToExtFnError(fn, load.header.error as DriverError);
   if (!answer) {
     const { limit, stderr } = run;
     // Loaded and then silent: the body ended its interpreter, as on a warm worker.

@@ -51,7 +51,7 @@ import {
 } from './dispatch.js';
 import { LoadFailure } from './failures.js';
 import type { DriverError, Frame, FrameHeader } from './frames.js';
-import { driverErrorToExtFnError, resultsFromJsonFrame } from './from-driver.js';
+import { loadErrorToExtFnError, resultsFromJsonFrame } from './from-driver.js';
 import { functionKey } from './key.js';
 import { oneShotCall } from './one-shot.js';
 import { Pool } from './pool.js';
@@ -636,7 +636,7 @@ class SubprocessRunner implements InterpreterRunner, SchedulerContext {
     const mode = options.mode ?? this.#options.mode ?? 'warm';
     const key = functionKey(fn);
     const loadError = this.#loadErrors.get(key);
-    return { mode, key, loadError: loadError && driverErrorToExtFnError(fn, loadError) };
+    return { mode, key, loadError: loadError && loadErrorToExtFnError(fn, loadError) };
   }
 
   #sandboxOptions(

@@ -18,6 +18,7 @@ runnerConformanceSuite(test.skipIf(!juliaFound), runner, {
     identity: 'result = args[1]',
     add: '    result = args[1] + args[2]',
     raise: 'error("nope")',
+    noLoad: 'result = (',
     wrongReturn: 'result = "not a number"',
     loop: 'while true\nend',
     largeResult: 'result = "x"^200000',

@@ -8,6 +8,7 @@ const bodies = {
   identity: 'result = args[0]',
   add: 'result = args[0] + args[1]',
   raise: 'raise ValueError("nope")',
+  noLoad: 'result = (',
   wrongReturn: 'result = "not a number"',
   loop: 'while True:\n    pass',
   largeResult: 'result = "x" * 200000',

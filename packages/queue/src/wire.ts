@@ -97,6 +97,7 @@ const errorSchema = z.object({
     .enum(['memory', 'cpu-time', 'processes', 'file-size', 'output', 'wall-clock'])
     .optional(),
   aborted: z.boolean().optional(),
+  loadFailed: z.boolean().optional(),
   expected: z.union([z.number(), z.string()]).optional(),
   got: z.union([z.number(), z.string()]).optional(),
   position: z.number().optional(),

@@ -49,6 +49,7 @@ runnerConformanceSuite(test.skipIf(!hasRedis || !pythonOk), through('python'), {
     identity: 'result = args[0]',
     add: 'result = args[0] + args[1]',
     raise: 'raise ValueError("nope")',
+    noLoad: 'result = (',
     wrongReturn: 'result = "not a number"',
     loop: 'while True:\n    pass',
     largeResult: 'result = "x" * 200000',
@@ -92,6 +93,7 @@ runnerConformanceSuite(test.skipIf(!hasRedis), through('wasm'), {
   (global (export "improv_error") (mut i32) (i32.const 0))
   (func (export "improv_call") (result f64) i32.const 16 global.set 0 unreachable))`,
     wrongReturn: 'wat:(module (func (export "improv_call") (result i32) i32.const 1))',
+    noLoad: 'wat:(module (func',
     loop: 'wat:(module (func (export "improv_call") (result f64) (loop $l (br $l)) f64.const 0))',
     // Fails with "nope" on a negative argument, loops forever on 13, else doubles.
     mixedBatch: `wat:(module

@@ -8,6 +8,7 @@ const bodies = {
   identity: 'result <- args[[1]]',
   add: 'result <- args[[1]] + args[[2]]',
   raise: 'stop("nope")',
+  noLoad: 'result <- (',
   wrongReturn: 'result <- "not a number"',
   loop: 'repeat {}',
   largeResult: 'result <- strrep("x", 200000)',

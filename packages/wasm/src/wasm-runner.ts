@@ -238,7 +238,9 @@ class Runner implements WasmRunner {
   ): Promise<{ compiled: CompiledModule; compileMs: number }> {
     if (!isAllNumbers(fn)) {
       const types = `(${fn.argTypes.join(', ')}) -> ${fn.returnType}`;
-      throw ExtFnError.runtime(fn.name, `${ABI}; this function declares ${types}`);
+      throw ExtFnError.runtime(fn.name, `${ABI}; this function declares ${types}`, {
+        loadFailed: true,
+      });
     }
     if (this.#pool.closed) throw ExtFnError.runtime(fn.name, 'the runner is closed');
     let compiled: Compiled | undefined = this.#modules.lookup(fn.body);
@@ -258,12 +260,14 @@ class Runner implements WasmRunner {
         );
       }
     }
-    if (!compiled.ok) throw ExtFnError.runtime(fn.name, compiled.message);
+    // A body refused here fails every call alike: `loadFailed`, as an interpreter's load error.
+    if (!compiled.ok) throw ExtFnError.runtime(fn.name, compiled.message, { loadFailed: true });
     const arity = compiled.value.signature.params.length;
     if (arity !== fn.argTypes.length) {
       throw ExtFnError.runtime(
         fn.name,
         `${ENTRY_POINT} takes ${arity} f64 parameter(s) but the function declares ${fn.argTypes.length} argument(s)`,
+        { loadFailed: true },
       );
     }
     return { compiled: compiled.value, compileMs };

@@ -29,6 +29,7 @@ runnerConformanceSuite(test, () => wasm({ workers: 2 }), {
     identity: IDENTITY,
     add: ADD,
     raise: RAISE_NOPE,
+    noLoad: 'wat:(module (func',
     wrongReturn: RETURNS_I32,
     loop: LOOP,
     mixedBatch: MIXED,

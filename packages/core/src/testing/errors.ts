@@ -5,6 +5,7 @@
  * past the cap is refused.
  */
 import { strict as assert } from 'node:assert';
+import { ExtFnError } from '../errors.js';
 import { Value as V } from '../value.js';
 import {
   assertSame,
@@ -17,7 +18,7 @@ import {
 } from './harness.js';
 
 export interface ErrorsOptions extends SuiteOptions {
-  bodies: Pick<ConformanceBodies, 'add' | 'raise' | 'wrongReturn' | 'loop' | 'flood'>;
+  bodies: Pick<ConformanceBodies, 'add' | 'raise' | 'noLoad' | 'wrongReturn' | 'loop' | 'flood'>;
   /** Deadline for the runaway body (default 1 000 ms). */
   loopTimeoutMs?: number;
   /** How far past the deadline a Timeout may arrive (default 3 000 ms). */
@@ -100,9 +101,48 @@ export function errorsSuite(
         assert.equal(error.kind, 'Runtime');
         assert.match(error.message, /nope/);
         assert.match(error.message, /^function boom: /);
+        assert.equal(error.loadFailed, undefined, 'a body that loads and raises is not loadFailed');
       }),
     k.perTest,
   );
+
+  const notLoading = 'a body that does not load fails every call alike, marked loadFailed';
+  const unsupported = options.unsupported ?? {};
+  if (unsupported.loadFailed) k.skip(notLoading, unsupported.loadFailed);
+  else if (!bodies.noLoad) k.skip(notLoading, 'no bodies.noLoad given');
+  else {
+    const body = bodies.noLoad;
+    test(
+      k.name(notLoading),
+      () =>
+        k.withRegistry(async (registry, define) => {
+          define('broken', body, [], k.types[0]!);
+          const error = await rejection(registry.eval('broken', []));
+          assert.equal(
+            error.kind,
+            'Runtime',
+            `expected Runtime, got ${error.kind}: ${error.message}`,
+          );
+          assert.match(error.message, /^function broken: /);
+          assert.equal(error.loadFailed, true, `not marked loadFailed: ${error.message}`);
+          // a second call (the runner may remember the refusal) and a batch's rows say the same
+          const again = await rejection(registry.eval('broken', []));
+          assert.equal(
+            again.loadFailed,
+            true,
+            `a second call: not marked loadFailed: ${again.message}`,
+          );
+          assert.equal(again.message, error.message);
+          const rows = await registry.evalBatch('broken', [[], [], []]);
+          rows.forEach((row, i) => {
+            assert.ok(ExtFnError.isInstance(row), `evalBatch row ${i}: expected its error`);
+            assert.equal(row.loadFailed, true, `evalBatch row ${i}: not marked loadFailed`);
+            assert.equal(row.message, error.message, `evalBatch row ${i}`);
+          });
+        }),
+      k.perTest,
+    );
+  }
 
   if (bodies.flood) {
     const body = bodies.flood;

@@ -39,6 +39,12 @@ export interface ConformanceBodies {
   add: string;
   /** Fails with an error whose message contains "nope". */
   raise: string;
+  /**
+   * Does not load: its runner refuses it before any row runs (a body that
+   * does not parse or compile). Every call fails with the same Runtime
+   * error, marked `loadFailed`.
+   */
+  noLoad?: string;
   /** Sets the result to a text (the suite declares a number return). */
   wrongReturn: string;
   /** Never finishes. */
@@ -90,6 +96,8 @@ export interface Unsupported {
   loneSurrogates?: string;
   /** Vectorized descriptors (`bodies.vectorizedMixed`). */
   vectorized?: string;
+  /** Telling a body that does not load from one that fails its rows (`bodies.noLoad`). */
+  loadFailed?: string;
 }
 
 /** Options every topic takes. */
