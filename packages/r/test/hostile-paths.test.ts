@@ -1,0 +1,66 @@
+/**
+ * The hostile-body corpus (hostile-corpus.ts) through every path: for each
+ * body, eval row by row in order, evalBatch cold (a fresh worker, chunks
+ * ramping from one row) and warm (the rows reversed, in requests of several
+ * of the driver's blocks of 128 rows), evalColumns and, where
+ * the body has one, its vectorized form must give every row the same
+ * outcome, value or error kind and message, and what the case says that
+ * row must give. A row's result never depends on the rows before it, on the
+ * block or chunk it ran in, or on the path that ran it. Restricted sandbox,
+ * Debian's R.
+ */
+import { ExtFnError, type Registry, Value as V } from '@improv/extfn-core';
+import { describe, expect, test } from 'vitest';
+import { restrictedOk, type Signature, scopedRegistry, skipReason } from './helpers.js';
+import { CORPUS, everyPath, problems, ROWS } from './hostile-corpus.js';
+
+/** The registry that runs eval, the warm batches and the columns: one worker, requests of several blocks. */
+const WARM = { chunkMs: 250, maxWorkers: 1 };
+
+// Reads, from the driver's frames, how many rows the request running this row
+// holds (its internals: only to show the corpus's batches are cut into chunks).
+const CHUNK_PROBE = [
+  'rows <- 0',
+  'for (frame in rev(sys.frames())) {',
+  '  if (exists("problems", envir = frame, inherits = FALSE) && exists("n", envir = frame, inherits = FALSE)) {',
+  '    rows <- get("n", envir = frame, inherits = FALSE)',
+  '    break',
+  '  }',
+  '}',
+  'result <- rows + 0 * args[[1]]',
+].join('\n');
+
+describe.skipIf(!restrictedOk)(
+  `hostile R bodies give every row the same outcome on every path (${restrictedOk ? 'Restricted' : skipReason})`,
+  () => {
+    test(`the corpus's batches are cut into chunks: a cold batch of ${ROWS} rows runs as 4 requests or more, a warm one (chunkMs ${WARM.chunkMs}) in requests of several blocks of 128 rows`, async () => {
+      const probe: Record<string, Signature> = { probe: [CHUNK_PROBE, ['number'], 'number'] };
+      const rows = Array.from({ length: ROWS }, (_, i) => [V.number(i)]);
+      // a request of k rows shows k in each of its rows
+      const sizes = async (registry: Registry) =>
+        (await registry.evalBatch('probe', rows)).map((cell) =>
+          ExtFnError.isInstance(cell) ? Number.NaN : (cell as { value: number }).value,
+        );
+      const cold = await sizes(scopedRegistry(probe).registry);
+      expect(cold[0], 'the first row runs alone').toBe(1);
+      expect(Math.round(cold.reduce((sum, k) => sum + 1 / k, 0))).toBeGreaterThanOrEqual(4);
+      const warm = scopedRegistry(probe, WARM).registry;
+      await sizes(warm);
+      expect(Math.max(...(await sizes(warm)))).toBeGreaterThan(128);
+    });
+
+    for (const c of CORPUS) {
+      test(c.name, async () => {
+        const argTypes = c.argTypes ?? ['number'];
+        const returnType = c.returnType ?? 'number';
+        const fns: Record<string, Signature> = { f: [c.body, argTypes, returnType] };
+        if (c.vectorized !== undefined)
+          fns.v = [c.vectorized, argTypes, returnType, { vectorized: true }];
+        const fresh = scopedRegistry(fns).registry;
+        const warm = scopedRegistry(fns, WARM).registry;
+        const paths = await everyPath(c, fresh, warm);
+        expect(problems(c, paths)).toEqual([]);
+      });
+    }
+  },
+);
