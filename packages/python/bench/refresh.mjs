@@ -291,6 +291,7 @@ async function collectionsIn(t0, ms) {
 /** Refreshes `jobs` ([name, rows] pairs) at once; wall time, first results, starts. */
 async function refresh(runner, registry, jobs, label, clock) {
   const before = runner.stats().started;
+  const sparesBefore = runner.stats().spareStarts ?? 0;
   const workers0 = workerCpu(runner);
   const faults0 = hostFaults();
   const cpu0 = process.cpuUsage();
@@ -336,6 +337,7 @@ async function refresh(runner, registry, jobs, label, clock) {
     first,
     apart: Math.max(...ends) - Math.min(...ends),
     starts: runner.stats().started - before,
+    spares: (runner.stats().spareStarts ?? 0) - sparesBefore,
     faults: hostFaults() - faults0,
     hostCpu: (cpu.user + cpu.system) / 1000 + spawnerCpu() - spawner0,
     workersCpu: workersCpu * 1000,
@@ -513,7 +515,7 @@ console.log(
 for (const [label, xs] of samples) {
   const first = xs.map((x) => x.first ?? Number.NaN);
   console.log(
-    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} ends apart ${mmm(xs.map((x) => x.apart ?? Number.NaN)).padEnd(11)} starts ${xs.map((x) => x.starts).join(',')}` +
+    `${label.padEnd(42)} total ${mmm(xs.map((x) => x.ms)).padEnd(16)} first results ${mmm(first).padEnd(14)} ends apart ${mmm(xs.map((x) => x.apart ?? Number.NaN)).padEnd(11)} starts ${xs.map((x) => (x.spares ? `${x.starts} (${x.spares} spare)` : x.starts)).join(',')}` +
       `  CPU ms host ${mmm(xs.map((x) => x.hostCpu))} workers ${mmm(xs.map((x) => x.workersCpu))} machine ${mmm(xs.map((x) => x.machineCpu))}, host faults ${mmm(xs.map((x) => x.faults))}, host GC ms ${mmm(xs.map((x) => x.gc))}`,
   );
 }
