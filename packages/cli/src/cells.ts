@@ -32,6 +32,40 @@ const SPECIAL: Record<string, number> = {
   '-inf': Number.NEGATIVE_INFINITY,
 };
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
+/** A date or instant in ISO-8601's shape, its fields captured, whether or not they exist. */
+const ISO_SHAPE =
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2}))?(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+];
+
+/** Why text in ISO-8601's shape names no moment (February 30th, month 13, hour 24), or undefined. */
+function missingField(text: string): string | undefined {
+  const match = ISO_SHAPE.exec(text);
+  if (!match) return undefined;
+  const [year, month, day, hour = 0, minute = 0, second = 0] = match
+    .slice(1)
+    .map((field) => (field === undefined ? undefined : Number(field)));
+  if (month! < 1 || month! > 12) return `there is no month ${month}`;
+  const leap = year! % 4 === 0 && (year! % 100 !== 0 || year! % 400 === 0);
+  const days = month === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(month!) ? 30 : 31;
+  if (day! < 1 || day! > days) return `${MONTHS[month! - 1]} ${match[1]} has no day ${day}`;
+  if (hour > 23) return `there is no hour ${hour} (hours go from 00 to 23)`;
+  if (minute > 59) return `there is no minute ${minute} (minutes go from 00 to 59)`;
+  if (second > 59) return `there is no second ${second} (seconds go from 00 to 59)`;
+  return undefined;
+}
 
 export const HOW_TO_WRITE: Record<ValueType, string> = {
   number: 'write a decimal number such as 42, -3.5, 1e-3, NaN, Infinity or -Infinity',
@@ -77,11 +111,14 @@ export function parseCell(text: string, type: ValueType): CellResult {
       const t = text.trim();
       const parsed = parseInstant(DATE_ONLY.test(t) ? `${t}T00:00:00Z` : t);
       if (!parsed) {
+        const missing = missingField(t);
         const naive = /^\d{4}-\d{2}-\d{2}T[\d:.]+$/.test(t);
         return fail(
-          naive
-            ? `${quote(text)} has no time zone (add Z for UTC, or an offset such as +02:00)`
-            : `${quote(text)} is not an ISO-8601 instant`,
+          missing
+            ? `${quote(text)}: ${missing}`
+            : naive
+              ? `${quote(text)} has no time zone (add Z for UTC, or an offset such as +02:00)`
+              : `${quote(text)} is not an ISO-8601 instant`,
         );
       }
       // Year 0 or 10000 (0001-01-01T00:00:00+01:00 is in year 0): no runner can hold it.

@@ -42,6 +42,7 @@ export class CsvReader {
   #pos = 0;
   #line = 1;
   #started = false;
+  #bom = false;
   /** After an over-long record with no line end yet: drop text up to the next one. */
   #skipping = false;
   #newline: '\n' | '\r\n' | undefined;
@@ -50,6 +51,11 @@ export class CsvReader {
 
   constructor(options: { maxRecordChars?: number } = {}) {
     this.#maxRecordChars = options.maxRecordChars ?? MAX_RECORD_CHARS;
+  }
+
+  /** The text began with a UTF-8 byte-order mark (a spreadsheet program's "CSV UTF-8"): the output gets one too. */
+  get bom(): boolean {
+    return this.#bom;
   }
 
   /** The line ending of the first line (`\n` until one is seen, and for lines that end with a CR alone). */
@@ -61,7 +67,10 @@ export class CsvReader {
   push(text: string): CsvRecord[] {
     if (!this.#started && text.length > 0) {
       this.#started = true;
-      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // a byte-order mark is not data
+      if (text.charCodeAt(0) === 0xfeff) {
+        text = text.slice(1); // a byte-order mark is not data
+        this.#bom = true;
+      }
     }
     this.#buf = this.#pos === 0 ? this.#buf + text : this.#buf.slice(this.#pos) + text;
     this.#pos = 0;

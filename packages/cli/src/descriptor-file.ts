@@ -13,7 +13,7 @@ import {
   shownName,
 } from '@improv/extfn-core';
 import { badInput, usage } from './cli-error.js';
-import type { CliIo } from './io.js';
+import { type CliIo, releaseStdin } from './io.js';
 import { controlCharacterFix, describeJsonError, lineAndColumn } from './json-error.js';
 import { duplicateKey } from './json-keys.js';
 import { KNOWN_LANGUAGE_IDS } from './runners.js';
@@ -55,10 +55,19 @@ export async function readTextFile(path: string, cwd: string, what: string): Pro
 /** All of standard input as text (a descriptor is small). */
 export async function readStdinText(io: CliIo, what: string): Promise<string> {
   if (!io.stdin) throw usage(`this environment has no standard input to read the ${what} from`);
+  const input = io.stdin();
+  // Ctrl-C while stdin is still open: stop reading (the command then says it was interrupted).
+  const release = () => releaseStdin(input);
+  if (io.signal?.aborted) release();
+  io.signal?.addEventListener('abort', release, { once: true });
   const decoder = new EscapingDecoder();
   let text = '';
-  for await (const chunk of io.stdin()) {
-    text += typeof chunk === 'string' ? chunk : decoder.decode(chunk);
+  try {
+    for await (const chunk of input) {
+      text += typeof chunk === 'string' ? chunk : decoder.decode(chunk);
+    }
+  } finally {
+    io.signal?.removeEventListener('abort', release);
   }
   return text + decoder.end();
 }

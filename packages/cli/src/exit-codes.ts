@@ -24,8 +24,9 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 export const EXIT_CODES_HELP = `Exit codes:
   0    ok
   1    the function failed (eval), or at least one row failed or was malformed (run)
-  2    usage or bad input: unknown flag or one given twice, bad descriptor file,
-       argument that does not parse, a file or argument that is not UTF-8
+  2    usage or bad input: unknown flag or one given twice, a flag value out of range
+       or ambiguous (--timeout 10), bad descriptor file, argument that does not parse,
+       a file or argument that is not UTF-8
   3    this machine cannot run it: runner or interpreter missing, sandbox unavailable,
        Redis unreachable (worker); run stops at the first row that fails so, with the
        reason and its fix; or the output cannot be written (a full disk)

@@ -7,7 +7,7 @@ import { type FileHandle, open } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { badInput, usage } from './cli-error.js';
 import { fileErrorReason } from './descriptor-file.js';
-import type { CliIo } from './io.js';
+import { type CliIo, releaseStdin } from './io.js';
 import { EscapingDecoder } from './utf8.js';
 
 export interface TextSource {
@@ -42,7 +42,12 @@ export async function openRows(path: string, io: CliIo): Promise<TextSource> {
       const rest = decoder.end();
       if (rest) yield rest;
     }
-    return { chunks: decode(), size: undefined, bytesRead: () => bytes, close: async () => {} };
+    return {
+      chunks: decode(),
+      size: undefined,
+      bytesRead: () => bytes,
+      close: async () => releaseStdin(input),
+    };
   }
   let handle: FileHandle;
   let size: number;

@@ -39,6 +39,15 @@ export interface CliIo {
   readonly argvBytes?: readonly Uint8Array[];
 }
 
+/**
+ * Lets go of standard input (process.stdin: destroys it): a pipe or terminal
+ * that stays open would otherwise hold the process after Ctrl-C, and a read
+ * still waiting on it ends.
+ */
+export function releaseStdin(input: AsyncIterable<unknown>): void {
+  (input as { destroy?: () => void }).destroy?.();
+}
+
 /** The reason `bin.js` aborts with on a signal, so the exit code can name it. */
 export class Interrupted extends Error {
   readonly signalName: 'SIGINT' | 'SIGTERM';

@@ -3,6 +3,7 @@
  * own, the runner option an engine sets (python `packages`, r `libraries`)
  * as a flag. Bodies never choose it: the person running the command does.
  */
+import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ExternalFn } from '@improv/extfn-core';
 import { usage } from './cli-error.js';
@@ -53,6 +54,31 @@ export function parseLibraries(text: string | undefined, cwd: string): Libraries
   return { kind: 'directories', paths: paths.map((p) => resolve(cwd, p)) };
 }
 
+/**
+ * Throws when a directory --libraries names is not there or is a file: a typo
+ * on the command line (exit 2), not something this host lacks. What else can
+ * be wrong with one (not a virtual environment, not readable) its runner says.
+ */
+export function checkLibrariesExist(flag: LibrariesFlag | undefined): void {
+  const paths =
+    flag?.kind === 'venv' ? [flag.path] : flag?.kind === 'directories' ? flag.paths : [];
+  for (const path of paths) {
+    let problem: string | undefined;
+    try {
+      if (!statSync(path).isDirectory()) problem = 'is not a directory';
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') problem = 'does not exist';
+    }
+    if (problem) {
+      throw usage(
+        `--libraries: ${path} ${problem}`,
+        "check the path: relative ones are from the working directory; --libraries system allows the interpreter's own packages",
+      );
+    }
+  }
+}
+
 /** The runner option for `language` (`{ packages }` or `{ libraries }`), or undefined where it has none. */
 export function librariesOption(language: string, flag: LibrariesFlag): object | undefined {
   const option = OPTION[language];
@@ -72,7 +98,8 @@ export function librariesOption(language: string, flag: LibrariesFlag): object |
 /**
  * --libraries against the function it is for, before its runner is made:
  * only our Python and R runners take it (a third-party runner for the
- * language gets no runner options from the command), and venv: is Python's.
+ * language gets no runner options from the command), venv: is Python's, and
+ * the directories it names are there.
  */
 export function checkLibrariesFlag(fn: ExternalFn, runners: Runners): void {
   const flag = runners.settings.libraries;
@@ -90,4 +117,5 @@ export function checkLibrariesFlag(fn: ExternalFn, runners: Runners): void {
       'name R library directories instead: --libraries DIR[:DIR...], or --libraries system',
     );
   }
+  checkLibrariesExist(flag);
 }

@@ -62,6 +62,33 @@ const COMMAND_HELP: Record<string, (cwd: string) => string> = {
   worker: () => WORKER_HELP,
 };
 
+/**
+ * The variables that loosen the sandbox, and what stays as it is when one is
+ * set to anything but 1, the one value that turns it on (fail-safe).
+ */
+const POLICY_VARIABLES: Record<string, { off: string; on: string }> = {
+  IMPROV_EXTFN_TRUSTED: {
+    off: 'the sandbox stays restricted',
+    on: "to run bodies with this host's privileges (trusted models only)",
+  },
+  IMPROV_EXTFN_ALLOW_UNSANDBOXED: {
+    off: 'restricted does not fall back to unsandboxed where bubblewrap cannot start',
+    on: 'to allow that fallback',
+  },
+};
+
+/** Says once, on stderr, that a sandbox variable set to another value than 1 ("yes", "true") is ignored. */
+function warnIgnoredPolicyVariables(io: CliIo): void {
+  for (const [name, { off, on }] of Object.entries(POLICY_VARIABLES)) {
+    const value = io.env[name];
+    if (value === undefined || value === '' || value === '0' || value === '1') continue;
+    io.stderr.write(
+      `improv-extfn: warning: ${name} is ${JSON.stringify(value)}, which is ignored: only 1 turns it on, so ${off}\n` +
+        `  fix: set ${name}=1 ${on}, or unset it\n`,
+    );
+  }
+}
+
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
     version: string;
@@ -78,6 +105,9 @@ function version(): string {
 export async function main(argv: readonly string[], rawIo: CliIo): Promise<ExitCode> {
   const io = terminalSafeIo(rawIo);
   const [command, ...rest] = argv;
+  if (command === 'eval' || command === 'run' || command === 'doctor' || command === 'worker') {
+    warnIgnoredPolicyVariables(io);
+  }
   try {
     switch (command) {
       case 'eval':

@@ -212,9 +212,20 @@ export function parseCommandLine<O extends Options>(
  */
 export const MAX_TIMEOUT_MS = 2_147_483_647;
 
-const DURATION_FIX = 'write milliseconds (2000), or seconds with s (2s)';
+const DURATION_FIX =
+  'write seconds with s (2s) or milliseconds with ms (500ms); a number without a unit is milliseconds, from 1000 (2000)';
 
-/** `--timeout 2000`, `--timeout 2s`, `--timeout 500ms` → milliseconds, from 1 ms to about 24.9 days. */
+/**
+ * A number without a unit below this is refused: `--timeout 10` is far more
+ * likely meant as 10 s than 10 ms, and which was meant is not ours to guess.
+ */
+const SMALLEST_BARE_MS = 1000;
+
+/**
+ * `--timeout 2s`, `--timeout 500ms`, `--timeout 2000` → milliseconds, from 1 ms
+ * to about 24.9 days. A number without a unit is milliseconds and must be at
+ * least 1000: below that it is a usage error asking for the unit.
+ */
 export function parseTimeout(text: string | undefined, flag = '--timeout'): number | undefined {
   if (text === undefined) return undefined;
   const match = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(ms|s)?$/i.exec(text.trim());
@@ -222,6 +233,13 @@ export function parseTimeout(text: string | undefined, flag = '--timeout'): numb
   const quoted = `${flag} ${JSON.stringify(text)}`;
   if (Number.isNaN(ms)) throw usage(`${quoted} is not a duration`, DURATION_FIX);
   if (!(ms > 0)) throw usage(`${quoted}: the time limit must be more than 0`, DURATION_FIX);
+  if (match![2] === undefined && ms < SMALLEST_BARE_MS) {
+    const number = match![1]!;
+    throw usage(
+      `${quoted} has no unit, so it would be ${number} ms; did you mean ${number}s?`,
+      `write ${flag} ${number}s for seconds, or ${flag} ${number}ms to mean milliseconds (a number without a unit must be at least ${SMALLEST_BARE_MS})`,
+    );
+  }
   const rounded = Math.round(ms);
   if (rounded < 1) throw usage(`${quoted} is under 1 ms, the shortest limit`, DURATION_FIX);
   if (rounded > MAX_TIMEOUT_MS) {
@@ -256,15 +274,14 @@ const SIZE_UNITS: Record<string, number> = {
   '': 1,
   b: 1,
   k: 1024,
-  kb: 1024,
   kib: 1024,
   m: 1024 ** 2,
-  mb: 1024 ** 2,
   mib: 1024 ** 2,
   g: 1024 ** 3,
-  gb: 1024 ** 3,
   gib: 1024 ** 3,
 };
+/** KB, MB, GB, by power: 1MB is 10^6 bytes to some programs, 2^20 to others; which is meant is not ours to guess. */
+const AMBIGUOUS_UNITS: Record<string, number> = { kb: 1, mb: 2, gb: 3 };
 
 /** The smallest and largest memory limit --memory takes (Wasm functions: at most WASM_MAX_MEMORY_BYTES). */
 export const MIN_MEMORY_BYTES = 1024 ** 2;
@@ -281,8 +298,17 @@ export function parseSize(text: string | undefined, flag: string): number | unde
   const quoted = `${flag} ${JSON.stringify(text)}`;
   const match = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*([a-z]*)$/i.exec(text.trim());
   if (!match) throw usage(`${quoted} is not a size`, sizeFix(flag));
-  const unit = SIZE_UNITS[match[2]!.toLowerCase()];
-  if (unit === undefined) throw usage(`${quoted}: unknown unit "${match[2]}"`, sizeFix(flag));
+  const unitText = match[2]!;
+  const power = AMBIGUOUS_UNITS[unitText.toLowerCase()];
+  if (power !== undefined) {
+    const letter = unitText[0]!.toUpperCase();
+    throw usage(
+      `${quoted}: "${unitText}" is 10^${3 * power} bytes to some programs and 2^${10 * power} to others`,
+      `sizes here are binary: write ${flag} ${match[1]}${letter}iB (or ${match[1]}${letter}), where 1${letter}iB = ${1024 ** power} bytes`,
+    );
+  }
+  const unit = SIZE_UNITS[unitText.toLowerCase()];
+  if (unit === undefined) throw usage(`${quoted}: unknown unit "${unitText}"`, sizeFix(flag));
   const bytes = Math.floor(Number(match[1]) * unit);
   if (!(bytes >= MIN_MEMORY_BYTES)) {
     throw usage(`${quoted} is less than 1MiB, the smallest limit`, sizeFix(flag));

@@ -64,11 +64,15 @@ export interface PipelineOptions {
   /** Written before the first row (the CSV header), read when the first output is due. */
   readonly header: () => string;
   readonly onProgress?: (rows: number, bytes: number) => void;
-  /**
-   * Whether a row's error stops the run as a host's does (the function cannot
-   * load, so every row would fail the same way), besides the host's kinds.
-   */
-  readonly stopsRun?: (error: ExtFnError) => boolean;
+}
+
+/**
+ * Whether a row's error stops the run: a host's kind (every row needs the
+ * host), or a body that did not load (`loadFailed`: every row would fail
+ * the same way, so not 200 000 failed rows).
+ */
+export function stopsRun(error: ExtFnError): boolean {
+  return HOST_KINDS.has(error.kind) || error.loadFailed === true;
 }
 
 /** Evaluates and writes every row; resolves when done or stopped (check the signal). */
@@ -151,10 +155,7 @@ export async function runPipeline(
         : outcome.results[next++]!,
     );
     outcomes.forEach((result, i) => {
-      if (
-        ExtFnError.isInstance(result) &&
-        (HOST_KINDS.has(result.kind) || options.stopsRun?.(result))
-      ) {
+      if (ExtFnError.isInstance(result) && stopsRun(result)) {
         throw new HostFailure(result, batch.rows[i]!.line);
       }
     });

@@ -13,21 +13,27 @@ import {
 } from './table.js';
 
 export interface RowWriter {
-  /** The line before the rows (the CSV header), or ''. */
+  /** What comes before the rows: a byte-order mark when the input began with one, the CSV header, or ''. */
   header(header: readonly string[] | undefined): string;
   row(row: TableRow, outcome: RowOutcome): string;
 }
 
-/** CSV: the row's cells, then `result` and `error`; formulas neutralised unless asked not to. */
+/**
+ * CSV: the row's cells, then `result` and `error`; formulas neutralised unless
+ * asked not to. The output starts with a byte-order mark when the input did
+ * (`bom`): a spreadsheet program reads a CSV file without one in the system's
+ * legacy encoding.
+ */
 export function csvRowWriter(
   fn: ExternalFn,
-  options: { newline: () => string; keepFormulas: boolean },
+  options: { newline: () => string; bom: () => boolean; keepFormulas: boolean },
 ): RowWriter {
   const guard = options.keepFormulas ? (c: string) => c : neutraliseFormula;
   const record = (cells: readonly string[]) =>
     formatCsvRecord(cells.map(guard)) + options.newline();
   return {
-    header: (header) => (header ? record([...header, 'result', 'error']) : ''),
+    header: (header) =>
+      (options.bom() ? '\uFEFF' : '') + (header ? record([...header, 'result', 'error']) : ''),
     row: (row, outcome) =>
       record([
         ...(row.cells ?? []),

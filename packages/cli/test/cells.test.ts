@@ -64,6 +64,42 @@ describe('parseCell', () => {
     });
   });
 
+  test('a date in ISO-8601 shape that does not exist says which field, not "not ISO-8601"', () => {
+    const cases: Array<[string, string]> = [
+      ['2025-02-30', '"2025-02-30": February 2025 has no day 30'],
+      ['2023-02-29', '"2023-02-29": February 2023 has no day 29'],
+      ['1900-02-29', '"1900-02-29": February 1900 has no day 29'],
+      ['2025-04-31T10:00:00Z', '"2025-04-31T10:00:00Z": April 2025 has no day 31'],
+      ['2025-13-01', '"2025-13-01": there is no month 13'],
+      ['2025-01-00', '"2025-01-00": January 2025 has no day 0'],
+      [
+        '2025-04-30T24:00:00Z',
+        '"2025-04-30T24:00:00Z": there is no hour 24 (hours go from 00 to 23)',
+      ],
+      [
+        '2025-04-30T23:60+02:00',
+        '"2025-04-30T23:60+02:00": there is no minute 60 (minutes go from 00 to 59)',
+      ],
+      ['2025-02-30T10:00', '"2025-02-30T10:00": February 2025 has no day 30'],
+    ];
+    for (const [text, problem] of cases) {
+      expect(parseCell(text, 'datetime'), text).toMatchObject({
+        ok: false,
+        problem,
+        fix: expect.stringContaining('write an ISO-8601 instant'),
+      });
+    }
+    expect(parseCell('2024-02-29', 'datetime')).toEqual(ok(Value.datetime('2024-02-29T00:00:00Z')));
+    expect(parseCell('2000-02-29', 'datetime').ok).toBe(true);
+    // Malformed text keeps its message.
+    for (const text of ['2025-02-3x', '2025-2-3', 'tomorrow']) {
+      expect(parseCell(text, 'datetime'), text).toMatchObject({
+        ok: false,
+        problem: `"${text}" is not an ISO-8601 instant`,
+      });
+    }
+  });
+
   test('enums are indexes in [0, 2^32 - 1]', () => {
     expect(parseCell('3', 'enum')).toEqual(ok(Value.enum(3)));
     expect(parseCell('4294967295', 'enum')).toEqual(ok(Value.enum(4294967295)));

@@ -121,9 +121,22 @@ describe('--libraries values the command refuses (exit 2, before anything runs)'
       ['run', 'md5.json', 'rows.csv', '--header', '--libraries', 'venv:/srv/venv'],
       '--libraries venv:PATH is a Python virtual environment; function md5 is r',
     ],
+    [
+      ['eval', 'mine.json', '1', '--libraries', './missing'],
+      '--libraries: <dir>/missing does not exist',
+    ],
+    [
+      ['eval', 'mine.json', '1', '--libraries', 'venv:missing'],
+      '--libraries: <dir>/missing does not exist',
+    ],
+    [
+      ['run', 'mine.json', 'rows.csv', '--libraries', 'rows.csv'],
+      '--libraries: <dir>/rows.csv is not a directory',
+    ],
+    [['eval', 'md5.json', '1', '--libraries', '/nowhere'], '--libraries: /nowhere does not exist'],
   ])('%j', async (args, message) => {
     const result = await cli(args, { cwd: tmp.dir });
-    expect(result.stderr).toContain(message);
+    expect(result.stderr).toContain(message.replace('<dir>', tmp.dir));
     expect(result.stderr).toContain('fix: ');
     expect(result.exitCode).toBe(2);
   });
@@ -161,12 +174,12 @@ describe.skipIf(!python.ready)(`python --libraries${skipNote(python)}`, () => {
         cwd: tmp.dir,
       },
     );
-    // a directory that does not exist is the runner's error, in the flag's words
-    expect(run.stderr).toContain('python packages: /nowhere does not exist');
-    expect(run.stderr).toContain(
-      'fix: --libraries takes system, none, venv:PATH or directories DIR[:DIR...]',
+    // a directory that does not exist is the command line's mistake, said before anything runs
+    expect(run.stderr).toBe(
+      'improv-extfn: --libraries: /nowhere does not exist\n' +
+        "  fix: check the path: relative ones are from the working directory; --libraries system allows the interpreter's own packages\n",
     );
-    expect(run.exitCode).toBe(3);
+    expect(run.exitCode).toBe(2);
     const ok = await cli(['run', 'mine.json', 'rows.csv', '--header', '--libraries', modules], {
       cwd: tmp.dir,
     });

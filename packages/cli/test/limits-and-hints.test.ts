@@ -89,6 +89,31 @@ describe('--timeout', () => {
     }
   });
 
+  test('a number without a unit below 1000 is refused: 10 would be 10 ms, likelier meant as 10s', async () => {
+    for (const flags of [['--timeout', '10'], ['--timeout=999'], ['--timeout', '0.5']]) {
+      const { code, err, out } = await evalWith(...flags);
+      const number = flags.at(-1)!.replace('--timeout=', '');
+      expect(code, flags.join(' ')).toBe(ExitCode.BadInput);
+      expect(err).toContain(
+        `improv-extfn: --timeout "${number}" has no unit, so it would be ${number} ms; did you mean ${number}s?\n`,
+      );
+      expect(err).toContain(
+        `  fix: write --timeout ${number}s for seconds, or --timeout ${number}ms to mean milliseconds (a number without a unit must be at least 1000)\n`,
+      );
+      expect(out).toBe('');
+    }
+    const json = fakeIo(withRunner());
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    expect(await main(['eval', fn, '1', '2', '--timeout', '30', '--json'], json)).toBe(
+      ExitCode.BadInput,
+    );
+    expect(JSON.parse(json.out()).error).toMatchObject({ kind: 'Usage' });
+    // With a unit, any size; without one, milliseconds from 1000 as the README has it (2000).
+    for (const text of ['10s', '10ms', '1ms', '1000', '2000', '1500.5']) {
+      expect(await evalWith('--timeout', text), text).toMatchObject({ code: ExitCode.Ok });
+    }
+  });
+
   test('a flag value that starts with "-" and is not a number says how to write it', async () => {
     const { code, err } = await evalWith('--name', '-x');
     expect(code).toBe(ExitCode.BadInput);
@@ -113,6 +138,35 @@ describe('--memory', () => {
     const fn = await tmp.file('py.json', JSON.stringify({ ...add, language: 'python' }));
     const io = fakeIo({ '@improv/extfn-python': { python: () => fakeRunner('python') } });
     expect(await main(['eval', fn, '1', '2', '--memory', '5GiB'], io)).toBe(ExitCode.Ok);
+  });
+
+  test('KB, MB and GB are refused as ambiguous (10^6 or 2^20 bytes), naming the binary spellings', async () => {
+    const cases: Array<[string, string, string]> = [
+      [
+        '512MB',
+        '"MB" is 10^6 bytes to some programs and 2^20 to others',
+        '512MiB (or 512M), where 1MiB = 1048576 bytes',
+      ],
+      [
+        '2gb',
+        '"gb" is 10^9 bytes to some programs and 2^30 to others',
+        '2GiB (or 2G), where 1GiB = 1073741824 bytes',
+      ],
+      [
+        '4096KB',
+        '"KB" is 10^3 bytes to some programs and 2^10 to others',
+        '4096KiB (or 4096K), where 1KiB = 1024 bytes',
+      ],
+    ];
+    for (const [text, problem, spelling] of cases) {
+      const { code, err } = await evalWith('--memory', text);
+      expect(code, text).toBe(ExitCode.BadInput);
+      expect(err).toContain(`improv-extfn: --memory "${text}": ${problem}\n`);
+      expect(err).toContain(`  fix: sizes here are binary: write --memory ${spelling}\n`);
+    }
+    for (const text of ['512MiB', '512M', '512m', '1GiB', '1g']) {
+      expect(await evalWith('--memory', text), text).toMatchObject({ code: ExitCode.Ok });
+    }
   });
 
   test('an unknown unit, or a size out of range, says which, with the units and the range', async () => {
@@ -251,6 +305,81 @@ describe('an interpreter variable that names nothing', () => {
     expect(result.stdout).toMatch(
       /python +unavailable +\(@improv\/extfn-python\)\n +IMPROV_EXTFN_PYTHON is set to \/nope\/python3, which does not exist\n +fix: set IMPROV_EXTFN_PYTHON to a Python 3 executable, or unset it to use python3 from PATH\n/,
     );
+  });
+});
+
+describe('doctor: each interpreter once', () => {
+  function report(detail: string, language = 'python'): DoctorReport {
+    return {
+      node: 'v20',
+      platform: 'linux x64',
+      sandbox: { probed: true, policy: 'restricted', ok: true, summary: 'restricted: bubblewrap' },
+      languages: [
+        {
+          language,
+          packageName: `@improv/extfn-${language}`,
+          installed: true,
+          loaded: true,
+          available: true,
+          detail,
+          interpreter: { path: '/usr/bin/python3.11', version: '3.11.2' },
+        },
+      ],
+      ok: true,
+    };
+  }
+
+  test('the runner\'s "python 3.11.2 at …" is not said again under the interpreter line', () => {
+    const text = formatReport(report('python 3.11.2 at /usr/bin/python3.11'));
+    expect(text).toContain(
+      'python  ok  (@improv/extfn-python)\n        interpreter: /usr/bin/python3.11 (3.11.2)\n',
+    );
+    expect(text.split('/usr/bin/python3.11')).toHaveLength(2);
+  });
+
+  test('what the detail adds to it (the libraries) is kept', () => {
+    const text = formatReport(
+      report(
+        'python 3.11.2 at /usr/bin/python3.11; libraries: numpy 1.24.2 (/usr/lib/python3/dist-packages)',
+      ),
+    );
+    expect(text).toContain(
+      '        interpreter: /usr/bin/python3.11 (3.11.2)\n        libraries: numpy 1.24.2 (/usr/lib/python3/dist-packages)\n',
+    );
+    expect(text.split('/usr/bin/python3.11')).toHaveLength(2);
+  });
+});
+
+describe('a sandbox variable set to a value that does not turn it on', () => {
+  test('IMPROV_EXTFN_TRUSTED=yes: warned once, naming the value and the accepted one; still restricted', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const io = fakeIo(withRunner(), { env: { IMPROV_EXTFN_TRUSTED: 'yes' } });
+    expect(await main(['eval', fn, '1', '2'], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toBe('3\n');
+    expect(io.err()).toBe(
+      'improv-extfn: warning: IMPROV_EXTFN_TRUSTED is "yes", which is ignored: only 1 turns it on, so the sandbox stays restricted\n' +
+        "  fix: set IMPROV_EXTFN_TRUSTED=1 to run bodies with this host's privileges (trusted models only), or unset it\n",
+    );
+    const doctor = fakeIo(withRunner(), { env: { IMPROV_EXTFN_ALLOW_UNSANDBOXED: 'true' } });
+    await main(['doctor', '--json'], doctor);
+    expect(doctor.err()).toContain(
+      'warning: IMPROV_EXTFN_ALLOW_UNSANDBOXED is "true", which is ignored: only 1 turns it on',
+    );
+    expect(JSON.parse(doctor.out()).languages).toBeDefined();
+  });
+
+  test('1, 0, empty or unset: no warning', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    for (const value of ['1', '0', '', undefined]) {
+      const io = fakeIo(withRunner(), {
+        env:
+          value === undefined
+            ? {}
+            : { IMPROV_EXTFN_TRUSTED: value, IMPROV_EXTFN_ALLOW_UNSANDBOXED: value },
+      });
+      expect(await main(['eval', fn, '1', '2'], io)).toBe(ExitCode.Ok);
+      expect(io.err(), String(value)).toBe('');
+    }
   });
 });
 

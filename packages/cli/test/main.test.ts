@@ -36,6 +36,29 @@ function withRunner(runner = fakeRunner()) {
   return { '@improv/extfn-wasm': { wasm: () => runner } };
 }
 
+/**
+ * Standard input that gives `first`, then stays open (a terminal, or a pipe
+ * whose writer waits) until destroyed, as process.stdin is; `onWaiting` is
+ * called once it has nothing more to give.
+ */
+function openStdin(first: string, onWaiting?: () => void) {
+  let wake: (() => void) | undefined;
+  return {
+    destroyed: false,
+    destroy() {
+      this.destroyed = true;
+      wake?.();
+    },
+    async *[Symbol.asyncIterator]() {
+      yield first;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        onWaiting?.();
+      });
+    },
+  };
+}
+
 describe('eval', () => {
   test('prints the result and closes the runner', async () => {
     const runner = fakeRunner();
@@ -511,6 +534,45 @@ describe('run', () => {
     expect(raw.out()).toContain('\n+x,-5,0,-5,\n');
   });
 
+  test('a CSV file that starts with a byte-order mark (Excel\'s "CSV UTF-8") gets one in its output; one without, none', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const cases: Array<[string, string[], string]> = [
+      ['\uFEFFx,y\r\n1,2\r\n', ['--header'], '\uFEFFx,y,result,error\r\n1,2,3,\r\n'],
+      ['\uFEFF1,2\n', [], '\uFEFF1,2,3,\n'],
+      ['\uFEFF', [], '\uFEFF'],
+      ['x,y\n1,2\n', ['--header'], 'x,y,result,error\n1,2,3,\n'],
+    ];
+    for (const [csv, flags, expected] of cases) {
+      const rows = await tmp.file('bom.csv', csv);
+      const io = fakeIo(withRunner());
+      expect(await main(['run', fn, rows, ...flags], io)).toBe(ExitCode.Ok);
+      expect(io.out(), JSON.stringify(csv)).toBe(expected);
+      const out = join(tmp.dir, 'out.csv');
+      expect(await main(['run', fn, rows, ...flags, '-o', out], fakeIo(withRunner()))).toBe(
+        ExitCode.Ok,
+      );
+      expect(await readFile(out, 'utf8')).toBe(expected);
+    }
+    // JSON lines never start with one (RFC 8259), whatever the input did.
+    const jsonl = await tmp.file('bom.jsonl', '\uFEFF[1,2]\n');
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, jsonl], io)).toBe(ExitCode.Ok);
+    expect(io.out()).toBe('{"args":[1,2],"result":3}\n');
+  });
+
+  test('JSON lines: a row is echoed from its first to its last character; the blanks around it go, none inside', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file(
+      'spaced.jsonl',
+      ' \t{ "x" : 1 ,\t"y":2, "note":"  two  spaces " }  \r\n  [ 3 , 4 ]\t\n',
+    );
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, rows, '--columns', 'x,y'], io)).toBe(ExitCode.FunctionError);
+    const [object, array] = io.out().split('\n');
+    expect(object).toBe('{ "x" : 1 ,\t"y":2, "note":"  two  spaces " ,"result":3}');
+    expect(array).toMatch(/^\{"args":\[ 3 , 4 \],"error":/);
+  });
+
   test('JSON lines: an array among object rows is that row error; 1e400 is refused and echoed as written', async () => {
     const fn = await tmp.file('add.json', JSON.stringify(add));
     const rows = await tmp.file(
@@ -559,6 +621,30 @@ describe('run', () => {
       /interrupted \(SIGINT\) after [\d,]+ row\(s\); .*prev\.csv was not changed\n$/,
     );
     expect((await readdir(tmp.dir)).sort()).toEqual(['add.json', 'prev.csv', 'rows.csv']);
+  });
+
+  test('Ctrl-C while stdin is still open: standard input is let go of (so the process can exit), the rows written stay', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const controller = new AbortController();
+    const stdin = openStdin('1,2\n');
+    let out = '';
+    const io = {
+      ...fakeIo(withRunner(), { signal: controller.signal }),
+      stdin: () => stdin,
+      stdout: {
+        write: (text: string) => {
+          out += text;
+          // Ctrl-C once the first row is out, while stdin has nothing more to say.
+          controller.abort(new Interrupted('SIGINT'));
+        },
+      },
+    };
+    expect(await main(['run', fn, '-', '--format', 'csv'], io)).toBe(ExitCode.Interrupted);
+    expect(out).toBe('1,2,3,\n');
+    expect(io.err()).toBe(
+      'improv-extfn: interrupted (SIGINT) after 1 row(s); the rows written above are not all of them\n',
+    );
+    expect(stdin.destroyed).toBe(true);
   });
 
   test('a reader that goes away (EPIPE) ends the run without evaluating the rest', async () => {
@@ -692,6 +778,15 @@ describe('descriptor files', () => {
     const io = fakeIo(withRunner(), { stdin: JSON.stringify(add) });
     expect(await main(['eval', '-', '2', '3'], io)).toBe(ExitCode.Ok);
     expect(io.out()).toBe('5\n');
+  });
+
+  test('Ctrl-C while the descriptor is read from a standard input that stays open: interrupted, not waiting for its end', async () => {
+    const controller = new AbortController();
+    const stdin = openStdin('{"name":', () => controller.abort(new Interrupted('SIGINT')));
+    const io = { ...fakeIo(withRunner(), { signal: controller.signal }), stdin: () => stdin };
+    expect(await main(['eval', '-', '1', '2'], io)).toBe(ExitCode.Interrupted);
+    expect(io.err()).toBe('improv-extfn: interrupted (SIGINT) before the call finished\n');
+    expect(stdin.destroyed).toBe(true);
   });
 
   test('invalid JSON names the line and column', async () => {

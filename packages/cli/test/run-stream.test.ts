@@ -144,6 +144,20 @@ describe.skipIf(!wasm.ready)(`streaming${skipNote(wasm)}`, () => {
     }
   });
 
+  test('Ctrl-C while stdin is still open: exit 130, the rows computed before it written', async () => {
+    const child = start(['run', 'distance.json', '-', '--format', 'csv'], EXAMPLES, 'pipe');
+    const run = collect(child);
+    child.stdin!.write('3,4\n6,8\n');
+    // stdin stays open, as a terminal's or a waiting producer's does.
+    await until(() => run.stdout() === '3,4,5,\n6,8,10,\n');
+    child.kill('SIGINT');
+    expect(await run.exit).toEqual({ code: 130, signal: null });
+    expect(run.stdout()).toBe('3,4,5,\n6,8,10,\n');
+    expect(run.stderr()).toBe(
+      'improv-extfn: interrupted (SIGINT) after 2 row(s); the rows written above are not all of them\n',
+    );
+  });
+
   test('a finished run replaces the file; ragged rows keep every column in place', async () => {
     const rows = await tmp.file(
       'ragged.csv',
@@ -205,6 +219,25 @@ describe.skipIf(!wasm.ready)(`streaming${skipNote(wasm)}`, () => {
       '--keep-formulas',
     ]);
     expect(raw.stdout).toBe('label,x,y,result,error\n=cmd|calc,3,-4,5,\n@SUM(A1),-6,8,10,\n');
+  });
+});
+
+describe('Ctrl-C while a descriptor is read from a standard input that stays open', () => {
+  test('eval -: exit 130, saying so, instead of waiting for the end of stdin', async () => {
+    // A runner file that says when it is loaded: the signal handlers are set by then.
+    const marker = await tmp.file(
+      'ready-runner.mjs',
+      "process.stderr.write('ready\\n');\nexport default () => ({ specificationVersion: 'v1', language: 'ready', async probe() { return { language: 'ready', available: true, detail: '' }; }, async call() { return { type: 'number', value: 0 }; } });\n",
+    );
+    const child = start(['eval', '-', '3', '--runner', marker], EXAMPLES, 'pipe');
+    const run = collect(child);
+    child.stdin!.write('{"name":');
+    await until(() => run.stderr().includes('ready\n'));
+    child.kill('SIGINT');
+    expect(await run.exit).toEqual({ code: 130, signal: null });
+    expect(run.stderr()).toBe(
+      'ready\nimprov-extfn: interrupted (SIGINT) before the call finished\n',
+    );
   });
 });
 

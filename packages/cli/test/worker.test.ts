@@ -70,6 +70,23 @@ describe('where Redis is', () => {
       ExitCode.BadInput,
     );
     expect(io.err()).toContain('--connect-timeout "0": the time limit must be more than 0');
+    const bare = workerIo();
+    expect(await main(['worker', '--redis', UNREACHABLE, '--connect-timeout', '30'], bare)).toBe(
+      ExitCode.BadInput,
+    );
+    expect(bare.err()).toContain(
+      '--connect-timeout "30" has no unit, so it would be 30 ms; did you mean 30s?',
+    );
+  });
+
+  test('--libraries naming a directory that is not there is a usage error before anything starts', async () => {
+    const io = workerIo();
+    expect(
+      await main(['worker', '--redis', UNREACHABLE, '--libraries', '/nowhere/site-packages'], io),
+    ).toBe(ExitCode.BadInput);
+    expect(io.err()).toContain(
+      'improv-extfn: --libraries: /nowhere/site-packages does not exist\n',
+    );
   });
 });
 
@@ -106,9 +123,11 @@ describe('--libraries', () => {
     );
     expect(given).toEqual({ python: { packages: 'system' }, r: { libraries: 'system' } });
     ({ io, given } = recordingIo());
-    await worker(['--runner', 'python,r', '--libraries', 'venv:/srv/venv'], io);
+    // A directory that is there (the fake runner does not look for pyvenv.cfg in it).
+    const venv = import.meta.dirname;
+    await worker(['--runner', 'python,r', '--libraries', `venv:${venv}`], io);
     // venv: is Python's; R keeps its own
-    expect(given).toEqual({ python: { packages: { venv: '/srv/venv' } }, r: undefined });
+    expect(given).toEqual({ python: { packages: { venv } }, r: undefined });
     ({ io, given } = recordingIo());
     await worker(['--runner', 'python', '--runner', 'r'], io);
     expect(given).toEqual({ python: undefined, r: undefined });

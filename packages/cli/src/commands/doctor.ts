@@ -249,6 +249,19 @@ export function cgroupFix(reason: string): string {
   return `for one memory and process budget per tree, ${ways.join(', or ')}; ${optional}`;
 }
 
+/**
+ * A probe's detail without what the interpreter line says already: an
+ * interpreter runner's starts with `python 3.11.2 at /usr/bin/python3.11`,
+ * then maybe more (`; libraries: …`), which is kept.
+ */
+function withoutInterpreter(l: LanguageReport, detail: string): string {
+  if (!l.interpreter) return detail;
+  const { path, version } = l.interpreter;
+  const said = `${l.language} ${version ?? ''} at ${path}`.replace(/ +/g, ' ');
+  if (detail === said) return '';
+  return detail.startsWith(`${said}; `) ? detail.slice(said.length + 2) : detail;
+}
+
 export function formatReport(report: DoctorReport): string {
   const lines: string[] = [`improv-extfn doctor · node ${report.node} · ${report.platform}`, ''];
   const { sandbox } = report;
@@ -301,11 +314,14 @@ export function formatReport(report: DoctorReport): string {
     }
     const needsSandbox = !l.available && (sandboxSaid(l.fix) || sandboxSaid(l.protection));
     // A runner's error message ends with its fix ("…, which does not exist; set …"): said once, below.
-    const detail =
+    const detail = withoutInterpreter(
+      l,
       !l.available && l.fix && l.detail.endsWith(`; ${l.fix}`)
         ? l.detail.slice(0, -`; ${l.fix}`.length)
-        : l.detail;
-    lines.push(`${pad}  ${cliWording(detail)}${needsSandbox ? ' (the sandbox, above)' : ''}`);
+        : l.detail,
+    );
+    if (detail || needsSandbox)
+      lines.push(`${pad}  ${cliWording(detail)}${needsSandbox ? ' (the sandbox, above)' : ''}`);
     if (l.protection && !sandboxSaid(l.protection))
       lines.push(`${pad}  protection: ${l.protection}`);
     if (!l.available && l.fix && !sandboxSaid(l.fix))

@@ -34,7 +34,8 @@ FN.json may be - to read the descriptor from standard input.
 
 Options:
   -n, --name NAME     the function to use when FN.json holds several
-      --timeout TIME  wall-clock limit for the call: milliseconds, or seconds with s (default 5s)
+      --timeout TIME  wall-clock limit for the call: 30s or 500ms (default 5s); a number
+                      without a unit is milliseconds, from 1000
       --memory SIZE   memory limit of the call: 512MiB, 2GiB (default 1GiB; Wasm 16MiB)
       --libraries WHAT
                       what a Python or R body may import besides the standard library:

@@ -1,5 +1,4 @@
 /** `improv-extfn run FN.json ROWS.(csv|jsonl) [-o OUT]`: one function over a table, streamed through the batch path. */
-import type { ExtFnError } from '@improv/extfn-core';
 import { usage } from '../cli-error.js';
 import { CsvReader } from '../csv.js';
 import { CsvRows } from '../csv-rows.js';
@@ -69,7 +68,8 @@ Options:
                          other columns are kept in the output
       --format FMT       csv or jsonl, when ROWS has another extension or is - (stdin)
   -n, --name NAME        the function to use when FN.json holds several
-      --timeout TIME     wall-clock limit per row: milliseconds, or seconds with s (default 5s)
+      --timeout TIME     wall-clock limit per row: 30s or 500ms (default 5s); a number
+                         without a unit is milliseconds, from 1000
       --memory SIZE      memory limit of a call: 512MiB, 2GiB (default 1GiB; Wasm 16MiB)
       --libraries WHAT   what a Python or R body may import besides the standard library:
                          system (the interpreter's own packages; R's default), none,
@@ -216,26 +216,14 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
     sink.onClosed(() => stop.abort(new Error('the output was closed')));
     const signal = io.signal ? AbortSignal.any([io.signal, stop.signal]) : stop.signal;
     // The function's worker starts while the first rows are read (a slow pipe, a
-    // large file's first batch). A function that cannot load (a syntax error, a
-    // wasm body its runner refuses) fails its warm-up; a row that then fails the
-    // same way stops the run there, since every row would (not 200 000 failed rows).
-    let cannotLoad: ExtFnError | undefined;
-    void registry.warmUp([fn.name], { signal }).then(
-      ([outcome]) => {
-        const error = outcome?.error;
-        if (error && error.kind !== 'Timeout' && !error.aborted) cannotLoad = error;
-      },
-      () => {},
-    );
-    const stopsRun = (error: ExtFnError) =>
-      cannotLoad !== undefined &&
-      error.kind === cannotLoad.kind &&
-      error.message === cannotLoad.message;
+    // large file's first batch); what it meets, the rows meet too.
+    void registry.warmUp([fn.name], { signal }).catch(() => {});
     tally = new Tally(fn);
     const writer =
       format === 'csv'
         ? csvRowWriter(fn, {
             newline: () => csv!.reader.newline,
+            bom: () => csv!.reader.bom,
             keepFormulas: Boolean(values['keep-formulas']),
           })
         : jsonRowWriter(fn);
@@ -249,7 +237,6 @@ export async function runCommand(argv: readonly string[], io: CliIo): Promise<Ex
         signal,
         cancel: () => stop.abort(new Error('the run failed')),
         header: () => writer.header(csv?.rows.header),
-        stopsRun,
         ...(progress
           ? {
               onProgress: (rows: number, bytes: number) =>

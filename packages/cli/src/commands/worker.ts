@@ -9,7 +9,7 @@ import { CliError, usage } from '../cli-error.js';
 import { EXIT_CODES_HELP, ExitCode } from '../exit-codes.js';
 import { cliWording } from '../hints.js';
 import { type CliIo, interruptedBy, interruptedExitCode } from '../io.js';
-import { OPTION, parseLibraries } from '../libraries-flag.js';
+import { checkLibrariesExist, OPTION, parseLibraries } from '../libraries-flag.js';
 import { parseCommandLine, parseTimeout } from '../options.js';
 import {
   defaultImport,
@@ -399,6 +399,7 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
   const redis = redisAddress(values.redis as string | undefined, io, queue);
   const names = (values.runner as string[] | undefined) ?? [];
   const libraries = parseLibraries(values.libraries as string | undefined, io.cwd);
+  checkLibrariesExist(libraries);
   const settings: RunnerSettings = libraries ? { libraries } : {};
   const runners = names.length
     ? await namedRunners(names, io, settings)
