@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { isLanguageRunner, type LanguageRunner } from '@improv/extfn-core';
+import { FIRST_PARTY_RUNNERS, isLanguageRunner, type LanguageRunner } from '@improv/extfn-core';
 import type { CliIo } from './io.js';
 import { type LibrariesFlag, librariesOption } from './libraries-flag.js';
 
@@ -99,14 +99,20 @@ function importFailure(spec: RunnerPackage, error: unknown): ImportFailure {
     };
   }
   if (isMissingModule(error, name)) {
+    // `--runner python`: a built-in language taken for a package name
+    const builtIn = spec.external && Object.hasOwn(FIRST_PARTY_RUNNERS, name);
     return {
       ok: false,
       spec,
       installed: false,
-      problem: `runner package ${name} is not installed`,
-      fix: spec.external
-        ? `install it where you run improv-extfn (npm install ${name}), or give --runner a path to its entry file`
-        : `install it: npm install ${name}`,
+      problem: builtIn
+        ? `${name} is a built-in language, not a runner package`
+        : `runner package ${name} is not installed`,
+      fix: builtIn
+        ? `drop --runner ${name}: its runner (${FIRST_PARTY_RUNNERS[name]}) is used without it; --runner names a third-party runner package or the path of its entry file`
+        : spec.external
+          ? `install it where you run improv-extfn (npm install ${name}), or give --runner a path to its entry file`
+          : `install it: npm install ${name}`,
     };
   }
   return {

@@ -520,6 +520,12 @@ describe('third-party runners', () => {
     const missing = await cli(['eval', 'twice.json', '7', '--runner', 'extfn-nope'], { cwd });
     expect(missing.exitCode).toBe(3);
     expect(missing.stderr).toContain('runner package extfn-nope is not installed');
+    // a built-in language taken for a package: said so, with the fix to drop the flag
+    const builtIn = await cli(['eval', 'twice.json', '7', '--runner', 'python'], { cwd });
+    expect(builtIn.exitCode).toBe(3);
+    expect(builtIn.stderr).toContain('python is a built-in language, not a runner package');
+    expect(builtIn.stderr).toContain('drop --runner python: its runner (@improv/extfn-python)');
+    expect(builtIn.stderr).not.toContain('npm install python');
   });
 
   test('doctor lists a third-party runner like ours', async () => {
