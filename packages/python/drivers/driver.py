@@ -567,6 +567,7 @@ class _Body(object):
         if self.mode == 'exec':
             self.code = module_code
             self.call = self._run_exec
+            self.pristine = dict(self.globals)  # never a row's own: each runs in a copy
             return
         # Wrap the parsed statements (not the text) in a function, so each
         # row is a call, the body's own line numbers stay, and the body text
@@ -591,6 +592,9 @@ class _Body(object):
             replace['co_qualname'] = '<module>'
         function.__code__ = function.__code__.replace(**replace)
         self.function = function
+        # Every row's frame shares self.globals: what a row writes there
+        # (sys._getframe().f_globals, …) is undone before the next (_reset_row).
+        self.pristine = dict(self.globals)
         # Rows call the function directly; a NameError from its last line means "result not set".
         self.call = function
 
@@ -722,13 +726,37 @@ def _reseed():
         np_random.seed(0)
 
 
-def _rerun_seeded(run, args):
+def _changed(body):
+    """Whether a row left sys.stdout, sys.stdin or the globals every row of a
+    function-mode body shares other than a fresh row finds them. The globals
+    are compared, not looked for in the source: a row reaches them through
+    sys._getframe().f_globals, inspect.currentframe(), a traceback's frames….
+    By identity, so no object of the body's is asked whether it is equal."""
+    g, pristine = body.globals, body.pristine
+    return (getattr(sys, 'stdout', None) is not _capture or getattr(sys, 'stdin', None) is not _stdin
+            or len(g) != len(pristine)
+            or any(k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(g.items(), pristine.items())))
+
+
+def _reset_row(body):
+    """Puts back what a row may have replaced for the rows after it, so a row
+    finds what eval's request finds, whichever rows ran before it in its chunk."""
+    sys.stdout = _capture
+    sys.stdin = _stdin
+    if _changed(body):  # now the globals alone: cleared only when written (a clear voids lookup caches)
+        body.globals.clear()
+        body.globals.update(body.pristine)
+
+
+def _rerun_seeded(fn, args):
     """The row loaded a generator itself (random through tempfile, numpy), so it
-    started from os.urandom: drop what the row printed, seed, and run it again.
-    Returns the generators now loaded, and the result."""
+    started from os.urandom: drop what the row printed, seed, and run it again,
+    on `args` made anew (the first run may have changed its list) and with what
+    the first run replaced put back. Returns the generators now loaded, and the result."""
     _capture.discard()
+    _reset_row(fn.body)
     _reseed()
-    return _generators(), run(args)
+    return _generators(), fn.body.call(args)
 
 
 # ---- rows -----------------------------------------------------------------------------
@@ -751,18 +779,23 @@ def _not_set():
     return _ResultTypeError('result was not set (assign it, e.g. `result = args[0]`)', 'nothing')
 
 
-def _rows(fn, rows, to_args, out, failed, floats_as_is):
+def _rows(fn, rows, to_args, out, failed, floats_as_is, fresh):
     """The one row loop, for JSON rows and f64 columns alike. `to_args` makes a
-    row's argument list (None: the row already is one), `out` converts a result
-    for the wire or raises, `failed` stands in for a failed row's value, and
+    row's argument list (None: the row already is one), `fresh(i)` makes row
+    i's anew from the request for a re-run, `out` converts a result for the
+    wire or raises, `failed` stands in for a failed row's value, and
     `floats_as_is` says every float goes out unchanged (f64 frames). Checks that
     are rare (a new import, output printed, a result that is not a plain
     float) are taken out of line: this loop is the hot path."""
     values = []
     append = values.append
     errors = {}
-    run = fn.body.call
+    body = fn.body
+    run = body.call
+    g, pristine = body.globals, body.pristine
+    sys_ = sys
     capture = _capture
+    stdin = _stdin
     modules = sys.modules
     known = len(modules)
     generators = _generators()
@@ -771,6 +804,14 @@ def _rows(fn, rows, to_args, out, failed, floats_as_is):
     i = -1
     for row in rows:
         i += 1
+        # What the row before replaced (sys.stdout, sys.stdin, the shared
+        # globals) put back: checked at C speed (`!=` may ask a value the body
+        # put in the globals; each request's _reset_row compares by identity).
+        try:
+            if g != pristine or sys_.stdout is not capture or sys_.stdin is not stdin:
+                _reset_row(body)
+        except BaseException:  # one was deleted, or that value's __eq__ raised
+            _reset_row(body)
         try:
             args = row if to_args is None else to_args(row)
             if generators:
@@ -778,7 +819,7 @@ def _rows(fn, rows, to_args, out, failed, floats_as_is):
             r = run(args)
             if len(modules) != known:  # the row imported something: a generator?
                 if _generators() != generators:
-                    generators, r = _rerun_seeded(run, args)
+                    generators, r = _rerun_seeded(fn, fresh(i))
                 known = len(modules)
             if capture.size:  # the row printed: forward it (over the cap fails the row)
                 if capture.over:
@@ -801,17 +842,21 @@ def _call(fn, rows, plain=False):
     if fn.vectorized:
         return _call_vectorized(fn, rows)
     if fn.all_numbers:
-        # `plain`: every argument is a finite JSON float, so a row is usable as parsed.
-        to_args = None if plain else fn.convert
+        # `plain`: every argument is a finite JSON float, so a row is usable
+        # as parsed; copied, so a re-run (fresh) gets it as it came.
+        to_args = list if plain else fn.convert
     else:
         to_args = fn.convert
-    return _rows(fn, rows, to_args, fn.out, None, False)
+    return _rows(fn, rows, to_args, fn.out, None, False, lambda i: to_args(rows[i]))
 
 
 def _map_rows(fn, cols, n, failed):
     """The body over every row through map(), in the row loop's order: the
     results, with `failed` and an error at rows that raised. None when a row
-    printed or loaded a generator (the row loop's bookkeeping is needed)."""
+    printed, loaded a generator or replaced what _reset_row puts back (the
+    row loop's bookkeeping is needed), or raised StopIteration: map() then
+    ends there, taken for the end of the rows, and the row loop gives that
+    row its error as eval does."""
     capture = _capture
     rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
     results = map(fn.body.call, rows)
@@ -826,8 +871,9 @@ def _map_rows(fn, cols, n, failed):
                 break
             errors[str(len(values))] = _row_failed(fn, e, capture)
             values.append(failed)
-    if capture.size or capture.over or _generators():
+    if len(values) != n or capture.size or capture.over or _generators() or _changed(fn.body):
         capture.discard()
+        _reset_row(fn.body)
         return None
     return values, errors
 
@@ -870,7 +916,7 @@ def _callf64(fn, n, payload):
         if fast is not None:
             return _f64_bytes(fast[0]), fast[1]
     rows = map(list, zip(*cols)) if arity else ([] for _ in range(n))
-    values, errors = _rows(fn, rows, None, _f64_out, 0.0, True)
+    values, errors = _rows(fn, rows, None, _f64_out, 0.0, True, lambda i: [c[i] for c in cols])
     return _f64_bytes(values), errors
 
 
@@ -929,11 +975,13 @@ def _vector_once(fn, make_args, n, out, failed, floats_as_is, raw_ok):
     capture = _capture
     run = fn.body.call
     generators = _generators()
+    _reset_row(fn.body)  # a row re-run alone after the chunk raised: what the run before replaced
     if generators:
         _reseed()
     r = run(make_args())
     if _generators() != generators:
         capture.discard()
+        _reset_row(fn.body)
         _reseed()
         r = run(make_args())  # fresh columns: the first run may have changed them in place
     if capture.size:
@@ -1326,7 +1374,8 @@ def _callcols(fn, n, payload, cells_in):
                 if i in bad:
                     raise bad[i]
                 return row
-        values, errors = _rows(fn, rows, to_args, out, failed, floats_as_is)
+        values, errors = _rows(fn, rows, to_args, out, failed, floats_as_is,
+                               lambda i: [c[i] for c in cols])
     for i, e in bad.items():
         errors[str(i)] = _error(e, fn.body.filename)
     data, cells = _cols_out(rt, values)
@@ -1425,9 +1474,12 @@ def _serve():
             payload = _read_exact(request['bytes']) if 'bytes' in request else None
         op = request.get('op')
         rid = request.get('id')
-        # A body may have replaced them; each request starts with the driver's own.
+        # A body may have replaced them; each request starts with the driver's own
+        # (and each row: _reset_row), and with the globals as loaded.
         sys.stdout = _capture
         sys.stdin = _stdin
+        if fn is not None:
+            _reset_row(fn.body)
         if fn is None and op in ('call', 'callf64', 'callcols'):
             # No function: its load failed (an answer the host remembers) or never came.
             # Answered as R's driver answers it; the payload is read, so the stream stays in step.

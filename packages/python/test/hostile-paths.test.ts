@@ -18,9 +18,105 @@ import {
   restrictedOk,
   scopedRegistry,
 } from './helpers.js';
-import { CORPUS, everyPath, problems, ROWS } from './hostile-corpus.js';
+import { type Case, CORPUS, everyPath, problems, ROWS } from './hostile-corpus.js';
 
 const VEC: FnExtras = { vectorized: true };
+
+const n = V.number;
+
+// Cases for results that once depended on the path (a row run through map()
+// or the row loop, alone or after other rows in its request).
+const PATH_CASES: Case[] = [
+  {
+    name: 'a row that raises StopIteration fails with its own error on every path, and the rows after it keep their values (f64 frames)',
+    body: [
+      'x = int(args[0])',
+      'if x % 8 == 0:',
+      "    raise StopIteration('stop %d' % x)",
+      'result = args[0]',
+    ].join('\n'),
+    expect: (x) => (x % 8 === 0 ? /^StopIteration: stop \d+$/ : n(x)),
+  },
+  {
+    name: 'a row that raises StopIteration fails with its own error on every path, and the rows after it keep their values (callcols)',
+    argTypes: ['text'],
+    returnType: 'text',
+    args: (i) => [V.text(`row-${i}`)],
+    body: [
+      's = args[0]',
+      'if int(s[4:]) % 8 == 0:',
+      "    raise StopIteration('stop ' + s)",
+      'result = s.upper()',
+    ].join('\n'),
+    expect: (x) => (x % 8 === 0 ? /^StopIteration: stop row-\d+$/ : V.text(`ROW-${x}`)),
+  },
+  {
+    name: 'a row that changes its args and then loads a generator (tempfile imports random) runs again seeded on its args as they came',
+    body: ['args.append(1.0)', 'import tempfile', 'result = len(args) * 1000 + args[0]'].join('\n'),
+    expect: (x) => n(2000 + x),
+  },
+  {
+    name: 'what a row writes to its globals through its frame (sys._getframe().f_globals, a traceback’s tb_frame) is gone in the next row',
+    body: [
+      'import sys',
+      'x = int(args[0])',
+      'if x % 8 == 0:',
+      "    sys._getframe().f_globals['leak'] = x",
+      'if x % 8 == 4:',
+      '    try:',
+      '        raise ValueError',
+      '    except ValueError as e:',
+      "        e.__traceback__.tb_frame.f_globals['__name__'] = 'row %d' % x",
+      "seen = sys._getframe().f_globals.get('leak', -1)",
+      "result = seen * 1000 + (x if __name__ == '__extfn__' else -x)",
+    ].join('\n'),
+    expect: (x) => n(x % 8 === 0 ? 1001 * x : x % 8 === 4 ? -1000 - x : -1000 + x),
+  },
+  {
+    name: 'a counter kept in the globals through sys._getframe().f_globals starts over on every row: every row reads 1',
+    body: [
+      'import sys',
+      'g = sys._getframe().f_globals',
+      "g['calls'] = g.get('calls', 0) + 1",
+      "result = g['calls']",
+    ].join('\n'),
+    vectorized: [
+      'import sys',
+      'g = sys._getframe().f_globals',
+      "g['calls'] = g.get('calls', 0) + 1",
+      "result = args[0] * 0 + g['calls']",
+    ].join('\n'),
+    numpy: true,
+    expect: () => n(1),
+  },
+  {
+    name: 'a row that replaces sys.stdout hides only its own prints: a later row printing past the 1 MiB cap fails with "output too large" on every path',
+    body: [
+      'import sys, io',
+      'x = int(args[0])',
+      'if x % 8 == 0:',
+      '    sys.stdout = io.StringIO()',
+      'if x % 61 == 17:',
+      "    print('z' * (1 << 20))",
+      'result = args[0]',
+    ].join('\n'),
+    expect: (x) => (x % 61 === 17 && x % 8 !== 0 ? /^output too large$/ : n(x)),
+  },
+  {
+    name: 'a row that replaces sys.stdin is the only one whose input() reads it',
+    body: [
+      'import sys, io',
+      'x = int(args[0])',
+      'if x % 8 == 0:',
+      "    sys.stdin = io.StringIO('row %d\\n' % x * 3)  # lines for the rows after it to read, too",
+      'try:',
+      '    result = float(len(input()))',
+      'except EOFError:',
+      '    result = -1.0',
+    ].join('\n'),
+    expect: (x) => n(x % 8 === 0 ? `row ${x}`.length : -1),
+  },
+];
 
 // Reads, from the driver's frames, how many rows the request running this row
 // holds (its internals: only to show the corpus's batches are cut into chunks).
@@ -56,7 +152,7 @@ describe.skipIf(!restrictedOk)(
       expect(Math.round(requests)).toBeGreaterThanOrEqual(4);
     });
 
-    for (const c of CORPUS) {
+    for (const c of [...CORPUS, ...PATH_CASES]) {
       const skip = c.numpy && !hasNumpy;
       test.skipIf(skip)(`${c.name}${skip ? ` (${noNumpy})` : ''}`, async () => {
         const argTypes = c.argTypes ?? ['number'];
