@@ -14,157 +14,17 @@
  * and rows all through the others, so state a row leaves for the rows after
  * it, in its chunk or the next one, shows.
  */
-import {
-  type Column,
-  type ExternalFn,
-  ExtFnError,
-  newColumn,
-  type Registry,
-  type RowResult,
-  readCell,
-  Value as V,
-  type Value,
-  type ValueType,
-  valueToJson,
-  writeCell,
-} from '@improv/extfn-core';
+import { Value as V, type Value } from '@improv/extfn-core';
+import type { PathCase } from '@improv/extfn-core/testing';
 
-export const ROWS = 300;
-
-/** What every row of a case must give, besides every path giving the same. */
-export type Expected =
-  | Value
-  /** an error whose `kind: message` (without `function f: `) matches */
-  | RegExp
-  /** the same outcome as every other row marked 'same' */
-  | 'same'
-  /** only that every path agrees */
-  | undefined;
-
-export interface Case {
-  /** The invariant it checks: the test's name. */
-  name: string;
-  /** The per-row body (function `f`). */
-  body: string;
-  argTypes?: ValueType[];
-  returnType?: ValueType;
-  /** Row i's arguments (default: the number i). */
-  args?: (i: number) => Value[];
-  expect?: (i: number) => Expected;
-  /** The same computation as a vectorized body (function `v`): every path of it must give what `f`'s eval gives. */
-  vectorized?: string;
-  /** Results that legitimately differ from run to run (time, pids): only that every path gives each row a value of the return type. */
-  shapeOnly?: boolean;
-  /** Needs numpy (`packages: 'system'`). */
+/** A case of the corpus; `numpy`: it needs numpy (`packages: 'system'`). */
+export interface Case extends PathCase {
   numpy?: boolean;
 }
 
 const n = V.number;
 const hostile = (x: number) => x % 8 === 0;
 const same = () => 'same' as const;
-
-/** A row's outcome as one comparable line: its value as the wire spells it, or its error's kind and message without the function's name. */
-export function outcome(cell: RowResult | undefined): string {
-  if (cell === undefined) return 'nothing';
-  if (ExtFnError.isInstance(cell)) {
-    return `${cell.kind}: ${cell.message.replace(/^function [fv]: /, '')}`;
-  }
-  return `${cell.type} ${JSON.stringify(valueToJson(cell as Value))}`;
-}
-
-/** Row outcomes by path, in row order. */
-export type Paths = Record<string, string[]>;
-
-function fnOf(registry: Registry, name: string): ExternalFn {
-  const fn = registry.get(name);
-  if (!fn) throw new Error(`no function ${name}`);
-  return fn;
-}
-
-/** The rows as typed columns (a Float64Array for numbers). */
-function columnsOf(fn: ExternalFn, rows: Value[][]): Column[] {
-  return fn.argTypes.map((type, k) => {
-    const column = newColumn(type, rows.length);
-    rows.forEach((row, i) => {
-      if (!writeCell(column, i, row[k]!)) throw new Error(`row ${i}: no ${type} column holds it`);
-    });
-    return column;
-  });
-}
-
-async function viaColumns(registry: Registry, name: string, rows: Value[][]): Promise<string[]> {
-  const fn = fnOf(registry, name);
-  const { values, errors } = await registry.evalColumns<Column>(name, columnsOf(fn, rows));
-  const result = { ...fn, argTypes: [fn.returnType] };
-  return rows.map((_, i) => outcome(errors.get(i) ?? readCell(result, [values], 0, i)));
-}
-
-async function viaEval(registry: Registry, name: string, rows: Value[][]): Promise<string[]> {
-  const out: string[] = [];
-  for (const row of rows) {
-    out.push(outcome(await registry.eval(name, row).catch((e: unknown) => e as ExtFnError)));
-  }
-  return out;
-}
-
-/**
- * Every path a row can take. `fresh` and `warm` are registries with the
- * case's functions on runners of their own: `fresh` runs the cold batch (a
- * new worker, chunks ramping from one row), `warm` everything else, eval
- * first (its first row on a new worker too).
- */
-export async function everyPath(c: Case, fresh: Registry, warm: Registry): Promise<Paths> {
-  const rows = Array.from({ length: ROWS }, (_, i) => (c.args ? c.args(i) : [n(i)]));
-  const paths: Paths = {};
-  paths['evalBatch, cold'] = (await fresh.evalBatch('f', rows)).map(outcome);
-  paths.eval = await viaEval(warm, 'f', rows);
-  const reversed = await warm.evalBatch('f', rows.slice().reverse());
-  paths['evalBatch of the rows reversed, warm'] = reversed.map(outcome).reverse();
-  paths.evalColumns = await viaColumns(warm, 'f', rows);
-  if (c.vectorized !== undefined) {
-    paths['vectorized evalColumns'] = await viaColumns(warm, 'v', rows);
-    paths['vectorized evalBatch'] = (await warm.evalBatch('v', rows)).map(outcome);
-    paths['vectorized eval'] = await viaEval(warm, 'v', rows);
-  }
-  return paths;
-}
-
-/** Every way the paths disagree with eval or with the case's expectations, at most 4 rows each. */
-export function problems(c: Case, paths: Paths): string[] {
-  const found: string[] = [];
-  const reference = paths.eval!;
-  const returnType = c.returnType ?? 'number';
-  for (const [path, got] of Object.entries(paths)) {
-    const bad: string[] = [];
-    got.forEach((o, i) => {
-      if (c.shapeOnly) {
-        if (!o.startsWith(`${returnType} `)) bad.push(`row ${i}: ${o}`);
-      } else if (o !== reference[i]) {
-        bad.push(`row ${i}: ${o}, but eval gave ${reference[i]}`);
-      }
-    });
-    if (bad.length) found.push(`${path}: ${bad.length} rows, ${bad.slice(0, 4).join('; ')}`);
-  }
-  if (c.expect === undefined || c.shapeOnly) return found;
-  let sameAs: string | undefined;
-  const wrong: string[] = [];
-  reference.forEach((o, i) => {
-    const want = c.expect!(i);
-    if (want === undefined) return;
-    if (want === 'same') {
-      sameAs ??= o;
-      if (o !== sameAs) wrong.push(`row ${i}: ${o}, but the rows before gave ${sameAs}`);
-    } else if (want instanceof RegExp) {
-      if (!(o.startsWith('Runtime: ') && want.test(o.slice(9))))
-        wrong.push(`row ${i}: ${o}, expected an error matching ${want}`);
-    } else if (o !== outcome(want)) {
-      wrong.push(`row ${i}: ${o}, expected ${outcome(want)}`);
-    }
-  });
-  if (wrong.length)
-    found.push(`eval against the case: ${wrong.length} rows, ${wrong.slice(0, 4).join('; ')}`);
-  return found;
-}
 
 /** The corpus. Each body's hostile rows are mostly x % 8 == 0 (see the header). */
 export const CORPUS: Case[] = [

@@ -8,6 +8,7 @@
  * the path that ran it. Restricted sandbox, /usr/bin/python3.
  */
 import { ExtFnError, Value as V } from '@improv/extfn-core';
+import { everyPath, PATH_ROWS, pathProblems } from '@improv/extfn-core/testing';
 import { describe, expect, test } from 'vitest';
 import {
   type FnExtras,
@@ -18,7 +19,7 @@ import {
   restrictedOk,
   scopedRegistry,
 } from './helpers.js';
-import { type Case, CORPUS, everyPath, problems, ROWS } from './hostile-corpus.js';
+import { type Case, CORPUS } from './hostile-corpus.js';
 
 const VEC: FnExtras = { vectorized: true };
 
@@ -138,11 +139,11 @@ const CHUNK_PROBE = [
 describe.skipIf(!restrictedOk)(
   `hostile Python bodies give every row the same outcome on every path (${restrictedOk ? 'Restricted' : noRestricted})`,
   () => {
-    test(`the corpus's batches are cut into chunks: a cold batch of ${ROWS} rows runs as 4 requests or more`, async () => {
+    test(`the corpus's batches are cut into chunks: a cold batch of ${PATH_ROWS} rows runs as 4 requests or more`, async () => {
       const { registry } = scopedRegistry('restricted', {
         probe: [CHUNK_PROBE, ['number'], 'number'],
       });
-      const rows = Array.from({ length: ROWS }, (_, i) => [V.number(i)]);
+      const rows = Array.from({ length: PATH_ROWS }, (_, i) => [V.number(i)]);
       const sizes = (await registry.evalBatch('probe', rows)).map((cell) =>
         ExtFnError.isInstance(cell) ? Number.NaN : (cell as { value: number }).value,
       );
@@ -163,7 +164,7 @@ describe.skipIf(!restrictedOk)(
         const fresh = scopedRegistry('restricted', fns, options).registry;
         const warm = scopedRegistry('restricted', fns, options).registry;
         const paths = await everyPath(c, fresh, warm);
-        expect(problems(c, paths)).toEqual([]);
+        expect(pathProblems(c, paths)).toEqual([]);
       });
     }
   },

@@ -10,9 +10,10 @@
  * Debian's R.
  */
 import { ExtFnError, type Registry, Value as V } from '@improv/extfn-core';
+import { everyPath, PATH_ROWS, pathProblems } from '@improv/extfn-core/testing';
 import { describe, expect, test } from 'vitest';
 import { restrictedOk, type Signature, scopedRegistry, skipReason } from './helpers.js';
-import { CORPUS, everyPath, problems, ROWS } from './hostile-corpus.js';
+import { CORPUS } from './hostile-corpus.js';
 
 /** The registry that runs eval, the warm batches and the columns: one worker, requests of several blocks. */
 const WARM = { chunkMs: 250, maxWorkers: 1 };
@@ -33,9 +34,9 @@ const CHUNK_PROBE = [
 describe.skipIf(!restrictedOk)(
   `hostile R bodies give every row the same outcome on every path (${restrictedOk ? 'Restricted' : skipReason})`,
   () => {
-    test(`the corpus's batches are cut into chunks: a cold batch of ${ROWS} rows runs as 4 requests or more, a warm one (chunkMs ${WARM.chunkMs}) in requests of several blocks of 128 rows`, async () => {
+    test(`the corpus's batches are cut into chunks: a cold batch of ${PATH_ROWS} rows runs as 4 requests or more, a warm one (chunkMs ${WARM.chunkMs}) in requests of several blocks of 128 rows`, async () => {
       const probe: Record<string, Signature> = { probe: [CHUNK_PROBE, ['number'], 'number'] };
-      const rows = Array.from({ length: ROWS }, (_, i) => [V.number(i)]);
+      const rows = Array.from({ length: PATH_ROWS }, (_, i) => [V.number(i)]);
       // a request of k rows shows k in each of its rows
       const sizes = async (registry: Registry) =>
         (await registry.evalBatch('probe', rows)).map((cell) =>
@@ -59,7 +60,7 @@ describe.skipIf(!restrictedOk)(
         const fresh = scopedRegistry(fns).registry;
         const warm = scopedRegistry(fns, WARM).registry;
         const paths = await everyPath(c, fresh, warm);
-        expect(problems(c, paths)).toEqual([]);
+        expect(pathProblems(c, paths)).toEqual([]);
       });
     }
   },

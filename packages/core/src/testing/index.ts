@@ -6,7 +6,9 @@
  *   runnerConformanceSuite(test, () => python(), { bodies: { … }, verbatim: [ … ] });
  *
  * The topics can also run alone: valuesSuite, errorsSuite, batchesSuite,
- * columnsSuite, isolationSuite, lifecycleSuite, vectorizedSuite.
+ * columnsSuite, isolationSuite, lifecycleSuite, vectorizedSuite. And
+ * `everyPath` / `pathProblems` (paths.ts) compare one body's rows across
+ * every path, for a runner's own corpus of hostile bodies.
  */
 import { type BatchesOptions, batchesSuite } from './batches.js';
 import { type ColumnsOptions, columnsSuite } from './columns.js';
@@ -32,6 +34,15 @@ export {
 } from './harness.js';
 export { type IsolationOptions, isolationSuite } from './isolation.js';
 export { type LifecycleOptions, lifecycleSuite } from './lifecycle.js';
+export {
+  everyPath,
+  PATH_ROWS,
+  type PathCase,
+  type PathExpectation,
+  type PathOutcomes,
+  pathProblems,
+  rowOutcome,
+} from './paths.js';
 export {
   alive,
   closeAfterEach,
