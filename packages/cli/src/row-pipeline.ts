@@ -71,7 +71,7 @@ export interface PipelineOptions {
  * host), or a body that did not load (`loadFailed`: every row would fail
  * the same way, so not 200 000 failed rows).
  */
-export function stopsRun(error: ExtFnError): boolean {
+function stopsRun(error: ExtFnError): boolean {
   return HOST_KINDS.has(error.kind) || error.loadFailed === true;
 }
 
