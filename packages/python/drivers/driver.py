@@ -726,6 +726,104 @@ def _reseed():
         np_random.seed(0)
 
 
+# ---- recursion ------------------------------------------------------------------------
+# The driver calls a body from different depths of its own stack: the row loop,
+# map() on the fast paths, once over columns when vectorized, from a worker a
+# zygote cloned or one started alone. The interpreter's limit counts every frame
+# (and some C calls), so with one limit a row could nest deeper on one path than
+# on another, and give RecursionError or a value by path. So each call site sets
+# the real limit to the one a body sees (sys.getrecursionlimit(), 1000 unless a
+# row sets it) plus the depth the body's frame will have there, so a body nests
+# exactly as deep as a script's top level does at that limit (998 calls down at
+# 1000). A row that sets the limit sets it for itself (_reset_row puts it back).
+
+_real_getlimit = sys.getrecursionlimit
+_real_setlimit = sys.setrecursionlimit
+_LIMIT = _real_getlimit()
+_limit = [_LIMIT, 0]  # what a body sees, and what the current call site adds to it
+_TOP = 2  # the depth a script's top level has (what _here() there reports, less its own frame)
+
+
+def _here():
+    """The recursion depth of this frame, as the interpreter's refusal of
+    sys.setrecursionlimit(1) reports it; None if it does not."""
+    limit = _real_getlimit()
+    try:
+        _real_setlimit(1)
+    except RecursionError as e:
+        try:
+            return int(str(e).split(' depth ', 1)[1].split(':', 1)[0])
+        except (IndexError, ValueError):
+            return None
+    _real_setlimit(limit)
+    return None
+
+
+_HERE_EXEC = compile('result = _here()', '<extfn-depth>', 'exec')
+
+
+def _fake_exec(args):
+    """An exec-mode body's call (_Body._run_exec), its module frame saying its depth."""
+    namespace = {'_here': _here}
+    exec(_HERE_EXEC, namespace)
+    return namespace['result']
+
+
+def _below():
+    """How much deeper than its caller's frame a body's frame is, by its mode
+    and whether it is called directly or through list.extend(map(...))."""
+    base = _here()
+    below = {}
+    for mode, fake in (('function', lambda args: _here()), ('exec', _fake_exec)):
+        below[mode, False] = fake(None)
+        mapped = []
+        mapped.extend(map(fake, [None]))
+        below[mode, True] = mapped[0]
+    if base is None or None in below.values():
+        return None
+    return dict((k, v - base) for k, v in below.items())
+
+
+_BELOW = _below()
+
+
+def _site(body, mapped=False):
+    """Sets the real limit for a body its caller is about to call, directly or
+    (`mapped`) through list.extend(map(...)), so the body gets the limit it sees."""
+    if _BELOW is None:
+        return  # an interpreter that does not say its depth: one limit for every path
+    # _here() is two frames below the caller; the body will be _BELOW below it.
+    extra = _here() - 2 + _BELOW[body.mode, mapped] - _TOP
+    _limit[1] = extra
+    _real_setlimit(_limit[0] + extra)
+
+
+def _getrecursionlimit():
+    """sys.getrecursionlimit() for a body: the limit it has (see _site)."""
+    return _limit[0]
+
+
+def _setrecursionlimit(limit):
+    """sys.setrecursionlimit() for a body: the limit the body's own frame and
+    the frames under it get, on every path (see _site); for its row only."""
+    import operator
+    limit = operator.index(limit)  # the errors the real one gives for a float or a str
+    if limit < 1:
+        raise ValueError('recursion limit must be greater or equal than 1')
+    try:
+        _real_setlimit(limit + _limit[1])
+    except RecursionError:  # said in the body's terms, not the site's
+        raise RecursionError('cannot set the recursion limit to %d: the body is already deeper '
+                             'than that' % (limit,)) from None
+    _limit[0] = limit
+
+
+_getrecursionlimit.__name__ = 'getrecursionlimit'
+_setrecursionlimit.__name__ = 'setrecursionlimit'
+sys.getrecursionlimit = _getrecursionlimit
+sys.setrecursionlimit = _setrecursionlimit
+
+
 def _changed(body):
     """Whether a row left sys.stdout, sys.stdin or the globals every row of a
     function-mode body shares other than a fresh row finds them. The globals
@@ -734,6 +832,7 @@ def _changed(body):
     By identity, so no object of the body's is asked whether it is equal."""
     g, pristine = body.globals, body.pristine
     return (getattr(sys, 'stdout', None) is not _capture or getattr(sys, 'stdin', None) is not _stdin
+            or _limit[0] != _LIMIT or _real_getlimit() != _LIMIT + _limit[1]
             or len(g) != len(pristine)
             or any(k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(g.items(), pristine.items())))
 
@@ -743,20 +842,24 @@ def _reset_row(body):
     finds what eval's request finds, whichever rows ran before it in its chunk."""
     sys.stdout = _capture
     sys.stdin = _stdin
+    if _limit[0] != _LIMIT or _real_getlimit() != _LIMIT + _limit[1]:
+        _limit[0] = _LIMIT
+        _real_setlimit(_LIMIT + _limit[1])
     if _changed(body):  # now the globals alone: cleared only when written (a clear voids lookup caches)
         body.globals.clear()
         body.globals.update(body.pristine)
 
 
-def _rerun_seeded(fn, args):
+def _before_rerun(fn):
     """The row loaded a generator itself (random through tempfile, numpy), so it
-    started from os.urandom: drop what the row printed, seed, and run it again,
-    on `args` made anew (the first run may have changed its list) and with what
-    the first run replaced put back. Returns the generators now loaded, and the result."""
+    started from os.urandom: drops what the row printed, puts back what it
+    replaced and seeds, for the caller to run it again (from its own frame, at
+    the depth the first run had) on arguments made anew (the first run may
+    have changed its list). Returns the generators now loaded."""
     _capture.discard()
     _reset_row(fn.body)
     _reseed()
-    return _generators(), fn.body.call(args)
+    return _generators()
 
 
 # ---- rows -----------------------------------------------------------------------------
@@ -801,14 +904,18 @@ def _rows(fn, rows, to_args, out, failed, floats_as_is, fresh):
     generators = _generators()
     inf = _INF
     floats_out = fn.floats_out
+    _site(body)
+    getlimit = _real_getlimit
+    limit = _LIMIT + _limit[1]
     i = -1
     for row in rows:
         i += 1
         # What the row before replaced (sys.stdout, sys.stdin, the shared
-        # globals) put back: checked at C speed (`!=` may ask a value the body
+        # globals, the recursion limit) put back: checked at C speed (`!=` may ask a value the body
         # put in the globals; each request's _reset_row compares by identity).
         try:
-            if g != pristine or sys_.stdout is not capture or sys_.stdin is not stdin:
+            if (g != pristine or sys_.stdout is not capture or sys_.stdin is not stdin
+                    or getlimit() != limit):
                 _reset_row(body)
         except BaseException:  # one was deleted, or that value's __eq__ raised
             _reset_row(body)
@@ -819,7 +926,8 @@ def _rows(fn, rows, to_args, out, failed, floats_as_is, fresh):
             r = run(args)
             if len(modules) != known:  # the row imported something: a generator?
                 if _generators() != generators:
-                    generators, r = _rerun_seeded(fn, fresh(i))
+                    generators = _before_rerun(fn)
+                    r = run(fresh(i))
                 known = len(modules)
             if capture.size:  # the row printed: forward it (over the cap fails the row)
                 if capture.over:
@@ -859,6 +967,7 @@ def _map_rows(fn, cols, n, failed):
     row its error as eval does."""
     capture = _capture
     rows = map(list, zip(*cols)) if cols else ([] for _ in range(n))
+    _site(fn.body, mapped=True)
     results = map(fn.body.call, rows)
     values = []
     errors = {}
@@ -976,6 +1085,7 @@ def _vector_once(fn, make_args, n, out, failed, floats_as_is, raw_ok):
     run = fn.body.call
     generators = _generators()
     _reset_row(fn.body)  # a row re-run alone after the chunk raised: what the run before replaced
+    _site(fn.body)
     if generators:
         _reseed()
     r = run(make_args())

@@ -14,7 +14,7 @@
  * and rows all through the others, so state a row leaves for the rows after
  * it, in its chunk or the next one, shows.
  */
-import { Value as V, type Value } from '@improv/extfn-core';
+import { Value as V } from '@improv/extfn-core';
 import type { PathCase } from '@improv/extfn-core/testing';
 
 /** A case of the corpus; `numpy`: it needs numpy (`packages: 'system'`). */

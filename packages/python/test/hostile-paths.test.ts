@@ -104,6 +104,26 @@ const PATH_CASES: Case[] = [
     expect: (x) => (x % 61 === 17 && x % 8 !== 0 ? /^output too large$/ : n(x)),
   },
   {
+    name: 'a row that sets sys.setrecursionlimit sets it for itself: every other row has 1000, and nests as deep as ever',
+    body: [
+      'import sys',
+      'x = int(args[0])',
+      'if x % 8 == 0:',
+      '    sys.setrecursionlimit(40 + x)',
+      'elif x % 8 == 4:',
+      '    sys.setrecursionlimit(1)  # refused: below the depth the row is at',
+      'def down(n):',
+      '    return 0 if n == 0 else 1 + down(n - 1)',
+      'result = sys.getrecursionlimit() * 1000 + down(900 if x % 8 else 30)',
+    ].join('\n'),
+    expect: (x) =>
+      x % 8 === 0
+        ? n((40 + x) * 1000 + 30)
+        : x % 8 === 4
+          ? /^RecursionError: cannot set the recursion limit to 1: the body is already deeper than that$/
+          : n(1000 * 1000 + 900),
+  },
+  {
     name: 'a row that replaces sys.stdin is the only one whose input() reads it',
     body: [
       'import sys, io',
@@ -151,6 +171,50 @@ describe.skipIf(!restrictedOk)(
       const requests = sizes.reduce((sum, k) => sum + 1 / k, 0);
       expect(sizes[0], 'the first row runs alone').toBe(1);
       expect(Math.round(requests)).toBeGreaterThanOrEqual(4);
+    });
+
+    test('a body nests as deep on every path: eval, evalBatch (cold and warm) and evalColumns agree on the deepest recursion that works, about 1000 calls', async () => {
+      // Depths 985-1004, each on 15 rows spread over the chunks. A path's
+      // verdict on a depth is what most of its rows give: CPython gives
+      // module-level code one frame less in its first 7 runs in a process
+      // (before it is quickened), so a new worker's first rows may fail one
+      // depth earlier. A path whose stack takes more frames fails on all.
+      const depths = Array.from({ length: 20 }, (_, k) => 985 + k);
+      const c: Case = {
+        name: 'recursion',
+        body: [
+          'def down(n):',
+          '    return 0 if n == 0 else 1 + down(n - 1)',
+          'result = float(down(int(args[0])))',
+        ].join('\n'),
+        args: (i) => [n(depths[i % depths.length]!)],
+      };
+      const fns: Parameters<typeof registryWith>[1] = { f: [c.body, ['number'], 'number'] };
+      const paths = await everyPath(
+        c,
+        scopedRegistry('restricted', fns).registry,
+        scopedRegistry('restricted', fns).registry,
+      );
+      const deepest: Record<string, number> = {};
+      for (const [path, outcomes] of Object.entries(paths)) {
+        const works = depths.filter((d, k) => {
+          const rows = outcomes.filter((_, i) => i % depths.length === k);
+          return rows.filter((o) => o === `number ${d}`).length > rows.length / 2;
+        });
+        expect(works, `${path}: the depths that work are the shallower ones`).toEqual(
+          depths.slice(0, works.length),
+        );
+        deepest[path] = works.length ? works[works.length - 1]! : 0;
+        const failed = outcomes.filter((o) => !o.startsWith('number'));
+        expect(new Set(failed), `${path}: what fails is RecursionError`).toEqual(
+          new Set(
+            failed.length ? ['Runtime: RecursionError: maximum recursion depth exceeded'] : [],
+          ),
+        );
+      }
+      expect(new Set(Object.values(deepest)), JSON.stringify(deepest)).toHaveLength(1);
+      expect(deepest.eval).toBeGreaterThanOrEqual(990);
+      expect(deepest.eval).toBeLessThan(1004);
     });
 
     for (const c of [...CORPUS, ...PATH_CASES]) {

@@ -16,7 +16,7 @@
  * (which hold several: see hostile-paths.test.ts), so state a row leaves for
  * the rows after it, in its block, its chunk or the next one, shows.
  */
-import { Value as V, type Value } from '@improv/extfn-core';
+import { Value as V } from '@improv/extfn-core';
 import type { PathCase } from '@improv/extfn-core/testing';
 
 export type Case = PathCase;
