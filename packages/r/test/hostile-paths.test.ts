@@ -50,6 +50,41 @@ describe.skipIf(!restrictedOk)(
       expect(Math.max(...(await sizes(warm)))).toBeGreaterThan(128);
     });
 
+    test('a function the body defines recurses as deep once the worker has compiled the body (after 0.25 s of its CPU) as in a fresh worker', async () => {
+      // A row with a negative argument spins 0.3 s of CPU, after which the
+      // worker compiles the body. Depth 1500: a compiled closure runs out of
+      // C stack at about 600 calls, an interpreted one goes 1650 deep.
+      const body = [
+        'x <- args[[1]]',
+        'if (x < 0) { t <- proc.time()[[1]]; while (proc.time()[[1]] - t < 0.3) NULL }',
+        'down <- function(n) if (n == 0) 0 else 1 + down(n - 1)',
+        'result <- if (x < 0) x else down(x)',
+      ].join('\n');
+      const { registry } = scopedRegistry({ f: [body, ['number'], 'number'] }, { maxWorkers: 1 });
+      const depths = [10, 700, 1000, 1500];
+      const outcome = async () =>
+        Promise.all(
+          depths.map((d) =>
+            registry.eval('f', [V.number(d)]).then(
+              (r) => r,
+              (e: Error) => e.message,
+            ),
+          ),
+        );
+      const fresh = await outcome();
+      expect(fresh).toEqual(depths.map((d) => V.number(d)));
+      const spun = (await registry.eval('f', [V.number(-1)])) as { value: number };
+      expect(spun.value).toBe(-1);
+      expect(await outcome(), 'the same depths on the worker that compiled the body').toEqual(
+        fresh,
+      );
+      const batch = await registry.evalBatch(
+        'f',
+        depths.map((d) => [V.number(d)]),
+      );
+      expect(batch, 'and in a batch').toEqual(fresh);
+    });
+
     for (const c of CORPUS) {
       test(c.name, async () => {
         const argTypes = c.argTypes ?? ['number'];
