@@ -54,6 +54,20 @@ describe('everyPath and pathProblems', () => {
     expect(found.some((p) => p.startsWith('evalBatch of the rows reversed, warm: '))).toBe(true);
   });
 
+  test('a case that says how many rows it runs gets that many on every path', async () => {
+    const c: PathCase = { ...remember, rows: 12 };
+    const [fresh, warm] = registries(c);
+    try {
+      const paths = await everyPath(c, fresh, warm);
+      expect(Object.values(paths).map((rows) => rows.length)).toEqual([12, 12, 12, 12]);
+      expect(pathProblems({ ...c, expect: () => V.number(0) }, paths)[0]).toMatch(
+        /^eval against the case: 12 rows, /,
+      );
+    } finally {
+      await Promise.all([fresh.close(), warm.close()]);
+    }
+  });
+
   test('a wrong expectation is found even when every path agrees', async () => {
     const found = await problemsOf({ ...remember, expect: () => V.number(0) });
     expect(found).toEqual([

@@ -1821,13 +1821,11 @@ function(con, precompiled = NULL) eval(
           if (is.null(fn)) stop("call before load")
           parsed <- call_rows(tokens)
           request <- parsed$header
-          warm_up(length(parsed$problems))
-          pending <- list(id = id_text(request$id), rows = length(parsed$problems))
-          in_rows <- TRUE
-          result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
-          else run_vectorized(parsed$columns, parsed$problems)
-          in_rows <- FALSE
-          list(op = "call", result = result)
+          # The rows run below, out of this tryCatch, as every other op's do:
+          # the body then starts at the same depth of R's evaluation and of
+          # the C stack on every path, so a row near R's limits (a deep
+          # recursion) gives the same result through eval and through batches.
+          list(op = "call", parsed = parsed)
         } else if (op == '"callcols"') {
           # String values stay tokens: cells are read as call arguments are.
           request <- read_json(tokens, raw_strings = TRUE)
@@ -1840,8 +1838,13 @@ function(con, precompiled = NULL) eval(
       error = function(e) list(op = "error", message = conditionMessage(e))
     )
     id <- id_text(if (is.null(request) && identical(outcome$op, "error")) token_id(tokens) else request$id)
+    # A request with rows to run leaves them in `job`, run below, from one
+    # place for every op (see the call branch above).
+    job <- NULL
     if (identical(outcome$op, "call")) {
-      respond_call(id, outcome$result)
+      job <- outcome$parsed
+      job$n <- length(job$problems)
+      job$respond <- function(result) respond_call(id, result)
     } else if (identical(outcome$op, "load")) {
       loaded <- tryCatch(
         {
@@ -1878,17 +1881,11 @@ function(con, precompiled = NULL) eval(
           if (anyNA(column)) column[is.na(column)] <- NaN
           column
         })
-        warm_up(n_rows)
-        pending <- list(id = id, rows = n_rows)
-        in_rows <- TRUE
-        result <- if (isTRUE(fn$vectorized)) run_vectorized(columns, NULL)
-        else run_rows(.mapply(list, columns, NULL), rep(NA_character_, n_rows))
-        in_rows <- FALSE
-        respond_f64(id, result, shm)
-        if (isTRUE(fn$vectorized)) {
-          rm(columns, result)
-          reclaim(n_rows)
-        }
+        job <- if (isTRUE(fn$vectorized)) list(columns = columns, problems = NULL)
+        else list(rows = .mapply(list, columns, NULL), problems = rep(NA_character_, n_rows))
+        rm(columns)
+        job$n <- n_rows
+        job$respond <- function(result) respond_f64(id, result, shm)
       }
     } else if (identical(outcome$op, "callcols")) {
       # Binary columns of every type in (docs/protocol.md), one result column out.
@@ -1908,17 +1905,10 @@ function(con, precompiled = NULL) eval(
       if (inherits(parsed, "condition")) {
         frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", conditionMessage(parsed)), "}"))
       } else {
-        warm_up(n_rows)
-        pending <- list(id = id, rows = n_rows)
-        in_rows <- TRUE
-        result <- if (is.null(parsed$columns)) run_rows(parsed$rows, parsed$problems)
-        else run_vectorized(parsed$columns, parsed$problems)
-        in_rows <- FALSE
-        respond_cols(id, result)
-        if (!is.null(parsed$columns)) {
-          rm(parsed, result)
-          reclaim(n_rows)
-        }
+        job <- parsed
+        rm(parsed)
+        job$n <- n_rows
+        job$respond <- function(result) respond_cols(id, result)
       }
     } else if (identical(outcome$op, "exit")) {
       break
@@ -1930,6 +1920,20 @@ function(con, precompiled = NULL) eval(
         if (!is.na(skip) && skip > 0) readBin(con, "raw", skip)
       }
       frame(paste0('{"id":', id, ',"error":', json_error("ProtocolError", message), "}"))
+    }
+    if (!is.null(job)) {
+      warm_up(job$n)
+      pending <- list(id = id, rows = job$n)
+      in_rows <- TRUE
+      result <- if (is.null(job$columns)) run_rows(job$rows, job$problems)
+      else run_vectorized(job$columns, job$problems)
+      in_rows <- FALSE
+      job$respond(result)
+      if (!is.null(job$columns)) {
+        n <- job$n
+        rm(job, result)
+        reclaim(n)
+      }
     }
   }
   pending <- NULL

@@ -50,6 +50,39 @@ describe.skipIf(!restrictedOk)(
       expect(Math.max(...(await sizes(warm)))).toBeGreaterThan(128);
     });
 
+    test('a body nests as deep on every path: eval, evalBatch (cold and warm) and evalColumns agree, depth by depth, on where R stops (evaluation nested too deeply)', async () => {
+      // Depths 1635-1664, a row each: few enough rows that no worker spends
+      // the 0.25 s of CPU after which it compiles the body (a compiled body
+      // reaches the limit a call later).
+      const c = {
+        name: 'recursion',
+        body: [
+          'down <- function(n) if (n == 0) 0 else 1 + down(n - 1)',
+          'result <- down(args[[1]])',
+        ].join('\n'),
+        args: (i: number) => [V.number(1635 + i)],
+        rows: 30,
+      };
+      const fns: Record<string, Signature> = { f: [c.body, ['number'], 'number'] };
+      const paths = await everyPath(
+        c,
+        scopedRegistry(fns).registry,
+        scopedRegistry(fns, WARM).registry,
+      );
+      expect(pathProblems(c, paths)).toEqual([]);
+      const works = paths.eval!.filter((o, i) => o === `number ${1635 + i}`).length;
+      expect(
+        paths
+          .eval!.slice(works)
+          .every((o) =>
+            /^Runtime: expressionStackOverflowError: evaluation nested too deeply/.test(o),
+          ),
+        paths.eval!.join('\n'),
+      ).toBe(true);
+      expect(works, "the depths up to R's limit work, the deeper ones fail").toBeGreaterThan(0);
+      expect(works).toBeLessThan(30);
+    });
+
     test('a function the body defines recurses as deep once the worker has compiled the body (after 0.25 s of its CPU) as in a fresh worker', async () => {
       // A row with a negative argument spins 0.3 s of CPU, after which the
       // worker compiles the body. Depth 1500: a compiled closure runs out of

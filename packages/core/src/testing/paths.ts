@@ -44,9 +44,11 @@ export interface PathCase {
   vectorized?: string;
   /** Results that legitimately differ from run to run (time, pids): only that every path gives each row a value of the return type. */
   shapeOnly?: boolean;
+  /** How many rows to run (PATH_ROWS by default): fewer for rows that cost a worker much CPU. */
+  rows?: number;
 }
 
-/** How many rows a case runs (x = 0 … 299). */
+/** How many rows a case runs unless it says (x = 0 … 299). */
 export const PATH_ROWS = 300;
 
 /** Row outcomes by path, in row order. */
@@ -104,7 +106,9 @@ export async function everyPath(
   fresh: Registry,
   warm: Registry,
 ): Promise<PathOutcomes> {
-  const rows = Array.from({ length: PATH_ROWS }, (_, i) => (c.args ? c.args(i) : [V.number(i)]));
+  const rows = Array.from({ length: c.rows ?? PATH_ROWS }, (_, i) =>
+    c.args ? c.args(i) : [V.number(i)],
+  );
   const paths: PathOutcomes = {};
   paths['evalBatch, cold'] = (await fresh.evalBatch('f', rows)).map(rowOutcome);
   paths.eval = await viaEval(warm, 'f', rows);
