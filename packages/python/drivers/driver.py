@@ -786,9 +786,22 @@ def _below():
 
 
 _BELOW = _below()
-# The depth of a script's top level: the bootstrap's (python -c), which ran
-# this module through exec(), as an exec-mode body's module frame is run.
-_TOP = None if _BELOW is None else _here() - _BELOW['exec', False]
+
+
+def _top():
+    """The depth of a script's top level: the bootstrap's (python -c), the
+    outermost frame, which ran this module through exec(), itself or through
+    the precompiled driver's stub (bootstrap.ts): each exec() a level as an
+    exec-mode body's module frame is below its caller."""
+    frame = sys._getframe(1)  # this module's
+    execs = 0
+    while frame.f_back is not None:
+        execs += 1
+        frame = frame.f_back
+    return _here() - 2 - execs * (_BELOW['exec', False] - 1)
+
+
+_TOP = None if _BELOW is None else _top()
 
 
 def _site(body, mapped=False):
