@@ -1,9 +1,10 @@
 /** Shared by the Python tests: the interpreter, sandbox availability, scoped registries and process checks. */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { Value } from '@improv/extfn-core';
 import { closeAfterEach, type FnTable, registryOf } from '@improv/extfn-core/testing';
 import { probeSandbox, type SandboxPolicy } from '@improv/extfn-sandbox';
-import { afterAll, afterEach } from 'vitest';
+import { afterAll, afterEach, expect } from 'vitest';
 import { closeIdleZygotes, type PythonRunnerOptions, python } from '../src/index.js';
 
 /** Tests use Debian's interpreter: the pyenv shim first on PATH is unreadable for the sandbox uid. */
@@ -72,4 +73,35 @@ export function processesWith(marker: string): number[] {
     }
   }
   return found;
+}
+
+/** A body (and a script) recursing deeper and deeper until RecursionError: the deepest call that worked. */
+const DEEPEST = [
+  'def down(n):',
+  '    return 0 if n == 0 else 1 + down(n - 1)',
+  'deepest = 0',
+  'for n in range(900, 1100):',
+  '    try:',
+  '        down(n)',
+  '        deepest = n',
+  '    except RecursionError:',
+  '        break',
+].join('\n');
+
+/** That a body recursing until RecursionError gets exactly as deep as a script run by `interpreter` itself, through eval, evalBatch and evalColumns. */
+export async function expectScriptDepth(interpreter: string, policy: SandboxPolicy) {
+  const script = Number(
+    execFileSync(interpreter, ['-c', `${DEEPEST}\nprint(deepest)`], { encoding: 'utf8' }),
+  );
+  expect(script).toBeGreaterThan(990);
+  const { registry } = scopedRegistry(
+    policy,
+    { deep: [`${DEEPEST}\nresult = float(deepest) + 0 * args[0]`, ['number'], 'number'] },
+    { interpreter },
+  );
+  const n = Value.number;
+  expect(await registry.eval('deep', [n(0)])).toEqual(n(script));
+  expect(await registry.evalBatch('deep', [[n(1)], [n(2)]])).toEqual([n(script), n(script)]);
+  const { values } = await registry.evalColumns('deep', [Float64Array.of(3, 4)]);
+  expect(Array.from(values)).toEqual([script, script]);
 }

@@ -7,15 +7,16 @@
  * row must give. A row's result never depends on the rows before it or on
  * the path that ran it. Restricted sandbox, /usr/bin/python3.
  */
-import { execFileSync } from 'node:child_process';
 import { ExtFnError, Value as V } from '@improv/extfn-core';
 import { everyPath, PATH_ROWS, pathProblems } from '@improv/extfn-core/testing';
 import { describe, expect, test } from 'vitest';
 import {
+  expectScriptDepth,
   type FnExtras,
   hasNumpy,
   noNumpy,
   noRestricted,
+  PYTHON,
   type registryWith,
   restrictedOk,
   scopedRegistry,
@@ -219,31 +220,7 @@ describe.skipIf(!restrictedOk)(
     });
 
     test('a body recursing until RecursionError gets exactly as deep as a script of the same interpreter, through eval, evalBatch and evalColumns', async () => {
-      const deepest = [
-        'def down(n):',
-        '    return 0 if n == 0 else 1 + down(n - 1)',
-        'deepest = 0',
-        'for n in range(900, 1100):',
-        '    try:',
-        '        down(n)',
-        '        deepest = n',
-        '    except RecursionError:',
-        '        break',
-      ].join('\n');
-      const script = Number(
-        execFileSync('/usr/bin/python3', ['-c', `${deepest}\nprint(deepest)`], {
-          encoding: 'utf8',
-        }),
-      );
-      expect(script).toBeGreaterThan(990);
-      const { registry } = scopedRegistry('restricted', {
-        deep: [`${deepest}\nresult = float(deepest) + 0 * args[0]`, ['number'], 'number'],
-      });
-      expect(await registry.eval('deep', [n(0)])).toEqual(n(script));
-      expect(await registry.evalBatch('deep', [[n(1)], [n(2)]])).toEqual([n(script), n(script)]);
-      expect(
-        Array.from((await registry.evalColumns('deep', [Float64Array.of(3, 4)])).values),
-      ).toEqual([script, script]);
+      await expectScriptDepth(PYTHON, 'restricted');
     });
 
     for (const c of [...CORPUS, ...PATH_CASES]) {

@@ -6,13 +6,12 @@
  * interpreters live under a home, which Restricted never binds, so they run
  * `trusted`; the sandboxed runs are Debian's 3.11 in the other files.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { ExtFnError, Value } from '@improv/extfn-core';
 import { describe, expect, test } from 'vitest';
-import { failure, scopedRegistry } from './helpers.js';
+import { expectScriptDepth, failure, scopedRegistry } from './helpers.js';
 
 const root = process.env.PYENV_ROOT ?? join(homedir(), '.pyenv');
 
@@ -73,34 +72,7 @@ describe.each(['3.8', '3.9', '3.10', '3.11', '3.12', '3.13'])('CPython %s', (min
       ? `a body's own recursion goes exactly as deep as at a script's top level, through eval, evalBatch and evalColumns (${python})`
       : `skipped: no CPython ${minor} under ${root}/versions`,
     async () => {
-      const deepest = [
-        'def down(n):',
-        '    return 0 if n == 0 else 1 + down(n - 1)',
-        'deepest = 0',
-        'for n in range(900, 1100):',
-        '    try:',
-        '        down(n)',
-        '        deepest = n',
-        '    except RecursionError:',
-        '        break',
-      ].join('\n');
-      const script = Number(
-        execFileSync(python!, ['-c', `${deepest}\nprint(deepest)`], { encoding: 'utf8' }),
-      );
-      expect(script).toBeGreaterThan(990);
-      const { registry } = scopedRegistry(
-        'trusted',
-        { deep: [`${deepest}\nresult = float(deepest) + 0 * args[0]`, ['number'], 'number'] },
-        { interpreter: python },
-      );
-      expect(await registry.eval('deep', [Value.number(0)])).toEqual(Value.number(script));
-      expect(await registry.evalBatch('deep', [[Value.number(1)], [Value.number(2)]])).toEqual([
-        Value.number(script),
-        Value.number(script),
-      ]);
-      expect(
-        Array.from((await registry.evalColumns('deep', [Float64Array.of(3, 4)])).values),
-      ).toEqual([script, script]);
+      await expectScriptDepth(python!, 'trusted');
     },
   );
 });
