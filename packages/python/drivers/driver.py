@@ -815,6 +815,11 @@ def _site(body, mapped=False):
     _real_setlimit(_limit[0] + extra)
 
 
+def _limit_changed():
+    """Whether a row left the recursion limit other than the call site set it."""
+    return _limit[0] != _LIMIT or _real_getlimit() != _LIMIT + _limit[1]
+
+
 def _getrecursionlimit():
     """sys.getrecursionlimit() for a body: the limit it has (see _site)."""
     return _limit[0]
@@ -842,15 +847,15 @@ sys.setrecursionlimit = _setrecursionlimit
 
 
 def _changed(body):
-    """Whether a row left sys.stdout, sys.stdin or the globals every row of a
-    function-mode body shares other than a fresh row finds them. The globals
-    are compared, not looked for in the source: a row reaches them through
-    sys._getframe().f_globals, inspect.currentframe(), a traceback's frames….
-    By identity, so no object of the body's is asked whether it is equal."""
+    """Whether a row left sys.stdout, sys.stdin, the recursion limit or the
+    globals every row of a function-mode body shares other than a fresh row
+    finds them. The globals are compared, not looked for in the source: a
+    row reaches them through sys._getframe().f_globals,
+    inspect.currentframe(), a traceback's frames…. By identity, so no object
+    of the body's is asked whether it is equal."""
     g, pristine = body.globals, body.pristine
     return (getattr(sys, 'stdout', None) is not _capture or getattr(sys, 'stdin', None) is not _stdin
-            or _limit[0] != _LIMIT or _real_getlimit() != _LIMIT + _limit[1]
-            or len(g) != len(pristine)
+            or _limit_changed() or len(g) != len(pristine)
             or any(k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(g.items(), pristine.items())))
 
 
@@ -859,7 +864,7 @@ def _reset_row(body):
     finds what eval's request finds, whichever rows ran before it in its chunk."""
     sys.stdout = _capture
     sys.stdin = _stdin
-    if _limit[0] != _LIMIT or _real_getlimit() != _LIMIT + _limit[1]:
+    if _limit_changed():
         _limit[0] = _LIMIT
         _real_setlimit(_LIMIT + _limit[1])
     if _changed(body):  # now the globals alone: cleared only when written (a clear voids lookup caches)
@@ -928,8 +933,9 @@ def _rows(fn, rows, to_args, out, failed, floats_as_is, fresh):
     for row in rows:
         i += 1
         # What the row before replaced (sys.stdout, sys.stdin, the shared
-        # globals, the recursion limit) put back: checked at C speed (`!=` may ask a value the body
-        # put in the globals; each request's _reset_row compares by identity).
+        # globals, the recursion limit) put back: checked at C speed (`!=` may
+        # ask a value the body put in the globals; each request's _reset_row
+        # compares by identity).
         try:
             if (g != pristine or sys_.stdout is not capture or sys_.stdin is not stdin
                     or getlimit() != limit):
