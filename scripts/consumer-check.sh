@@ -102,6 +102,18 @@ assert.deepEqual([...out.values], [2, 5]);
 await registry.close();
 console.log('consumer-check: wasm results as documented');
 TS
+# The zod schemas, from their own subpath (the main entry loads no zod).
+cat >src/schemas.ts <<'TS'
+import assert from 'node:assert/strict';
+import { parseExternalFn, Value } from '@improv/extfn-core';
+import { externalFnSchema, valueSchema } from '@improv/extfn-core/schemas';
+
+const descriptor = { name: 'f', language: 'wasm', body: '', argTypes: ['number'], returnType: 'text' };
+assert.deepEqual(externalFnSchema.parse(descriptor), parseExternalFn(descriptor));
+assert.deepEqual(valueSchema.parse({ Number: 5 }), Value.number(5));
+assert.equal(externalFnSchema.safeParse({ ...descriptor, returnType: 'money' }).success, false);
+console.log('consumer-check: the schemas subpath reads as parseExternalFn does');
+TS
 # Every runner's published types, type-checked like the rest.
 cat >src/every-runner.ts <<'TS'
 import type { LanguageRunner } from '@improv/extfn-core';
@@ -155,6 +167,7 @@ done
 step "running the core README's example (Wasm) and the result checks"
 "$NODE" out/wasm-example.js || fail "the core README's example failed"
 "$NODE" out/check.js || fail "the Wasm results differ from what the README says"
+"$NODE" out/schemas.js || fail "@improv/extfn-core/schemas does not read as parseExternalFn does"
 
 step "starting the sandbox's spawner from the installed package"
 [ "$("$NODE" out/spawner-ok.js)" = "spawner ok" ] || fail "the installed @improv/extfn-sandbox could not start its spawner (dist/spawner-process.js)"

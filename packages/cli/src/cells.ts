@@ -18,11 +18,12 @@ import {
   type ValueType,
   valueFromJson,
 } from '@improv/extfn-core';
+import { lookupTable } from './lookup-table.js';
 
 export type CellResult = { ok: true; value: Value } | { ok: false; problem: string; fix: string };
 
 const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
-const SPECIAL: Record<string, number> = {
+const SPECIAL = lookupTable<number>({
   nan: Number.NaN,
   infinity: Number.POSITIVE_INFINITY,
   '+infinity': Number.POSITIVE_INFINITY,
@@ -30,7 +31,7 @@ const SPECIAL: Record<string, number> = {
   inf: Number.POSITIVE_INFINITY,
   '+inf': Number.POSITIVE_INFINITY,
   '-inf': Number.NEGATIVE_INFINITY,
-};
+});
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 /** A date or instant in ISO-8601's shape, its fields captured, whether or not they exist. */
 const ISO_SHAPE =

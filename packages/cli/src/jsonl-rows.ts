@@ -129,7 +129,7 @@ export class JsonLinesRows {
         if (first) throw usage(message, fix);
         return { line, json, raw, problem: `${message}: ${fix}` };
       }
-      const absent = columns.find((c) => !(c in json));
+      const absent = columns.find((c) => !Object.hasOwn(json, c)); // not a key "constructor" it lacks
       if (absent !== undefined) {
         return { line, json, raw, problem: `line ${line}: no key "${absent}"` };
       }

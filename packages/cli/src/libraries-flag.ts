@@ -7,6 +7,7 @@ import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ExternalFn } from '@improv/extfn-core';
 import { usage } from './cli-error.js';
+import { lookupTable } from './lookup-table.js';
 import type { Runners } from './session.js';
 
 export type LibrariesFlag =
@@ -20,10 +21,10 @@ export const LIBRARIES_FORMS =
   "--libraries system (the interpreter's own packages), --libraries venv:PATH (a Python virtual environment) or --libraries DIR[:DIR...] (these directories)";
 
 /** Languages whose runners take it, and the option each calls it. */
-export const OPTION: Record<string, 'packages' | 'libraries'> = {
+export const OPTION = lookupTable<'packages' | 'libraries'>({
   python: 'packages',
   r: 'libraries',
-};
+});
 
 /**
  * `system`, `none`, `venv:PATH`, or directories joined by `:`; relative paths

@@ -8,6 +8,7 @@ import { WORKER_HELP, workerCommand } from './commands/worker.js';
 import { EXAMPLES_DIR, examplePath } from './examples.js';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.js';
 import type { CliIo } from './io.js';
+import { lookupTable } from './lookup-table.js';
 import { wantsJson } from './options.js';
 import { reportFailure } from './report.js';
 import { RUNNERS_ENV } from './runners.js';
@@ -55,12 +56,12 @@ ${EXIT_CODES_HELP}
 `;
 }
 
-const COMMAND_HELP: Record<string, (cwd: string) => string> = {
+const COMMAND_HELP = lookupTable<(cwd: string) => string>({
   eval: evalHelp,
   run: runHelp,
   doctor: () => DOCTOR_HELP,
   worker: () => WORKER_HELP,
-};
+});
 
 /**
  * The variables that loosen the sandbox, and what stays as it is when one is

@@ -2,6 +2,7 @@
 import { isUtf8 } from 'node:buffer';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { badInput, usage } from './cli-error.js';
+import { lookupTable } from './lookup-table.js';
 import { decodeEscaped } from './utf8.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -270,7 +271,7 @@ export function wantsJson(argv: readonly string[]): boolean {
   return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
 }
 
-const SIZE_UNITS: Record<string, number> = {
+const SIZE_UNITS = lookupTable<number>({
   '': 1,
   b: 1,
   k: 1024,
@@ -279,9 +280,9 @@ const SIZE_UNITS: Record<string, number> = {
   mib: 1024 ** 2,
   g: 1024 ** 3,
   gib: 1024 ** 3,
-};
+});
 /** KB, MB, GB, by power: 1MB is 10^6 bytes to some programs, 2^20 to others; which is meant is not ours to guess. */
-const AMBIGUOUS_UNITS: Record<string, number> = { kb: 1, mb: 2, gb: 3 };
+const AMBIGUOUS_UNITS = lookupTable<number>({ kb: 1, mb: 2, gb: 3 });
 
 /** The smallest and largest memory limit --memory takes (Wasm functions: at most WASM_MAX_MEMORY_BYTES). */
 export const MIN_MEMORY_BYTES = 1024 ** 2;

@@ -12,6 +12,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { parseCell } from '../src/cells.js';
 import { CsvReader, parseCsv } from '../src/csv.js';
 import { ExitCode } from '../src/exit-codes.js';
+import { librariesOption } from '../src/libraries-flag.js';
 import { main } from '../src/main.js';
 import { BIN, cli, fakeIo, fakeRunner, scratch } from './helpers.js';
 
@@ -106,6 +107,64 @@ describe('cells a function cannot take are that row’s error', () => {
       /^1e999,1,,"MalformedRow: line 1: .*beyond the range of a 64-bit float/,
     );
     expect(io.out()).toMatch(/\n2,3,5,\n$/);
+  });
+});
+
+describe('text that names a member of Object.prototype is text like any other', () => {
+  const KEYS = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'];
+
+  test('a number cell "constructor" or "__proto__" is that row’s error, not an internal error', async () => {
+    for (const key of KEYS) {
+      expect(parseCell(key, 'number'), key).toMatchObject({
+        ok: false,
+        problem: `${JSON.stringify(key)} is not a number`,
+      });
+    }
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.csv', 'constructor,1\n__proto__,2\n2,3\n');
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, rows], io)).toBe(ExitCode.FunctionError);
+    expect(io.err()).not.toMatch(/internal error/);
+    expect(io.out()).toMatch(
+      /^constructor,1,,"MalformedRow: line 1: .*""constructor"" is not a number/,
+    );
+    expect(io.out()).toMatch(
+      /\n__proto__,2,,"MalformedRow: line 2: .*""__proto__"" is not a number/,
+    );
+    expect(io.out()).toMatch(/\n2,3,5,\n$/);
+  });
+
+  test('a JSON line without the key --columns names is "no key", whatever the key is called', async () => {
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    const rows = await tmp.file('rows.jsonl', '{"a": 1}\n{"a": 2, "constructor": 3}\n');
+    const io = fakeIo(withRunner());
+    expect(await main(['run', fn, rows, '--columns', 'a,constructor'], io)).toBe(
+      ExitCode.FunctionError,
+    );
+    expect(io.out()).toMatch(/"line 1: no key \\"constructor\\""/);
+    expect(io.out()).toMatch(/"a": 2, "constructor": 3,"result":5/);
+  });
+
+  test('help for a topic, or a size unit, spelled like a member is unknown: a usage error', async () => {
+    for (const topic of KEYS) {
+      const io = fakeIo({});
+      expect(await main(['help', topic], io), topic).toBe(ExitCode.BadInput);
+      expect(io.err()).toContain(`no command named ${topic}`);
+      expect(io.out()).toBe('');
+    }
+    const fn = await tmp.file('add.json', JSON.stringify(add));
+    for (const unit of ['constructor', 'valueOf']) {
+      const io = fakeIo(withRunner());
+      expect(await main(['eval', fn, '1', '2', '--memory', `1${unit}`], io)).toBe(
+        ExitCode.BadInput,
+      );
+      expect(io.err()).toContain(`--memory "1${unit}": unknown unit "${unit}"`);
+    }
+  });
+
+  test('--libraries for a function whose language is "constructor": not python or r', () => {
+    expect(librariesOption('constructor', { kind: 'system' })).toBeUndefined();
+    expect(librariesOption('python', { kind: 'system' })).toEqual({ packages: 'system' });
   });
 });
 

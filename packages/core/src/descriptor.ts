@@ -2,143 +2,14 @@
  * The external-function descriptor, in our camelCase form and in the Rust
  * engine's serde form (snake_case fields, capitalised type and language names).
  */
-import { z } from 'zod';
-import { describeThrown } from './errors.js';
-import { type Json, valueTypeFromEngine, valueTypeToEngine } from './json.js';
-import {
-  cut,
-  MAX_ARGUMENTS,
-  MAX_BODY_LENGTH,
-  MAX_LANGUAGE_LENGTH,
-  MAX_NAME_LENGTH,
-  nameSpelling,
-  quoted,
-} from './limits.js';
-import { VALUE_TYPES, type ValueType } from './value.js';
+import { type ExternalFn, readExternalFn } from './descriptor-reader.js';
+import { type Json, valueTypeToEngine } from './json.js';
+import { cut, quoted } from './limits.js';
+
+export type { ExternalFn } from './descriptor-reader.js';
 
 /** Languages this project ships runners for; third-party runners add their own ids. */
 export const KNOWN_LANGUAGES = ['python', 'r', 'julia', 'pure', 'wasm'] as const;
-
-export interface ExternalFn {
-  /** The name cells call it by. */
-  name: string;
-  /** The runner's language id, lower case: `python`, `r`, `julia`, `pure`, `wasm`, or a third party's. */
-  language: string;
-  /** The function body, passed to the interpreter byte for byte. */
-  body: string;
-  /** Declared argument types, in order; the arity is their count. */
-  argTypes: ValueType[];
-  returnType: ValueType;
-  /** Same arguments, same result, no effects: results may be cached. Never affects protection. */
-  pure: boolean;
-  /**
-   * The body takes whole columns (one per argument) and returns one column
-   * of the same length; per-cell semantics stay those of a per-row call.
-   * Our form only: the engine's serde form has no such field (always per-row).
-   */
-  vectorized?: boolean;
-}
-
-const valueType = z.string().transform((name, ctx) => {
-  const type = valueTypeFromEngine(name);
-  if (!type) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `expected one of ${VALUE_TYPES.join(', ')} (or the engine's Number, Boolean, Text, DateTime, Enum), got ${quoted(name)}`,
-    });
-    return z.NEVER;
-  }
-  return type;
-});
-
-/**
- * A length limit, checked before anything else of the field (`abort`: a
- * 1 MB name is not trimmed and scanned, 10^6 argTypes are not read one by
- * one): the message names the limit, what came and what to do.
- */
-function atMost(max: number, what: string, fix: string) {
-  return {
-    abort: true,
-    error: (issue: { input?: unknown }) => {
-      const got = (issue.input as { length?: unknown } | undefined)?.length;
-      return `must have at most ${max} ${what}, got ${String(got)}; ${fix}`;
-    },
-  };
-}
-
-const language = z
-  .string()
-  .max(
-    MAX_LANGUAGE_LENGTH,
-    atMost(MAX_LANGUAGE_LENGTH, 'characters', 'use the language id its runner declares'),
-  )
-  .min(1, 'must not be empty')
-  .transform((s) => s.toLowerCase())
-  .refine(
-    (s) => /^[a-z][a-z0-9_-]*$/.test(s),
-    'must be a language id such as python, r, julia, pure or wasm',
-  );
-
-const name = z
-  .string()
-  .max(
-    MAX_NAME_LENGTH,
-    atMost(MAX_NAME_LENGTH, 'characters', 'register the function under a shorter name'),
-  )
-  .min(1, 'must not be empty')
-  .refine(
-    (s) => s === '' || nameSpelling(s), // an empty one has its own issue (min)
-    'must have no surrounding spaces, control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, or unpaired surrogates',
-  );
-
-const body = z
-  .string()
-  .max(
-    MAX_BODY_LENGTH,
-    atMost(
-      MAX_BODY_LENGTH,
-      'characters (64 Mi)',
-      'keep data out of the body: pass it as arguments, or have the body read it',
-    ),
-  );
-
-const argTypes = z
-  .array(valueType)
-  .max(
-    MAX_ARGUMENTS,
-    atMost(
-      MAX_ARGUMENTS,
-      'entries (a function takes at most 1000 arguments, as WebAssembly does)',
-      'pass the values in fewer arguments (a text holding a list, say)',
-    ),
-  );
-
-/** Our form. */
-export const externalFnSchema = z.strictObject({
-  name,
-  language,
-  body,
-  argTypes,
-  returnType: valueType,
-  pure: z.boolean().default(false),
-  vectorized: z.boolean().optional(),
-});
-
-/** The engine's serde form. Unknown fields are ignored, as serde does by default. */
-export const engineExternalFnSchema = z
-  .object({
-    name,
-    language,
-    body,
-    arg_types: argTypes,
-    return_type: valueType,
-    pure: z.boolean().default(false),
-  })
-  .transform(({ arg_types, return_type, ...rest }) => ({
-    ...rest,
-    argTypes: arg_types,
-    returnType: return_type,
-  }));
 
 /** Most issues a message lists (all are in `issues`): 10^3 bad argTypes make one short message. */
 const ISSUES_SHOWN = 20;
@@ -179,22 +50,13 @@ function formatPath(path: readonly PropertyKey[]): string {
  * `arg_types`/`return_type`). Throws InvalidDescriptorError naming every bad field.
  */
 export function parseExternalFn(input: unknown): ExternalFn {
+  const read = readExternalFn(input);
+  if (read.ok) return read.fn;
   const record =
     typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : undefined;
-  let result: ReturnType<typeof externalFnSchema.safeParse>;
-  try {
-    const isEngine = record !== undefined && ('arg_types' in record || 'return_type' in record);
-    result = (isEngine ? engineExternalFnSchema : externalFnSchema).safeParse(input);
-  } catch (error) {
-    // a getter that throws, a Proxy's trap: the descriptor as a whole cannot be read
-    throw new InvalidDescriptorError(labelOf(record), [
-      { path: '', message: `cannot be read: ${describeThrown(error)}` },
-    ]);
-  }
-  if (result.success) return result.data;
   throw new InvalidDescriptorError(
     labelOf(record),
-    result.error.issues.map((issue) => ({
+    read.issues.map((issue) => ({
       path: formatPath(issue.path),
       message: cut(issue.message, ISSUE_MESSAGE_MAX),
     })),
@@ -239,7 +101,8 @@ export function externalFnToEngineJson(fn: ExternalFn): Json {
   };
   return {
     name: fn.name,
-    language: engineLanguage[fn.language] ?? fn.language,
+    language:
+      (Object.hasOwn(engineLanguage, fn.language) && engineLanguage[fn.language]) || fn.language,
     body: fn.body,
     arg_types: fn.argTypes.map(valueTypeToEngine),
     return_type: valueTypeToEngine(fn.returnType),

@@ -46,4 +46,3 @@ export {
   writeCell,
 } from './typed-columns.js';
 export * from './value.js';
-export * from './value-schema.js';

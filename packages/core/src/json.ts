@@ -86,7 +86,8 @@ export function valueFromJson(json: unknown, expectedType: ValueType, functionNa
   switch (expectedType) {
     case 'number':
       if (typeof json === 'number') return V.number(json);
-      if (typeof json === 'string' && json in SPECIAL_NUMBERS)
+      // Own keys only: "constructor" or "__proto__" from a file are not numbers.
+      if (typeof json === 'string' && Object.hasOwn(SPECIAL_NUMBERS, json))
         return V.number(SPECIAL_NUMBERS[json]!);
       throw mismatch();
     case 'boolean':
@@ -179,10 +180,8 @@ const TO_ENGINE_TYPE: Record<ValueType, string> = {
 /** `"Number"` → `'number'`; also accepts our own lower-case names. */
 export function valueTypeFromEngine(name: unknown): ValueType | undefined {
   if (typeof name !== 'string') return undefined;
-  return (
-    ENGINE_TYPES[name] ??
-    (Object.values(ENGINE_TYPES).includes(name as ValueType) ? (name as ValueType) : undefined)
-  );
+  if (Object.hasOwn(ENGINE_TYPES, name)) return ENGINE_TYPES[name]; // not "constructor", "__proto__", …
+  return Object.values(ENGINE_TYPES).includes(name as ValueType) ? (name as ValueType) : undefined;
 }
 export function valueTypeToEngine(type: ValueType): string {
   return TO_ENGINE_TYPE[type];
@@ -233,7 +232,7 @@ export function valueFromEngineJson(json: unknown): Value {
   const tag = keys[0]!;
   const payload = (json as Record<string, unknown>)[tag];
   if (tag === 'Error') return V.error(...readCellError(payload));
-  const type = ENGINE_TYPES[tag];
+  const type = Object.hasOwn(ENGINE_TYPES, tag) ? ENGINE_TYPES[tag] : undefined;
   if (!type) {
     throw new TypeError(
       `unknown engine value tag ${JSON.stringify(tag)} (expected Number, Boolean, Text, DateTime, Enum or Error)`,

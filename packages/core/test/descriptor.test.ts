@@ -103,3 +103,59 @@ test("unknown fields are an error in our form but ignored in the engine's, as se
     parseExternalFn({ name: 'f', language: 'wasm', body: '', argtypes: [], returnType: 'number' }),
   ).toThrow(/argtypes/);
 });
+
+describe('@improv/extfn-core/schemas: zod schemas around the same reader', () => {
+  test('they read what parseExternalFn reads, and name the same fields with the same messages', async () => {
+    const { externalFnSchema, engineExternalFnSchema } = await import('../src/schemas.js');
+    expect(externalFnSchema.parse(good)).toEqual(parseExternalFn(good));
+    const engine = {
+      name: 'f',
+      language: 'Wasm',
+      body: '',
+      arg_types: ['Number'],
+      return_type: 'Text',
+      doc: 1,
+    };
+    expect(engineExternalFnSchema.parse(engine)).toEqual(parseExternalFn(engine));
+    for (const bad of [
+      { ...good, argTypes: ['number', 'float'], pure: 'yes', extra: 1 },
+      { ...good, name: '', language: 'C++' },
+      'hypot',
+    ]) {
+      const parsed = externalFnSchema.safeParse(bad);
+      expect(parsed.success).toBe(false);
+      const issues = parsed.error!.issues.map((i) => ({
+        path: i.path
+          .map((k) => (typeof k === 'number' ? `[${k}]` : String(k)))
+          .join('.')
+          .replace(/\.\[/g, '['),
+        message: i.message,
+      }));
+      expect(issues).toEqual(issuesOf(bad));
+    }
+    // the engine's form is not ours: arg_types is an unknown field there
+    expect(externalFnSchema.safeParse(engine).success).toBe(false);
+  });
+});
+
+test("core's main entry loads no zod (its ~100 modules are 80 ms of a process's start on a slow VM)", async () => {
+  const { readFile } = await import('node:fs/promises');
+  const { dirname, join } = await import('node:path');
+  const src = new URL('../src/', import.meta.url).pathname;
+  const seen = new Set<string>();
+  const bare = new Set<string>();
+  const visit = async (file: string): Promise<void> => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const text = await readFile(file, 'utf8');
+    for (const [, spec] of text.matchAll(/^(?:import|export)\b[^;]*?from '([^']+)'/gms)) {
+      if (spec!.startsWith('.')) await visit(join(dirname(file), spec!.replace(/\.js$/, '.ts')));
+      else if (!spec!.startsWith('node:')) bare.add(spec!);
+    }
+  };
+  await visit(join(src, 'index.ts'));
+  expect(seen.size).toBeGreaterThan(10); // the walk found core's modules
+  expect([...bare]).toEqual([]);
+  // and the subpath that has the schemas does load it
+  expect(await readFile(join(src, 'schemas.ts'), 'utf8')).toMatch(/from 'zod'/);
+});

@@ -10,19 +10,26 @@ import { getEventListeners } from 'node:events';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { ABORT_WAIT_MS } from '../src/backstop.js';
 import {
+  decodeValue,
   ExtFnError,
+  externalFnToEngineJson,
   InvalidDescriptorError,
   type LanguageRunner,
   MAX_TIMEOUT_MS,
+  parseExternalFn,
   Registry,
   type RowResult,
   Value as V,
   type Value,
+  valueFromEngineJson,
+  valueFromJson,
 } from '../src/index.js';
 import { rejection as failure } from '../src/testing/index.js';
 import { fakeRunner, fn } from './fake-runner.js';
 
 const never = () => new Promise<never>(() => {});
+/** Keys a lookup in a plain object finds on Object.prototype: a table keyed by input must not. */
+const PROTOTYPE_KEYS = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'];
 const base = {
   name: 'f',
   language: 'fake',
@@ -103,6 +110,35 @@ describe('descriptors', () => {
     expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
   });
 
+  test.each(PROTOTYPE_KEYS)(
+    'the type name %j is an unknown type, not a member of Object.prototype',
+    (key) => {
+      const ours = { ...base, argTypes: [key], returnType: key };
+      const engine = { name: 'f', language: 'fake', body: '', arg_types: [key], return_type: key };
+      for (const descriptor of [ours, engine]) {
+        const issues = (() => {
+          try {
+            parseExternalFn(descriptor);
+          } catch (e) {
+            return (e as InvalidDescriptorError).issues;
+          }
+        })();
+        expect(issues?.map((i) => i.path)).toEqual(
+          descriptor === ours ? ['argTypes[0]', 'returnType'] : ['arg_types[0]', 'return_type'],
+        );
+        expect(issues?.[0]?.message).toMatch(/^expected one of number, boolean, .*, got "/);
+      }
+    },
+  );
+
+  test('a language id that spells a member of Object.prototype is written back as itself', () => {
+    for (const language of ['constructor', 'tostring', 'hasownproperty', 'valueof']) {
+      expect(externalFnToEngineJson(parseExternalFn({ ...base, language }))).toMatchObject({
+        language,
+      });
+    }
+  });
+
   test('10^3 bad argument types (the most there may be): every issue in .issues, a message of twenty', () => {
     const name = 'x'.repeat(256); // the longest name there may be (limits.test.ts: longer ones)
     const error = (() => {
@@ -117,6 +153,22 @@ describe('descriptors', () => {
     expect(error.message).toMatch(/argTypes\[19\]: expected one of/);
     expect(error.message).toMatch(/… and 980 more \(see \.issues\)$/);
   });
+});
+
+describe('values from JSON whose keys or strings name Object.prototype members', () => {
+  test.each(PROTOTYPE_KEYS)(
+    '%j is a wrong number, an unknown engine tag, an unknown type',
+    (key) => {
+      const notANumber = /^function f: result expected number, got string "/;
+      expect(() => valueFromJson(key, 'number', 'f')).toThrow(notANumber);
+      expect(() => decodeValue({ type: 'number', value: key })).toThrow(TypeError);
+      expect(() => decodeValue({ type: key, value: 1 })).toThrow(/must be a value type/);
+      // as parsed from an engine's file: an own key, which is no value tag
+      expect(() => valueFromEngineJson(JSON.parse(`{"${key}": 1}`))).toThrow(
+        /unknown engine value tag/,
+      );
+    },
+  );
 });
 
 describe('names', () => {

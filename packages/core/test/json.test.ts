@@ -183,7 +183,9 @@ test('the fixture shipped in @improv/extfn-core/testing is the engine file, -0 i
 
 describe('zod value schemas', () => {
   test('read both forms into the same Value', async () => {
-    const { valueSchema, engineValueSchema, encodedValueSchema } = await import('../src/index.js');
+    const { valueSchema, engineValueSchema, encodedValueSchema } = await import(
+      '../src/schemas.js'
+    );
     for (const json of fixture.values) {
       const value = valueFromEngineJson(json);
       expect(engineValueSchema.parse(json)).toEqual(value);
@@ -193,7 +195,7 @@ describe('zod value schemas', () => {
   });
 
   test('name the path of what is wrong', async () => {
-    const { valueSchema, encodedValueSchema } = await import('../src/index.js');
+    const { valueSchema, encodedValueSchema } = await import('../src/schemas.js');
     const bad = encodedValueSchema.safeParse({ type: 'enum', value: -1 });
     expect(bad.success).toBe(false);
     expect(bad.error!.issues[0]!.path).toEqual(['value']);

@@ -4,8 +4,6 @@ import {
   DATETIME_MAX,
   DATETIME_MIN,
   ENUM_MAX,
-  encodedValueSchema,
-  engineValueSchema,
   formatInstant,
   isError,
   isNumber,
@@ -16,6 +14,7 @@ import {
   Value,
   valueFromJson,
 } from '../src/index.js';
+import { encodedValueSchema, engineValueSchema } from '../src/schemas.js';
 
 describe('Value constructors', () => {
   test('build each type and keep special numbers', () => {
