@@ -20,7 +20,7 @@ import {
 } from './limits.js';
 import { VALUE_TYPES, type ValueType } from './value.js';
 
-/** The descriptor as core keeps it (see ExternalFn in descriptor.ts, which re-exports it). */
+/** The descriptor as core keeps it (descriptor.ts re-exports it with the rest of its API). */
 export interface ExternalFn {
   /** The name cells call it by. */
   name: string;

@@ -10,7 +10,11 @@ import { availableParallelism } from 'node:os';
 import { Registry, Value } from '@improv/extfn-core';
 import { encodeFrame, FrameReader } from '@improv/extfn-interpreter';
 import { probeSandbox } from '@improv/extfn-sandbox';
+import { machineCosts } from '../../../bench/peers/machine/costs.mjs';
 import { DRIVER_SOURCE, PYTHON_ARGS, python } from '../dist/index.js';
+
+/** This day's machine (a page's first touch, a pipe round trip): README figures carry it. */
+const MACHINE = machineCosts();
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 100_000);
 const ONE_SHOT_SAMPLE = Number(process.env.BENCH_ONE_SHOT ?? 20);
@@ -256,8 +260,9 @@ table.push({
 });
 
 console.log(
-  `\nPython runner, ${BODY}, ${ROWS.toLocaleString('en')} rows — ${PYTHON}, policy ${policy}, ${workers} cores\n`,
+  `\nPython runner, ${BODY}, ${ROWS.toLocaleString('en')} rows — ${PYTHON}, policy ${policy}, ${workers} cores`,
 );
+console.log(`machine, before the runs: ${MACHINE}\n`);
 const head = [
   'path',
   'median/call',

@@ -7,7 +7,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { Registry, Value } from '@improv/extfn-core';
+import { machineCosts } from '../../../bench/peers/machine/costs.mjs';
 import { r } from '../dist/index.js';
+
+/** This day's machine (a page's first touch, a pipe round trip): README figures carry it. */
+const MACHINE = machineCosts();
 
 const ROWS = 100_000;
 const SPAWN_SAMPLE = Number(process.env.BENCH_SPAWN_SAMPLE ?? 20);
@@ -173,6 +177,7 @@ const table = results.map((x) => [
 const widths = head.map((h, k) => Math.max(h.length, ...table.map((row) => row[k].length)));
 const line = (cells) => cells.map((c, k) => c.padEnd(widths[k])).join('  ');
 console.log(`R runner, ${policy} sandbox, ${availableParallelism()} cores, ${interpreter}`);
+console.log(`machine, before the runs: ${MACHINE}`);
 console.log(line(head));
 for (const row of table) console.log(line(row));
 console.log(

@@ -3,9 +3,13 @@
 import { availableParallelism, loadavg } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { checkArguments, checkResult, Registry, Value } from '@improv/extfn-core';
+import { machineCosts } from '../../../bench/peers/machine/costs.mjs';
 import { packColumns } from '../dist/batch.js';
 import { compileBody } from '../dist/compile.js';
 import { wasm } from '../dist/index.js';
+
+/** This day's machine (a page's first touch, a pipe round trip): README figures carry it. */
+const MACHINE = machineCosts();
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
 const loadAtStart = loadavg();
@@ -283,8 +287,9 @@ const table = [
 console.log(
   `\n@improv/extfn-wasm — ${ROWS.toLocaleString('en')} calls of x + x, ${availableParallelism()} cores, Node ${process.versions.node}, ${RUNS} runs each; load average ${loadAtStart.map((l) => l.toFixed(2)).join(' ')} at the start, ${loadavg()
     .map((l) => l.toFixed(2))
-    .join(' ')} at the end\n`,
+    .join(' ')} at the end`,
 );
+console.log(`machine, before the runs: ${MACHINE}\n`);
 console.log(
   `${'path'.padEnd(52)}${'median'.padStart(10)}${'time ÷ JS'.padStart(11)}${'rows/s min'.padStart(12)}${'median'.padStart(11)}${'max'.padStart(11)}`,
 );
